@@ -1,0 +1,1 @@
+//! STUB: the redb store (being written).

@@ -1,0 +1,1 @@
+//! STUB: local assets (being written).

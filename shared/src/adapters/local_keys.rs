@@ -1,0 +1,1 @@
+//! STUB: local key file (being written).

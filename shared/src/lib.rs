@@ -1,0 +1,30 @@
+//! nib's library: everything that is not a process entry point.
+//!
+//! # Layout
+//!
+//! - [`domain`]: pages, lines, task links, ids and dates, the structure parser, task
+//!   reconciliation and search text handling. Pure: no I/O, no JSON-RPC, no HTTP.
+//! - [`ports`]: the traits the core talks to (`Store`, `Keys`, `Assets`, `Clock`).
+//! - [`crypto`]: AES-256-GCM field sealing and the per-user key vault (the only place plaintext
+//!   data keys live).
+//! - [`adapters`]: implementations of the ports (`embedded` redb store, local key file, local
+//!   asset directory).
+//! - [`notebook`]: the application services: import, pages, tasks, search, over the ports.
+//! - [`tools`]: the tool catalog (one definition per tool) and one module per tool.
+//! - [`mcp`]: the MCP server handler on top of `rmcp`: lifecycle, tools/list, tools/call.
+//! - [`auth`]: tokens, scopes and signed session ids.
+//! - [`http`]: the one place that maps HTTP requests to the protocol and errors to statuses.
+//!
+//! ARCHITECTURE.md at the top of the repository has the code map and the invariants.
+
+pub mod adapters;
+pub mod app;
+pub mod auth;
+pub mod crypto;
+pub mod domain;
+pub mod http;
+pub mod mcp;
+pub mod notebook;
+pub mod ports;
+pub mod telemetry;
+pub mod tools;

@@ -1,0 +1,312 @@
+//! The ports: small traits the core talks to. Adapters implement them (`adapters::embedded`,
+//! later `adapters::aws`); handlers take the narrowest one they need as `Arc<dyn Trait>`.
+//!
+//! The `Store` is shaped after DynamoDB's model (DESIGN §5) so both back ends can honour it
+//! exactly: one table of items keyed by `pk`/`sk` strings, one secondary index (`gsi1pk`/`gsi1sk`),
+//! conditional writes on existence or a `version` number, all-or-nothing transactions of up to
+//! [`MAX_TRANSACTION_ITEMS`] writes, an atomic counter, and range queries returning pages with
+//! an opaque cursor. There is no scan.
+
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+
+use crate::domain::{Date, PageId, UserId};
+
+/// DynamoDB's limit on the writes in one `TransactWriteItems`.
+pub const MAX_TRANSACTION_ITEMS: usize = 100;
+
+/// One stored item. `body` is the record, serialized by the layer that owns it (sealed fields
+/// inside are already ciphertext); the store never looks into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub pk: String,
+    pub sk: String,
+    /// The item's key in the secondary index, if it is in it.
+    pub gsi1: Option<(String, String)>,
+    /// Optimistic concurrency: writers read it and write `version + 1` under `Cond::Version`.
+    pub version: u64,
+    /// Unix seconds after which the item may be deleted (DynamoDB TTL). Readers must treat an
+    /// expired item as absent, since TTL deletion is lazy.
+    pub expires_at: Option<i64>,
+    pub body: Vec<u8>,
+}
+
+/// A condition on the item currently stored under a write's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cond {
+    /// No condition.
+    None,
+    /// No item is stored under the key.
+    NotExists,
+    /// An item is stored under the key.
+    Exists,
+    /// An item is stored under the key with exactly this version.
+    Version(u64),
+}
+
+/// One write of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    Put {
+        item: Item,
+        cond: Cond,
+    },
+    Delete {
+        pk: String,
+        sk: String,
+        cond: Cond,
+    },
+    /// Writes nothing; fails the transaction when `cond` does not hold.
+    Check {
+        pk: String,
+        sk: String,
+        cond: Cond,
+    },
+}
+
+impl Write {
+    pub fn put(item: Item, cond: Cond) -> Self {
+        Write::Put { item, cond }
+    }
+
+    pub fn delete(pk: impl Into<String>, sk: impl Into<String>, cond: Cond) -> Self {
+        Write::Delete {
+            pk: pk.into(),
+            sk: sk.into(),
+            cond,
+        }
+    }
+
+    pub fn key(&self) -> (&str, &str) {
+        match self {
+            Write::Put { item, .. } => (&item.pk, &item.sk),
+            Write::Delete { pk, sk, .. } | Write::Check { pk, sk, .. } => (pk, sk),
+        }
+    }
+}
+
+/// Which key a query ranges over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Index {
+    /// `pk` = partition, range over `sk`.
+    Table,
+    /// `gsi1pk` = partition, range over `gsi1sk`.
+    Gsi1,
+}
+
+/// A range query within one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query {
+    pub index: Index,
+    pub partition: String,
+    /// Only sort keys that start with this prefix (`begins_with`).
+    pub prefix: String,
+    /// Inclusive lower bound on the sort key, if any.
+    pub from: Option<String>,
+    /// Inclusive upper bound on the sort key, if any.
+    pub to: Option<String>,
+    /// Descending sort-key order when true.
+    pub reverse: bool,
+    /// At most this many items in the page (the store may return fewer and a cursor).
+    pub limit: usize,
+    /// The cursor of the previous page.
+    pub after: Option<String>,
+}
+
+impl Query {
+    pub fn table(partition: impl Into<String>, prefix: impl Into<String>) -> Self {
+        Query {
+            index: Index::Table,
+            partition: partition.into(),
+            prefix: prefix.into(),
+            from: None,
+            to: None,
+            reverse: false,
+            limit: 1000,
+            after: None,
+        }
+    }
+
+    pub fn gsi1(partition: impl Into<String>, prefix: impl Into<String>) -> Self {
+        Query {
+            index: Index::Gsi1,
+            ..Query::table(partition, prefix)
+        }
+    }
+}
+
+/// One page of a query's results, in sort-key order (or reverse order).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueryPage {
+    pub items: Vec<Item>,
+    /// Present when more items may follow; pass it as `Query::after`. Opaque to callers.
+    pub next: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The condition on write number `index` of the transaction (0 for a single write) did not
+    /// hold. Nothing was written.
+    #[error("condition failed on write {index}")]
+    ConditionFailed { index: usize },
+    /// Another transaction touched the same items at the same time (DynamoDB's
+    /// TransactionConflict); nothing was written and the caller may retry.
+    #[error("transaction conflict")]
+    Conflict,
+    /// The request itself was invalid (too many writes, two writes on one key, a bad cursor).
+    #[error("invalid store request: {0}")]
+    Invalid(String),
+    /// The back end failed or could not be reached.
+    #[error("store unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// The item under the key; `None` when absent or expired.
+    async fn get(&self, pk: &str, sk: &str) -> Result<Option<Item>, StoreError>;
+
+    /// The items under the keys, in the order of `keys`; `None` where absent or expired.
+    async fn batch_get(&self, keys: &[(String, String)]) -> Result<Vec<Option<Item>>, StoreError>;
+
+    /// One page of items in a partition of the table or of the index.
+    async fn query(&self, query: &Query) -> Result<QueryPage, StoreError>;
+
+    /// Applies all the writes or none. At most [`MAX_TRANSACTION_ITEMS`], one per key.
+    async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError>;
+
+    /// Atomically adds `by` to the counter item under the key (created at 0 when absent or
+    /// expired, with `expires_at`), and returns the new value.
+    async fn increment(
+        &self,
+        pk: &str,
+        sk: &str,
+        by: u64,
+        expires_at: i64,
+    ) -> Result<u64, StoreError>;
+
+    /// A single conditional put.
+    async fn put(&self, item: Item, cond: Cond) -> Result<(), StoreError> {
+        self.transact(vec![Write::put(item, cond)]).await
+    }
+}
+
+/// A per-user data key, wrapped by the key-encryption key of the `Keys` back end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrappedKey(pub Vec<u8>);
+
+/// 32 bytes of key material, zeroed when dropped. Never logged, never serialized.
+pub struct DataKey(pub zeroize::Zeroizing<[u8; 32]>);
+
+impl std::fmt::Debug for DataKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DataKey(..)")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeysError {
+    /// The wrapped key does not open for this user (wrong user, tampered, wrong master key).
+    #[error("data key does not unwrap for this user")]
+    Unwrap,
+    #[error("key service unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Envelope keys: KMS in production, a local key file in local mode.
+#[async_trait]
+pub trait Keys: Send + Sync {
+    /// A fresh data key for the user, in plaintext and wrapped (bound to the user id).
+    async fn generate(&self, user: &UserId) -> Result<(DataKey, WrappedKey), KeysError>;
+    /// Unwraps a data key; fails unless it was wrapped for this same user.
+    async fn unwrap(&self, user: &UserId, wrapped: &WrappedKey) -> Result<DataKey, KeysError>;
+}
+
+/// The kind of an ink file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AssetKind {
+    Pdf,
+    Png,
+}
+
+impl AssetKind {
+    pub fn ext(self) -> &'static str {
+        match self {
+            AssetKind::Pdf => "pdf",
+            AssetKind::Png => "png",
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            AssetKind::Pdf => "application/pdf",
+            AssetKind::Png => "image/png",
+        }
+    }
+
+    pub fn from_ext(ext: &str) -> Option<Self> {
+        match ext {
+            "pdf" => Some(AssetKind::Pdf),
+            "png" => Some(AssetKind::Png),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AssetsError {
+    #[error("asset not found")]
+    NotFound,
+    #[error("asset storage unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Page images: S3 in production, a directory in local mode. Never proxied through tool calls:
+/// readers get short-lived signed URLs.
+#[async_trait]
+pub trait Assets: Send + Sync {
+    async fn put(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kind: AssetKind,
+        bytes: Vec<u8>,
+    ) -> Result<(), AssetsError>;
+    /// A URL that serves the asset until `ttl_seconds` from now and is refused after.
+    async fn signed_url(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kind: AssetKind,
+        ttl_seconds: u64,
+    ) -> Result<String, AssetsError>;
+}
+
+/// Time, so tests can pin it.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> SystemTime;
+
+    fn unix(&self) -> i64 {
+        self.now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0)
+    }
+
+    fn today(&self) -> Date {
+        let t = time::OffsetDateTime::from_unix_timestamp(self.unix())
+            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+        Date::from_time(t.date())
+    }
+}
+
+/// The real clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
