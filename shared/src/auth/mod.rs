@@ -1,1 +1,57 @@
-//! STUB
+//! Who is calling and what they may do: scopes, the verified principal, API tokens and signed
+//! session ids. Tokens are verified here; the HTTP layer only asks.
+
+pub mod sessions;
+pub mod tokens;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::UserId;
+
+/// What a token allows. Ordered: `Admin` can do all `Write` can, which can do all `Read` can.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    Read,
+    Write,
+    Admin,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 3] = [Scope::Read, Scope::Write, Scope::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Write => "write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|scope| scope.as_str() == s)
+    }
+
+    /// True when a caller holding `self` may use something that needs `needed`.
+    pub fn allows(self, needed: Scope) -> bool {
+        self >= needed
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The verified caller of a request. Every storage access is scoped by `user`, which comes only
+/// from a verified credential, never from tool arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Principal {
+    pub user: UserId,
+    pub scope: Scope,
+    /// The id of the credential (token id), for rate limits and logs. Never the secret.
+    pub credential_id: String,
+}

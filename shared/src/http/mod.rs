@@ -1,1 +1,176 @@
-//! STUB
+//! The one place that maps HTTP to the protocol and errors to HTTP statuses.
+//!
+//! `POST /mcp` runs the checks in the order the design fixes: Origin/Host (403), size (413),
+//! malformed message or headers (400/406/415), authentication (401), method (405), scope (403),
+//! then hands each JSON-RPC message to rmcp's Streamable HTTP service, which speaks the
+//! protocol. What rmcp does not do, this layer does: authentication before anything else (so a
+//! bare GET sees the 401 challenge), JSON error bodies with correlation ids, JSON-RPC batches
+//! for 2025-03-26, signed session ids, scope checks that answer 403, and one log line per request.
+
+mod errors;
+mod mcp_endpoint;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use serde::Deserialize;
+
+pub use errors::HttpError;
+
+use crate::adapters::local_assets::{FetchError, LocalAssets};
+use crate::auth::sessions::SessionSigner;
+use crate::auth::tokens::Tokens;
+use crate::mcp::NibMcp;
+use crate::ports::Clock;
+
+/// The biggest request body accepted, in bytes.
+pub const MAX_BODY_BYTES: usize = 2_000_000;
+
+/// Settings of the HTTP front.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// The public base URL, without a trailing slash (`http://127.0.0.1:8787`).
+    pub public_url: String,
+    /// Accepted `Host` values: `name` (any port) or `name:port`.
+    pub allowed_hosts: Vec<String>,
+    /// Accepted `Origin` values: `scheme://host` (any port) or `scheme://host:port`.
+    pub allowed_origins: Vec<String>,
+    /// Answer the discovery methods without a token.
+    pub public_discovery: bool,
+    /// Issue and require signed `Mcp-Session-Id`s (eras before 2026-07-28).
+    pub sessions: bool,
+    pub max_body_bytes: usize,
+}
+
+impl HttpConfig {
+    /// Local defaults: loopback hosts and origins only.
+    pub fn local(public_url: String) -> Self {
+        HttpConfig {
+            public_url,
+            allowed_hosts: vec!["127.0.0.1".into(), "localhost".into(), "[::1]".into()],
+            allowed_origins: vec![
+                "http://127.0.0.1".into(),
+                "http://localhost".into(),
+                "http://[::1]".into(),
+            ],
+            public_discovery: false,
+            sessions: false,
+            max_body_bytes: MAX_BODY_BYTES,
+        }
+    }
+
+    /// Where the protected resource metadata for `/mcp` lives.
+    pub fn resource_metadata_url(&self) -> String {
+        format!(
+            "{}/.well-known/oauth-protected-resource/mcp",
+            self.public_url
+        )
+    }
+}
+
+pub type McpService = StreamableHttpService<NibMcp, NeverSessionManager>;
+
+/// What the handlers share.
+pub struct HttpState {
+    pub config: HttpConfig,
+    pub tokens: Arc<Tokens>,
+    pub mcp: McpService,
+    pub sessions: Option<SessionSigner>,
+    pub assets: Option<Arc<LocalAssets>>,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Builds rmcp's service: stateless, JSON responses, no SSE, our own checks in front.
+pub fn mcp_service(handler: NibMcp, max_body_bytes: usize) -> McpService {
+    use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_sse_retry(None)
+        // Host and Origin are checked before authentication by our own layer, with the
+        // configured lists; rmcp's loopback default would refuse API Gateway's hosts.
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(max_body_bytes);
+    StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    )
+}
+
+pub fn router(state: Arc<HttpState>) -> Router {
+    Router::new()
+        .route("/mcp", any(mcp_endpoint::handle))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(protected_resource),
+        )
+        .route("/assets/{*path}", get(asset))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(state)
+}
+
+/// RFC 9728 protected resource metadata. Until nib runs its own authorization server the list
+/// of authorization servers is empty and clients use `nib token create` bearer tokens.
+async fn protected_resource(State(st): State<Arc<HttpState>>) -> Response {
+    let body = serde_json::json!({
+        "resource": format!("{}/mcp", st.config.public_url),
+        "authorization_servers": [],
+        "scopes_supported": ["read", "write", "admin"],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "nib notebook",
+    });
+    (
+        [(header::CACHE_CONTROL, "public, max-age=300")],
+        axum::Json(body),
+    )
+        .into_response()
+}
+
+#[derive(Deserialize)]
+struct AssetQuery {
+    expires: Option<String>,
+    sig: Option<String>,
+}
+
+/// Serves page images through expiring signed URLs; anything wrong with the URL is a 403.
+async fn asset(
+    State(st): State<Arc<HttpState>>,
+    axum::extract::Path(path): axum::extract::Path<String>,
+    Query(q): Query<AssetQuery>,
+) -> Response {
+    let Some(assets) = &st.assets else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let (Some(expires), Some(sig)) = (q.expires, q.sig) else {
+        return StatusCode::FORBIDDEN.into_response();
+    };
+    match assets.fetch(&path, &expires, &sig).await {
+        Ok((kind, bytes)) => (
+            [
+                (header::CONTENT_TYPE, kind.content_type()),
+                (header::CACHE_CONTROL, "private, max-age=60"),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Err(FetchError::Forbidden) => StatusCode::FORBIDDEN.into_response(),
+        Err(FetchError::NotFound) => StatusCode::NOT_FOUND.into_response(),
+        Err(e) => {
+            tracing::error!(error = %crate::telemetry::chain(&e), "asset read failed");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}

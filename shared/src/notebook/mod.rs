@@ -1,1 +1,112 @@
-//! STUB
+//! The notebook services: import, pages, tasks and search over the ports.
+//!
+//! Every operation takes the verified user first and touches only that user's items. User
+//! content is sealed with the user's keys (`crypto`) before it reaches the store; search terms,
+//! task dedup keys and page stems are stored only as blind HMACs.
+//!
+//! Writes that must not be lost go through one store transaction (see [`pages`]): a page, its
+//! task links, their dedup keys, the stem mapping and the index statistics change together or
+//! not at all, under optimistic concurrency (item versions), retried on conflict.
+
+mod import;
+mod pages;
+mod records;
+mod search;
+mod tasks;
+
+use std::sync::Arc;
+
+pub use import::{ImportFailure, ImportReport, PageFiles, group_dir};
+pub use pages::{LineView, PageSummary, PageView, SavedPage};
+pub use search::SearchHit;
+pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
+
+use crate::crypto::{CryptoError, Vault};
+use crate::ports::{Assets, AssetsError, Clock, Store, StoreError};
+
+/// Longest text accepted for a task or a query, in characters.
+pub const MAX_TEXT_CHARS: usize = 10_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NotebookError {
+    /// The thing asked for does not exist for this user (another user's ids land here too).
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// Input that cannot be stored, naming what was wrong with it.
+    #[error("{0}")]
+    Invalid(String),
+    /// Too many concurrent writers on the same items; the caller may retry.
+    #[error("too much contention, try again")]
+    Contention,
+    #[error("store failure")]
+    Store(#[from] StoreError),
+    #[error("crypto failure")]
+    Crypto(#[from] CryptoError),
+    #[error("asset failure")]
+    Assets(#[from] AssetsError),
+    #[error("stored record is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// Settings of the notebook services.
+#[derive(Debug, Clone)]
+pub struct NotebookConfig {
+    /// Lifetime of signed asset URLs, returned as `signed_url_ttl_seconds`.
+    pub asset_ttl_seconds: u64,
+}
+
+impl Default for NotebookConfig {
+    fn default() -> Self {
+        NotebookConfig {
+            asset_ttl_seconds: 3600,
+        }
+    }
+}
+
+/// The notebook services over the ports. Cheap to share behind an `Arc`.
+pub struct Notebook {
+    store: Arc<dyn Store>,
+    vault: Arc<Vault>,
+    assets: Arc<dyn Assets>,
+    clock: Arc<dyn Clock>,
+    config: NotebookConfig,
+}
+
+impl Notebook {
+    pub fn new(
+        store: Arc<dyn Store>,
+        vault: Arc<Vault>,
+        assets: Arc<dyn Assets>,
+        clock: Arc<dyn Clock>,
+        config: NotebookConfig,
+    ) -> Self {
+        Notebook {
+            store,
+            vault,
+            assets,
+            clock,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &NotebookConfig {
+        &self.config
+    }
+}
+
+/// How many times an optimistic write is retried before giving up with `Contention`.
+const MAX_ATTEMPTS: usize = 64;
+
+/// A short random pause before retrying an optimistic write, so that racing writers spread out.
+async fn backoff(attempt: usize) {
+    let cap_ms = (1u64 << attempt.min(6)).min(50);
+    let ms = rand::random::<u64>() % (cap_ms + 1);
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+}
+
+fn is_retryable(e: &NotebookError) -> bool {
+    matches!(
+        e,
+        NotebookError::Store(StoreError::ConditionFailed { .. } | StoreError::Conflict)
+    )
+}

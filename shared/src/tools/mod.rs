@@ -1,1 +1,176 @@
-//! STUB
+//! The tool catalog: one definition per tool (name, title, description, scope, annotations,
+//! input and output schemas, handler). It is the single source for `tools/list`, routing and
+//! scope checks; the MCP layer only renders it.
+
+mod args;
+mod create_task;
+mod fetch;
+mod get_page;
+mod list_pages;
+mod list_tasks;
+mod search;
+mod search_pages;
+mod update_task_status;
+
+use std::sync::{Arc, LazyLock};
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+pub use args::Args;
+
+use crate::auth::{Principal, Scope};
+use crate::notebook::{Notebook, NotebookError};
+
+/// Why a tool call failed. `Invalid`/`NotFound` are business failures the model can act on
+/// (an `isError` result); `UnknownTool` is a protocol error; `Internal` never shows its cause
+/// to the client.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("unknown tool: {0}")]
+    UnknownTool(String),
+    #[error("invalid argument '{name}': {reason}")]
+    InvalidArgument { name: String, reason: String },
+    #[error("{0}")]
+    Rejected(String),
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("internal error")]
+    Internal(#[source] NotebookError),
+}
+
+impl ToolError {
+    pub fn invalid(name: &str, reason: impl Into<String>) -> Self {
+        ToolError::InvalidArgument {
+            name: name.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<NotebookError> for ToolError {
+    fn from(e: NotebookError) -> Self {
+        match e {
+            NotebookError::NotFound(what) => ToolError::NotFound(what),
+            NotebookError::Invalid(m) => ToolError::Rejected(m),
+            other => ToolError::Internal(other),
+        }
+    }
+}
+
+/// What a tool's handler gets.
+pub struct Ctx<'a> {
+    pub notebook: &'a Notebook,
+    pub principal: &'a Principal,
+    pub args: Args<'a>,
+}
+
+type Handler = for<'a> fn(Ctx<'a>) -> BoxFuture<'a, Result<Value, ToolError>>;
+
+/// One tool of the catalog.
+pub struct ToolDef {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    /// The least scope that may list and call it.
+    pub scope: Scope,
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+    pub input_schema: Value,
+    pub output_schema: Value,
+    pub handler: Handler,
+}
+
+impl std::fmt::Debug for ToolDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDef")
+            .field("name", &self.name)
+            .field("scope", &self.scope)
+            .finish()
+    }
+}
+
+static CATALOG: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
+    vec![
+        list_pages::def(),
+        get_page::def(),
+        search_pages::def(),
+        list_tasks::def(),
+        create_task::def(),
+        update_task_status::def(),
+        search::def(),
+        fetch::def(),
+    ]
+});
+
+/// Every tool, in the order `tools/list` shows them.
+pub fn catalog() -> &'static [ToolDef] {
+    &CATALOG
+}
+
+pub fn find(name: &str) -> Option<&'static ToolDef> {
+    catalog().iter().find(|t| t.name == name)
+}
+
+/// Runs tool calls. In process for the local server; a Lambda Invoke of the class function
+/// that owns the tool on AWS. Both run the same handlers.
+#[async_trait]
+pub trait Dispatch: Send + Sync {
+    async fn call(
+        &self,
+        principal: &Principal,
+        name: &str,
+        args: Map<String, Value>,
+    ) -> Result<Value, ToolError>;
+}
+
+/// Calls the handlers in this process.
+pub struct InProcess {
+    pub notebook: Arc<Notebook>,
+}
+
+#[async_trait]
+impl Dispatch for InProcess {
+    async fn call(
+        &self,
+        principal: &Principal,
+        name: &str,
+        args: Map<String, Value>,
+    ) -> Result<Value, ToolError> {
+        let tool = find(name).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
+        if !principal.scope.allows(tool.scope) {
+            // The HTTP layer answers 403 before this; this is the second lock on the door.
+            return Err(ToolError::Rejected(format!(
+                "{name} needs the {} scope",
+                tool.scope
+            )));
+        }
+        let args = Args::new(&args, tool.input_schema["properties"].as_object());
+        args.check_known()?;
+        (tool.handler)(Ctx {
+            notebook: &self.notebook,
+            principal,
+            args,
+        })
+        .await
+    }
+}
+
+/// `{"type":"object","properties":...,"required":[...],"additionalProperties":false}`.
+pub(crate) fn object_schema(properties: Value, required: &[&str]) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+pub(crate) const DATE_PATTERN: &str = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$";
+
+pub(crate) fn nullable(kind: &str) -> Value {
+    serde_json::json!({ "type": [kind, "null"] })
+}

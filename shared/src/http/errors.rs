@@ -1,0 +1,121 @@
+//! Every HTTP-level failure, mapped to a status, headers and a JSON body in one place.
+//! Message-level failures are JSON-RPC errors; the rest are `{error, message, correlationId}`.
+//! Internal causes are logged by the caller and never put in a body.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::HttpConfig;
+use crate::auth::Scope;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("{0}")]
+    Forbidden(&'static str),
+    #[error("request body larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("Content-Type must be application/json")]
+    UnsupportedMediaType,
+    #[error("Accept must allow application/json")]
+    NotAcceptable,
+    #[error("parse error: the body is not valid JSON")]
+    Parse,
+    #[error("invalid request: {message}")]
+    InvalidRequest { id: Option<Value>, message: String },
+    #[error("authentication required")]
+    Unauthorized { invalid_token: bool },
+    #[error("method not allowed: POST JSON-RPC messages to this endpoint")]
+    MethodNotAllowed,
+    #[error("unknown or expired session")]
+    UnknownSession,
+    #[error("missing Mcp-Session-Id header: initialize first")]
+    MissingSession,
+    #[error("{tool} needs the {scope} scope")]
+    InsufficientScope { tool: String, scope: Scope },
+    #[error("internal error")]
+    Internal,
+}
+
+impl HttpError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            HttpError::Forbidden(_) | HttpError::InsufficientScope { .. } => StatusCode::FORBIDDEN,
+            HttpError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            HttpError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            HttpError::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+            HttpError::Parse | HttpError::InvalidRequest { .. } | HttpError::MissingSession => {
+                StatusCode::BAD_REQUEST
+            }
+            HttpError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            HttpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            HttpError::UnknownSession => StatusCode::NOT_FOUND,
+            HttpError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            HttpError::Forbidden(_) => "forbidden",
+            HttpError::TooLarge(_) => "payload_too_large",
+            HttpError::UnsupportedMediaType => "unsupported_media_type",
+            HttpError::NotAcceptable => "not_acceptable",
+            HttpError::Parse => "parse_error",
+            HttpError::InvalidRequest { .. } => "invalid_request",
+            HttpError::Unauthorized {
+                invalid_token: true,
+            } => "invalid_token",
+            HttpError::Unauthorized {
+                invalid_token: false,
+            } => "unauthorized",
+            HttpError::MethodNotAllowed => "method_not_allowed",
+            HttpError::UnknownSession => "session_not_found",
+            HttpError::MissingSession => "session_required",
+            HttpError::InsufficientScope { .. } => "insufficient_scope",
+            HttpError::Internal => "internal_error",
+        }
+    }
+
+    pub fn into_response(self, correlation_id: &str, config: &HttpConfig) -> Response {
+        let status = self.status();
+        let message = self.to_string();
+        let body = match &self {
+            HttpError::Parse => json!({
+                "jsonrpc": "2.0", "id": null,
+                "error": { "code": -32700, "message": message, "data": { "correlationId": correlation_id } }
+            }),
+            HttpError::InvalidRequest { id, .. } => json!({
+                "jsonrpc": "2.0", "id": id.clone().unwrap_or(Value::Null),
+                "error": { "code": -32600, "message": message, "data": { "correlationId": correlation_id } }
+            }),
+            _ => {
+                json!({ "error": self.code(), "message": message, "correlationId": correlation_id })
+            }
+        };
+        let mut response = (status, axum::Json(body)).into_response();
+        let headers = response.headers_mut();
+        let challenge = match &self {
+            HttpError::Unauthorized { invalid_token } => Some(format!(
+                "Bearer resource_metadata=\"{}\"{}",
+                config.resource_metadata_url(),
+                if *invalid_token {
+                    ", error=\"invalid_token\""
+                } else {
+                    ""
+                }
+            )),
+            HttpError::InsufficientScope { scope, .. } => Some(format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{scope}\", resource_metadata=\"{}\"",
+                config.resource_metadata_url()
+            )),
+            _ => None,
+        };
+        if let Some(c) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            headers.insert(header::WWW_AUTHENTICATE, c);
+        }
+        if matches!(self, HttpError::MethodNotAllowed) {
+            headers.insert(header::ALLOW, HeaderValue::from_static("POST"));
+        }
+        response
+    }
+}

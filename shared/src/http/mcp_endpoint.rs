@@ -1,0 +1,483 @@
+//! `/mcp`: our checks in the fixed order, then rmcp.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
+use super::{HttpError, HttpState};
+use crate::auth::Principal;
+use crate::mcp::CorrelationId;
+use crate::telemetry;
+use crate::tools;
+
+/// The protocol revisions nib speaks.
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
+const LEGACY_DEFAULT_VERSION: &str = "2025-03-26";
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const META_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// Methods that may be answered without a token in public-discovery mode.
+fn is_discovery(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize" | "ping" | "server/discover" | "tools/list"
+    ) || method.starts_with("notifications/")
+}
+
+/// What we learned about the request while checking it, for the log line.
+#[derive(Default)]
+struct Seen {
+    method: Option<String>,
+    tool: Option<String>,
+}
+
+pub async fn handle(State(st): State<Arc<HttpState>>, req: Request<Body>) -> Response {
+    let started = Instant::now();
+    let cid = telemetry::correlation_id();
+    let mut seen = Seen::default();
+    let http_method = req.method().clone();
+    let mut response = match check_and_forward(&st, req, &cid, &mut seen).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(&cid, &st.config),
+    };
+    if let Ok(v) = HeaderValue::from_str(&cid) {
+        response.headers_mut().insert("x-correlation-id", v);
+    }
+    tracing::info!(
+        target: "nib::request",
+        http_method = %http_method,
+        method = seen.method.as_deref().unwrap_or("-"),
+        tool = seen.tool.as_deref().unwrap_or("-"),
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        correlation_id = %cid,
+        "request"
+    );
+    response
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// `name` or `name:port` against the allow-list (an entry without a port allows any port).
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((name, port))
+            if !name.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && !host.ends_with(']') =>
+        {
+            name
+        }
+        _ => host,
+    };
+    allowed
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(name))
+}
+
+fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return false;
+    };
+    allowed.iter().any(|a| {
+        a.eq_ignore_ascii_case(origin)
+            || a.split_once("://").is_some_and(|(s, host)| {
+                s.eq_ignore_ascii_case(scheme) && host_allowed(rest, &[host.to_owned()])
+            })
+    })
+}
+
+fn media_type(headers: &HeaderMap, name: header::HeaderName) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .collect()
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = header_str(headers, "authorization")?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Checks one JSON-RPC message's shape; returns its method (None for a client response).
+fn check_message(msg: &Value) -> Result<Option<&str>, HttpError> {
+    let id = msg.get("id").cloned();
+    let invalid = |message: &str| HttpError::InvalidRequest {
+        id: id.clone(),
+        message: message.to_owned(),
+    };
+    let Some(obj) = msg.as_object() else {
+        return Err(invalid("a JSON-RPC message must be an object"));
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid("jsonrpc must be \"2.0\""));
+    }
+    if let Some(id) = obj.get("id")
+        && !(id.is_string() || id.is_i64() || id.is_u64())
+    {
+        return Err(invalid("id must be a string or an integer"));
+    }
+    match obj.get("method") {
+        Some(Value::String(m)) => {
+            if let Some(p) = obj.get("params")
+                && !p.is_object()
+                && !p.is_array()
+            {
+                return Err(invalid("params must be an object"));
+            }
+            Ok(Some(m))
+        }
+        Some(_) => Err(invalid("method must be a string")),
+        None if obj.contains_key("id")
+            && (obj.contains_key("result") || obj.contains_key("error")) =>
+        {
+            Ok(None)
+        }
+        None => Err(invalid("not a JSON-RPC request, notification or response")),
+    }
+}
+
+async fn check_and_forward(
+    st: &HttpState,
+    req: Request<Body>,
+    cid: &str,
+    seen: &mut Seen,
+) -> Result<Response, HttpError> {
+    let cfg = &st.config;
+    let (mut parts, body) = req.into_parts();
+
+    // 1. Host and Origin (DNS rebinding).
+    let host = header_str(&parts.headers, "host")
+        .or(parts.uri.authority().map(|a| a.as_str()))
+        .unwrap_or("");
+    if !host_allowed(host, &cfg.allowed_hosts) {
+        return Err(HttpError::Forbidden("Host not allowed"));
+    }
+    if let Some(origin) = parts.headers.get(header::ORIGIN) {
+        if !origin
+            .to_str()
+            .is_ok_and(|o| origin_allowed(o, &cfg.allowed_origins))
+        {
+            return Err(HttpError::Forbidden("Origin not allowed"));
+        }
+    }
+
+    // 2. Size.
+    let is_post = parts.method == Method::POST;
+    let mut bytes = Bytes::new();
+    if is_post {
+        if header_str(&parts.headers, "content-length")
+            .and_then(|v| v.parse::<usize>().ok())
+            .is_some_and(|n| n > cfg.max_body_bytes)
+        {
+            return Err(HttpError::TooLarge(cfg.max_body_bytes));
+        }
+        let limited = http_body_util::Limited::new(body, cfg.max_body_bytes);
+        bytes = match limited.collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return Err(HttpError::TooLarge(cfg.max_body_bytes));
+            }
+            Err(e) => {
+                tracing::warn!(correlation_id = cid, error = %e, "could not read request body");
+                return Err(HttpError::InvalidRequest {
+                    id: None,
+                    message: "could not read the request body".into(),
+                });
+            }
+        };
+    }
+
+    // 3. Malformed headers or message.
+    let mut messages: Vec<Value> = Vec::new();
+    let mut batch = false;
+    if is_post {
+        if !media_type(&parts.headers, header::CONTENT_TYPE)
+            .iter()
+            .any(|m| m == "application/json")
+        {
+            return Err(HttpError::UnsupportedMediaType);
+        }
+        let accept = media_type(&parts.headers, header::ACCEPT);
+        if !accept.is_empty()
+            && !accept
+                .iter()
+                .any(|m| m == "application/json" || m == "application/*" || m == "*/*")
+        {
+            return Err(HttpError::NotAcceptable);
+        }
+        let parsed: Value = serde_json::from_slice(&bytes).map_err(|_| HttpError::Parse)?;
+        match parsed {
+            Value::Array(items) => {
+                let version =
+                    header_str(&parts.headers, VERSION_HEADER).unwrap_or(LEGACY_DEFAULT_VERSION);
+                if version != LEGACY_DEFAULT_VERSION {
+                    return Err(HttpError::InvalidRequest {
+                        id: None,
+                        message: format!(
+                            "JSON-RPC batches are not part of protocol version {version}"
+                        ),
+                    });
+                }
+                if items.is_empty() {
+                    return Err(HttpError::InvalidRequest {
+                        id: None,
+                        message: "empty batch".into(),
+                    });
+                }
+                batch = true;
+                messages = items;
+            }
+            other => messages.push(other),
+        }
+        for m in &messages {
+            let method = check_message(m)?;
+            if seen.method.is_none() {
+                seen.method = method.map(str::to_owned);
+            }
+            if method == Some("tools/call") {
+                seen.tool = m
+                    .pointer("/params/name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+            }
+        }
+        if batch {
+            seen.method = Some("batch".into());
+        }
+        if let Some(v) = header_str(&parts.headers, VERSION_HEADER) {
+            // A request that names its version in `_meta` is judged by rmcp (it answers with the
+            // protocol's own error code); only a bare header naming a version we do not speak
+            // is refused here.
+            let has_meta_version = messages.iter().any(|m| {
+                m.pointer("/params/_meta")
+                    .and_then(|x| x.get(META_VERSION_KEY))
+                    .is_some()
+            });
+            if !SUPPORTED_VERSIONS.contains(&v) && !has_meta_version {
+                return Err(HttpError::InvalidRequest {
+                    id: messages.first().and_then(|m| m.get("id").cloned()),
+                    message: format!(
+                        "unsupported MCP-Protocol-Version '{v}'; supported: {}",
+                        SUPPORTED_VERSIONS.join(", ")
+                    ),
+                });
+            }
+        }
+    }
+
+    // 4. Authentication.
+    let principal: Option<Principal> = match bearer(&parts.headers) {
+        Some(token) => match st.tokens.verify(token).await {
+            Ok(p) => Some(p),
+            Err(crate::auth::tokens::TokenError::Invalid) => {
+                return Err(HttpError::Unauthorized {
+                    invalid_token: true,
+                });
+            }
+            Err(e) => {
+                tracing::error!(correlation_id = cid, error = %telemetry::chain(&e), "token verification failed");
+                return Err(HttpError::Internal);
+            }
+        },
+        None => None,
+    };
+    let discovery_only = is_post
+        && messages.iter().all(|m| {
+            m.get("method")
+                .and_then(Value::as_str)
+                .is_none_or(is_discovery)
+        });
+    if principal.is_none() && !(cfg.public_discovery && discovery_only) {
+        return Err(HttpError::Unauthorized {
+            invalid_token: false,
+        });
+    }
+
+    // 5. Method.
+    if !is_post {
+        return Err(HttpError::MethodNotAllowed);
+    }
+
+    // Sessions (opt-in): signed ids bound to the user, for the eras before 2026-07-28.
+    let initialize = messages
+        .iter()
+        .any(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
+    if let (Some(signer), Some(p)) = (&st.sessions, &principal) {
+        let stateless_era =
+            header_str(&parts.headers, VERSION_HEADER).is_some_and(|v| v >= "2026-07-28");
+        if !initialize && !stateless_era {
+            match header_str(&parts.headers, SESSION_HEADER) {
+                Some(id) if signer.check(id, &p.user, st.clock.unix()) => {}
+                Some(_) => return Err(HttpError::UnknownSession),
+                None => return Err(HttpError::MissingSession),
+            }
+        }
+    }
+
+    // Scope: a tool above the caller's scope is a 403 the client can step up from.
+    let scope = principal
+        .as_ref()
+        .map_or(crate::auth::Scope::Read, |p| p.scope);
+    for m in &messages {
+        if m.get("method").and_then(Value::as_str) == Some("tools/call")
+            && let Some(name) = m.pointer("/params/name").and_then(Value::as_str)
+            && let Some(tool) = tools::find(name)
+            && !scope.allows(tool.scope)
+        {
+            return Err(HttpError::InsufficientScope {
+                tool: name.to_owned(),
+                scope: tool.scope,
+            });
+        }
+    }
+
+    // Hand over to rmcp. We never stream, so both media types are acceptable to it.
+    parts.headers.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    parts.headers.remove(SESSION_HEADER);
+    parts.extensions.insert(CorrelationId(cid.to_owned()));
+    if let Some(p) = &principal {
+        parts.extensions.insert(p.clone());
+    }
+    let mut response = if batch {
+        let mut replies = Vec::new();
+        for m in messages {
+            let body = serde_json::to_vec(&m).expect("re-serialize");
+            let (status, _, bytes) = forward(st, &parts, Bytes::from(body)).await?;
+            if status == StatusCode::ACCEPTED || bytes.is_empty() {
+                continue;
+            }
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(v) => replies.push(v),
+                Err(_) => replies.push(serde_json::json!({
+                    "jsonrpc": "2.0", "id": m.get("id").cloned().unwrap_or(Value::Null),
+                    "error": { "code": -32600, "message": String::from_utf8_lossy(&bytes) }
+                })),
+            }
+        }
+        if replies.is_empty() {
+            StatusCode::ACCEPTED.into_response()
+        } else {
+            (StatusCode::OK, axum::Json(Value::Array(replies))).into_response()
+        }
+    } else {
+        let (status, headers, bytes) = forward(st, &parts, bytes).await?;
+        let is_json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if status.is_client_error() && !is_json && !bytes.is_empty() {
+            // rmcp's transport errors are plain text; give clients JSON like every other error.
+            let message = String::from_utf8_lossy(&bytes).into_owned();
+            let id = messages
+                .first()
+                .and_then(|m| m.get("id").cloned())
+                .unwrap_or(Value::Null);
+            let body = serde_json::json!({
+                "jsonrpc": "2.0", "id": id,
+                "error": { "code": -32600, "message": message, "data": { "correlationId": cid } }
+            });
+            (status, axum::Json(body)).into_response()
+        } else {
+            let mut r = Response::new(Body::from(bytes));
+            *r.status_mut() = status;
+            *r.headers_mut() = headers;
+            r
+        }
+    };
+    if initialize
+        && response.status() == StatusCode::OK
+        && let (Some(signer), Some(p)) = (&st.sessions, &principal)
+        && let Ok(v) = HeaderValue::from_str(&signer.issue(&p.user, st.clock.unix()))
+    {
+        response.headers_mut().insert(SESSION_HEADER, v);
+    }
+    Ok(response)
+}
+
+/// One message through rmcp, buffered.
+async fn forward(
+    st: &HttpState,
+    parts: &axum::http::request::Parts,
+    body: Bytes,
+) -> Result<(StatusCode, HeaderMap, Bytes), HttpError> {
+    let mut req = Request::builder()
+        .method(Method::POST)
+        .uri(parts.uri.clone())
+        .version(parts.version);
+    if let Some(h) = req.headers_mut() {
+        *h = parts.headers.clone();
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    if let Some(x) = req.extensions_mut() {
+        *x = parts.extensions.clone();
+    }
+    let req = req
+        .body(http_body_util::Full::new(body))
+        .map_err(|_| HttpError::Internal)?;
+    let response = st
+        .mcp
+        .clone()
+        .oneshot(req)
+        .await
+        .unwrap_or_else(|never| match never {});
+    let (rparts, rbody) = response.into_parts();
+    let bytes = rbody
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_else(|never| match never {});
+    Ok((rparts.status, rparts.headers, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_match_with_or_without_ports() {
+        let allowed = vec![
+            "127.0.0.1".to_owned(),
+            "example.com:443".to_owned(),
+            "[::1]".to_owned(),
+        ];
+        assert!(host_allowed("127.0.0.1:8080", &allowed));
+        assert!(host_allowed("127.0.0.1", &allowed));
+        assert!(host_allowed("example.com:443", &allowed));
+        assert!(!host_allowed("example.com:80", &allowed));
+        assert!(!host_allowed("evil.com", &allowed));
+        assert!(host_allowed("[::1]:9", &allowed));
+    }
+
+    #[test]
+    fn origins_match_scheme_and_host() {
+        let allowed = vec!["http://localhost".to_owned()];
+        assert!(origin_allowed("http://localhost:3000", &allowed));
+        assert!(!origin_allowed("https://localhost:3000", &allowed));
+        assert!(!origin_allowed("http://evil.com", &allowed));
+        assert!(!origin_allowed("null", &allowed));
+    }
+}

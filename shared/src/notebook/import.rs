@@ -1,0 +1,254 @@
+//! Import from a folder: files sharing a stem are one page (`STEM.pdf` and/or `STEM.png` for the
+//! ink, `STEM.md` or `STEM.txt` for its OCR). A bad file fails its page with a message naming
+//! it; the other pages go on.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::pages::PageDraft;
+use super::records::OcrKind;
+use super::{Notebook, NotebookError, SavedPage};
+use crate::domain::{Date, UserId};
+
+/// The files of one page.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageFiles {
+    pub stem: String,
+    pub pdf: Option<PathBuf>,
+    pub png: Option<PathBuf>,
+    pub md: Option<PathBuf>,
+    pub txt: Option<PathBuf>,
+}
+
+/// Why one page was not imported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportFailure {
+    /// The file at fault, or the page's first file when no single file is.
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ImportFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.reason)
+    }
+}
+
+/// The outcome of importing a folder.
+#[derive(Debug, Clone, Default)]
+pub struct ImportReport {
+    pub created: usize,
+    pub updated: usize,
+    pub failed: Vec<ImportFailure>,
+    /// Files that are not part of any page (other extensions, hidden files).
+    pub skipped: Vec<PathBuf>,
+}
+
+/// Groups a folder's files into pages, sorted by stem. Not recursive.
+pub fn group_dir(dir: &Path) -> std::io::Result<(Vec<PageFiles>, Vec<PathBuf>)> {
+    let mut pages: BTreeMap<String, PageFiles> = BTreeMap::new();
+    let mut skipped = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if !path.is_file() {
+            continue;
+        }
+        let (Some(stem), Some(ext)) = (
+            path.file_stem().and_then(|s| s.to_str()),
+            path.extension().and_then(|e| e.to_str()),
+        ) else {
+            skipped.push(path);
+            continue;
+        };
+        if stem.starts_with('.') {
+            skipped.push(path);
+            continue;
+        }
+        let page = pages.entry(stem.to_owned()).or_insert_with(|| PageFiles {
+            stem: stem.to_owned(),
+            ..PageFiles::default()
+        });
+        let slot = match ext.to_ascii_lowercase().as_str() {
+            "pdf" => &mut page.pdf,
+            "png" => &mut page.png,
+            "md" | "markdown" => &mut page.md,
+            "txt" => &mut page.txt,
+            _ => {
+                skipped.push(path);
+                continue;
+            }
+        };
+        *slot = Some(path);
+    }
+    skipped.sort();
+    let pages = pages
+        .into_values()
+        .filter(|p| p.pdf.is_some() || p.png.is_some() || p.md.is_some() || p.txt.is_some())
+        .collect();
+    Ok((pages, skipped))
+}
+
+/// Splits a `---` front-matter block off the top of a text, returning its `date:` value (if
+/// any) and the rest.
+fn front_matter(text: &str) -> (Option<&str>, &str) {
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return (None, text);
+    };
+    let mut offset = 0;
+    let mut date = None;
+    for line in rest.split_inclusive('\n') {
+        offset += line.len();
+        let trimmed = line.trim();
+        if trimmed == "---" {
+            return (date, &rest[offset..]);
+        }
+        if let Some(value) = trimmed.strip_prefix("date:") {
+            date = Some(value.trim().trim_matches(|c| c == '"' || c == '\''));
+        }
+    }
+    // No closing line: not front matter after all.
+    (None, text)
+}
+
+/// The date a stem starts with: `2026-06-19`, `2026-06-19-2`, `2026-06-19 standup`.
+fn stem_date(stem: &str) -> Option<Date> {
+    let head = stem.get(..10)?;
+    let date = Date::parse(head).ok()?;
+    match stem[10..].chars().next() {
+        None | Some('-' | '_' | ' ' | '.') => Some(date),
+        _ => None,
+    }
+}
+
+const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
+const PDF_MAGIC: &[u8] = b"%PDF-";
+
+fn fail(path: &Path, reason: impl Into<String>) -> ImportFailure {
+    ImportFailure {
+        path: path.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// Reads and checks a page's files into a draft.
+pub fn read_page(files: &PageFiles) -> Result<PageDraft, ImportFailure> {
+    let read =
+        |path: &Path| std::fs::read(path).map_err(|e| fail(path, format!("cannot read: {e}")));
+    let pdf = match &files.pdf {
+        Some(p) => {
+            let bytes = read(p)?;
+            if !bytes.starts_with(PDF_MAGIC) {
+                return Err(fail(p, "not a PDF file (it does not start with %PDF-)"));
+            }
+            Some(bytes)
+        }
+        None => None,
+    };
+    let png = match &files.png {
+        Some(p) => {
+            let bytes = read(p)?;
+            if !bytes.starts_with(PNG_MAGIC) {
+                return Err(fail(p, "not a PNG file (bad signature)"));
+            }
+            Some(bytes)
+        }
+        None => None,
+    };
+    let ocr_file = files
+        .md
+        .as_ref()
+        .map(|p| (OcrKind::Markdown, p))
+        .or(files.txt.as_ref().map(|p| (OcrKind::Text, p)));
+    let mut date = None;
+    let ocr = match ocr_file {
+        Some((kind, path)) => {
+            let bytes = read(path)?;
+            let text = String::from_utf8(bytes).map_err(|_| fail(path, "not UTF-8 text"))?;
+            let (fm_date, body) = front_matter(&text);
+            if let Some(value) = fm_date {
+                date = Some(Date::parse(value).map_err(|_| {
+                    fail(
+                        path,
+                        format!("front matter date '{value}' is not a date written YYYY-MM-DD"),
+                    )
+                })?);
+            }
+            Some((kind, body.to_owned()))
+        }
+        None => None,
+    };
+    let first = [&files.md, &files.txt, &files.png, &files.pdf]
+        .into_iter()
+        .flatten()
+        .next()
+        .cloned()
+        .unwrap_or_default();
+    let date = match date.or_else(|| stem_date(&files.stem)) {
+        Some(d) => d,
+        None => {
+            return Err(fail(
+                &first,
+                "no page date: add a 'date: YYYY-MM-DD' front-matter line or start the file name with the date",
+            ));
+        }
+    };
+    Ok(PageDraft {
+        date,
+        stem: files.stem.clone(),
+        ocr,
+        pdf,
+        png,
+    })
+}
+
+impl Notebook {
+    /// Imports one page's files.
+    pub async fn import_files(
+        &self,
+        user: &UserId,
+        files: &PageFiles,
+    ) -> Result<SavedPage, ImportFailure> {
+        let draft = read_page(files)?;
+        let first = [&files.md, &files.txt, &files.png, &files.pdf]
+            .into_iter()
+            .flatten()
+            .next()
+            .cloned()
+            .unwrap_or_default();
+        self.import_page(user, draft).await.map_err(|e| match e {
+            NotebookError::Invalid(reason) => fail(&first, reason),
+            other => {
+                let chain = crate::telemetry::chain(&other);
+                tracing::error!(error = %chain, file = %first.display(), "import failed");
+                fail(&first, format!("could not be stored: {chain}"))
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems_carry_dates() {
+        assert_eq!(stem_date("2026-06-19").unwrap().to_string(), "2026-06-19");
+        assert_eq!(stem_date("2026-06-19-2").unwrap().to_string(), "2026-06-19");
+        assert!(stem_date("2026-06-190").is_none());
+        assert!(stem_date("notes").is_none());
+        assert!(stem_date("2026-13-01").is_none());
+    }
+
+    #[test]
+    fn front_matter_gives_the_date_and_is_removed() {
+        let (date, body) = front_matter("---\ntitle: x\ndate: 2026-06-19\n---\n## Tasks\n");
+        assert_eq!(date, Some("2026-06-19"));
+        assert_eq!(body, "## Tasks\n");
+        let (date, body) = front_matter("---\nnot closed\n");
+        assert_eq!(date, None);
+        assert_eq!(body, "---\nnot closed\n");
+    }
+}

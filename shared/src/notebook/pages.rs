@@ -1,0 +1,736 @@
+//! Pages: the one write path that keeps a page, its task links and its index consistent, and
+//! the page reads.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use super::records::{
+    self, OcrKind, PageRecord, StatsRecord, StemRecord, StoredLine, TaskKeyRecord, TaskRecord,
+    decode, encode, page_gsi_sk, page_sk, pages_partition, stem_sk, task_gsi_sk, task_sk,
+    taskkey_sk, tasks_partition, user_pk,
+};
+use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, search};
+use crate::crypto::UserKeys;
+use crate::domain::tasks::{self, Appearance};
+use crate::domain::{
+    Date, Notation, PageId, PageStatus, StatusSource, TaskLinkId, TaskStatus, UserId, structure,
+};
+use crate::ports::{AssetKind, Cond, Item, MAX_TRANSACTION_ITEMS, Query, Write};
+
+/// A page as imported from files.
+#[derive(Debug, Clone)]
+pub struct PageDraft {
+    pub date: Date,
+    /// The file stem the page was imported under (kept only as a blind hash).
+    pub stem: String,
+    pub ocr: Option<(OcrKind, String)>,
+    pub pdf: Option<Vec<u8>>,
+    pub png: Option<Vec<u8>>,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedPage {
+    pub page_id: PageId,
+    /// False when the stem was imported before and this updated it.
+    pub created: bool,
+    pub lines: usize,
+    pub tasks: usize,
+}
+
+/// One row of `list_pages`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PageSummary {
+    pub page_id: PageId,
+    pub date: Date,
+    pub has_ink: bool,
+    pub has_ocr: bool,
+}
+
+/// One line of `get_page`'s `structure_json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LineView {
+    pub line_id: String,
+    pub text: String,
+    pub section: Option<String>,
+    pub notation: Notation,
+    pub status: Option<TaskStatus>,
+    pub page_status: Option<PageStatus>,
+    pub status_source: Option<StatusSource>,
+    pub completed_date: Option<Date>,
+    pub notion_url: Option<String>,
+}
+
+/// A whole page as `get_page` returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageView {
+    pub page_id: PageId,
+    pub date: Date,
+    pub has_ink: bool,
+    pub has_ocr: bool,
+    pub ocr_text: Option<String>,
+    pub ocr_markdown: Option<String>,
+    pub lines: Vec<LineView>,
+    pub pdf_url: Option<String>,
+    pub png_url: Option<String>,
+    pub signed_url_ttl_seconds: u64,
+}
+
+/// The new content of a page for [`Notebook::commit_page`].
+pub(super) struct PageContent {
+    pub date: Date,
+    pub has_pdf: bool,
+    pub has_png: bool,
+    pub ocr: Option<(OcrKind, String)>,
+    /// The lines; `task_link_id` is filled in by the commit.
+    pub lines: Vec<StoredLine>,
+    /// The blind stem, when the page has one.
+    pub stem: Option<String>,
+    /// A dedup key whose current task must not be reused (it is done or cancelled and
+    /// `create_task` asked for a new one).
+    pub fresh_key: Option<String>,
+    /// A sealed-to-be source URL for the task created under `fresh_key` or a new key.
+    pub source_url: Option<String>,
+}
+
+/// The outcome of a commit.
+pub(super) struct Committed {
+    pub created: bool,
+    /// For every task line: line id -> task link id.
+    pub tasks: HashMap<String, TaskLinkId>,
+}
+
+/// A page item read back, with its record.
+pub(super) struct LoadedPage {
+    pub item: Item,
+    pub record: PageRecord,
+}
+
+impl Notebook {
+    /// Imports one page (or updates the page imported before under the same stem).
+    pub async fn import_page(
+        &self,
+        user: &UserId,
+        draft: PageDraft,
+    ) -> Result<SavedPage, NotebookError> {
+        let keys = self.vault.user_keys(user).await?;
+        let pk = user_pk(user);
+        let stem = keys.blind("stem", &draft.stem);
+        let known = match self.store.get(&pk, &stem_sk(&stem)).await? {
+            Some(item) => Some(decode::<StemRecord>("stem", &item.body)?.page_id),
+            None => None,
+        };
+        let page_id = known.clone().unwrap_or_default();
+        // Ink goes first: an asset without its page is invisible and is overwritten on retry,
+        // while a page without its asset would hand out a broken link.
+        for (kind, bytes) in [(AssetKind::Pdf, &draft.pdf), (AssetKind::Png, &draft.png)] {
+            if let Some(bytes) = bytes {
+                self.assets.put(user, &page_id, kind, bytes.clone()).await?;
+            }
+        }
+        let parsed = match &draft.ocr {
+            Some((_, source)) => structure::parse(source),
+            None => Vec::new(),
+        };
+        for attempt in 0..MAX_ATTEMPTS {
+            let existing = self.load_page(user, &keys, &page_id).await?;
+            let old_lines = match &existing {
+                Some(p) => self.open_lines(user, &keys, &p.record)?,
+                None => Vec::new(),
+            };
+            let mut lines: Vec<StoredLine> = parsed
+                .iter()
+                .map(|l| StoredLine {
+                    line_id: l.line_id.clone(),
+                    text: l.text.clone(),
+                    section: l.section.clone(),
+                    notation: l.notation,
+                    page_status: l.page_status,
+                    task_link_id: None,
+                    digital: false,
+                })
+                .collect();
+            // Lines added by create_task are not in the files: keep them across re-imports.
+            lines.extend(old_lines.into_iter().filter(|l| l.digital));
+            let (has_pdf, has_png) = match &existing {
+                Some(p) => (
+                    p.record.has_pdf || draft.pdf.is_some(),
+                    p.record.has_png || draft.png.is_some(),
+                ),
+                None => (draft.pdf.is_some(), draft.png.is_some()),
+            };
+            let content = PageContent {
+                date: draft.date,
+                has_pdf,
+                has_png,
+                ocr: draft.ocr.clone(),
+                lines,
+                stem: Some(stem.clone()),
+                fresh_key: None,
+                source_url: None,
+            };
+            let task_count = content
+                .lines
+                .iter()
+                .filter(|l| l.notation == Notation::Task)
+                .count();
+            let line_count = content.lines.len();
+            match self
+                .commit_page(user, &keys, &page_id, existing, content)
+                .await
+            {
+                Ok(c) => {
+                    return Ok(SavedPage {
+                        page_id,
+                        created: c.created,
+                        lines: line_count,
+                        tasks: task_count,
+                    });
+                }
+                Err(e) if is_retryable(&e) => backoff(attempt).await,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(NotebookError::Contention)
+    }
+
+    pub(super) async fn load_page(
+        &self,
+        user: &UserId,
+        _keys: &UserKeys,
+        page: &PageId,
+    ) -> Result<Option<LoadedPage>, NotebookError> {
+        let Some(item) = self.store.get(&user_pk(user), &page_sk(page)).await? else {
+            return Ok(None);
+        };
+        let record = decode::<PageRecord>("page", &item.body)?;
+        Ok(Some(LoadedPage { item, record }))
+    }
+
+    pub(super) fn open_lines(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        record: &PageRecord,
+    ) -> Result<Vec<StoredLine>, NotebookError> {
+        let plain = records::open(
+            keys,
+            user,
+            &user_pk(user),
+            &page_sk(&record.page_id),
+            "lines",
+            &record.lines,
+        )?;
+        decode("lines", &plain)
+    }
+
+    pub(super) fn open_ocr(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        record: &PageRecord,
+    ) -> Result<Option<String>, NotebookError> {
+        match &record.ocr {
+            Some(sealed) => Ok(Some(records::open_string(
+                keys,
+                user,
+                &user_pk(user),
+                &page_sk(&record.page_id),
+                "ocr",
+                sealed,
+            )?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes a page with everything that depends on it, in one transaction: the page, its
+    /// stem mapping, the task links it shows (created, updated, or no longer shown), their dedup
+    /// keys, and the index statistics. Postings go in the same transaction when they fit, else
+    /// just before it (a posting counts only when its revision matches its page's).
+    pub(super) async fn commit_page(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        page_id: &PageId,
+        existing: Option<LoadedPage>,
+        mut content: PageContent,
+    ) -> Result<Committed, NotebookError> {
+        let pk = user_pk(user);
+        let now = self.clock.unix();
+        let today = self.clock.today();
+        let old_lines = match &existing {
+            Some(p) => self.open_lines(user, keys, &p.record)?,
+            None => Vec::new(),
+        };
+
+        // Which dedup key each task line has, and the first text seen for each key.
+        let mut line_keys: Vec<Option<String>> = Vec::with_capacity(content.lines.len());
+        let mut key_text: BTreeMap<String, String> = BTreeMap::new();
+        for line in &content.lines {
+            if line.notation == Notation::Task {
+                let normalized = tasks::normalize(&line.text);
+                if normalized.is_empty() {
+                    line_keys.push(None);
+                    continue;
+                }
+                let key = keys.blind("task", &normalized);
+                key_text
+                    .entry(key.clone())
+                    .or_insert_with(|| line.text.clone());
+                line_keys.push(Some(key));
+            } else {
+                line_keys.push(None);
+            }
+        }
+
+        // Read the dedup items and every task this page shows now or showed before.
+        let dedup_keys: Vec<(String, String)> = key_text
+            .keys()
+            .map(|k| (pk.clone(), taskkey_sk(k)))
+            .collect();
+        let dedup_items = self.store.batch_get(&dedup_keys).await?;
+        let mut dedup: HashMap<String, (Item, TaskLinkId)> = HashMap::new();
+        for (key, item) in key_text.keys().zip(dedup_items) {
+            if let Some(item) = item {
+                let rec: TaskKeyRecord = decode("task key", &item.body)?;
+                dedup.insert(key.clone(), (item, rec.task_link_id));
+            }
+        }
+        let mut wanted: BTreeSet<TaskLinkId> = dedup.values().map(|(_, id)| id.clone()).collect();
+        wanted.extend(old_lines.iter().filter_map(|l| l.task_link_id.clone()));
+        let wanted: Vec<TaskLinkId> = wanted.into_iter().collect();
+        let task_keys: Vec<(String, String)> =
+            wanted.iter().map(|id| (pk.clone(), task_sk(id))).collect();
+        let mut tasks_by_id: BTreeMap<TaskLinkId, (Option<Item>, TaskRecord)> = BTreeMap::new();
+        for (id, item) in wanted.iter().zip(self.store.batch_get(&task_keys).await?) {
+            if let Some(item) = item {
+                let rec: TaskRecord = decode("task", &item.body)?;
+                tasks_by_id.insert(id.clone(), (Some(item), rec));
+            }
+        }
+
+        // Resolve each key to a task: the deduplicated one, or a new one.
+        let mut writes: Vec<Write> = Vec::new();
+        let mut key_task: HashMap<String, TaskLinkId> = HashMap::new();
+        for (key, text) in &key_text {
+            let reusable = dedup.get(key).filter(|(_, id)| {
+                content.fresh_key.as_deref() != Some(key.as_str())
+                    && tasks_by_id.get(id).is_some_and(|(_, t)| &t.key == key)
+            });
+            if let Some((_, id)) = reusable {
+                key_task.insert(key.clone(), id.clone());
+                continue;
+            }
+            let id = TaskLinkId::new();
+            let sk = task_sk(&id);
+            let source_url = content
+                .source_url
+                .take()
+                .map(|u| records::seal(keys, user, &pk, &sk, "source_url", u.as_bytes()));
+            let rec = TaskRecord {
+                task_link_id: id.clone(),
+                status: TaskStatus::Todo,
+                first_seen_date: content.date,
+                completed_date: None,
+                source_page_id: page_id.clone(),
+                key: key.clone(),
+                text: records::seal(keys, user, &pk, &sk, "text", text.as_bytes()),
+                source_url,
+                appearances: Vec::new(),
+                updates: Vec::new(),
+                created_at: now,
+            };
+            let cond = match dedup.get(key) {
+                Some((item, _)) => Cond::Version(item.version),
+                None => Cond::NotExists,
+            };
+            let version = match dedup.get(key) {
+                Some((item, _)) => item.version + 1,
+                None => 1,
+            };
+            writes.push(Write::put(
+                Item {
+                    pk: pk.clone(),
+                    sk: taskkey_sk(key),
+                    gsi1: None,
+                    version,
+                    expires_at: None,
+                    body: encode(&TaskKeyRecord {
+                        task_link_id: id.clone(),
+                    }),
+                },
+                cond,
+            ));
+            tasks_by_id.insert(id.clone(), (None, rec));
+            key_task.insert(key.clone(), id);
+        }
+
+        // Link the lines and recompute every affected task's appearances and status.
+        let mut appearances: HashMap<TaskLinkId, Vec<Appearance>> = HashMap::new();
+        let mut line_tasks = HashMap::new();
+        for (line, key) in content.lines.iter_mut().zip(&line_keys) {
+            line.task_link_id = None;
+            let Some(key) = key else { continue };
+            let id = key_task[key].clone();
+            appearances.entry(id.clone()).or_default().push(Appearance {
+                page_id: page_id.clone(),
+                line_id: line.line_id.clone(),
+                date: content.date,
+                page_status: line.page_status.unwrap_or(PageStatus::Open),
+            });
+            line_tasks.insert(line.line_id.clone(), id.clone());
+            line.task_link_id = Some(id);
+        }
+        for (id, (item, mut rec)) in tasks_by_id {
+            let mut apps: Vec<Appearance> = rec
+                .appearances
+                .iter()
+                .filter(|a| &a.page_id != page_id)
+                .cloned()
+                .collect();
+            apps.extend(appearances.remove(&id).unwrap_or_default());
+            let sk = task_sk(&id);
+            if apps.is_empty() {
+                // The task was written only here and the page no longer shows it.
+                if let Some(item) = item {
+                    writes.push(Write::delete(pk.clone(), sk, Cond::Version(item.version)));
+                    if let Some((dedup_item, owner)) = dedup.get(&rec.key)
+                        && owner == &id
+                    {
+                        writes.push(Write::delete(
+                            pk.clone(),
+                            taskkey_sk(&rec.key),
+                            Cond::Version(dedup_item.version),
+                        ));
+                    }
+                }
+                continue;
+            }
+            apps.sort_by(|a, b| {
+                (a.date, &a.page_id, &a.line_id).cmp(&(b.date, &b.page_id, &b.line_id))
+            });
+            rec.first_seen_date = apps[0].date;
+            rec.appearances = apps;
+            let r = tasks::reconcile(&rec.appearances, &rec.updates);
+            rec.status = r.status;
+            rec.completed_date = r.completed_date;
+            let (cond, version) = match &item {
+                Some(item) => (Cond::Version(item.version), item.version + 1),
+                None => (Cond::NotExists, 1),
+            };
+            writes.push(Write::put(
+                Item {
+                    pk: pk.clone(),
+                    sk,
+                    gsi1: Some((
+                        tasks_partition(user, rec.status),
+                        task_gsi_sk(rec.first_seen_date, &id),
+                    )),
+                    version,
+                    expires_at: None,
+                    body: encode(&rec),
+                },
+                cond,
+            ));
+        }
+        let _ = today;
+
+        // The index: terms of every line, blinded.
+        let mut tf: BTreeMap<String, u32> = BTreeMap::new();
+        let mut doc_len = 0u32;
+        for line in &content.lines {
+            for term in crate::domain::text::terms(&line.text) {
+                *tf.entry(keys.blind("term", &term)).or_default() += 1;
+                doc_len += 1;
+            }
+        }
+        let rev: u32 = rand::random();
+        let old_terms: BTreeSet<String> = existing
+            .as_ref()
+            .map(|p| p.record.terms.iter().cloned().collect())
+            .unwrap_or_default();
+
+        // Statistics for BM25.
+        let stats_item = self.store.get(&pk, records::STATS_SK).await?;
+        let mut stats: StatsRecord = match &stats_item {
+            Some(item) => decode("stats", &item.body)?,
+            None => StatsRecord::default(),
+        };
+        match &existing {
+            Some(p) => stats.total_len = stats.total_len.saturating_sub(p.record.doc_len as u64),
+            None => stats.pages += 1,
+        }
+        stats.total_len += doc_len as u64;
+        writes.push(Write::put(
+            Item {
+                pk: pk.clone(),
+                sk: records::STATS_SK.into(),
+                gsi1: None,
+                version: stats_item.as_ref().map_or(1, |i| i.version + 1),
+                expires_at: None,
+                body: encode(&stats),
+            },
+            stats_item
+                .as_ref()
+                .map_or(Cond::NotExists, |i| Cond::Version(i.version)),
+        ));
+
+        // The page itself, and its stem.
+        let psk = page_sk(page_id);
+        let created = existing.is_none();
+        if created && let Some(stem) = &content.stem {
+            writes.push(Write::put(
+                Item {
+                    pk: pk.clone(),
+                    sk: stem_sk(stem),
+                    gsi1: None,
+                    version: 1,
+                    expires_at: None,
+                    body: encode(&StemRecord {
+                        page_id: page_id.clone(),
+                    }),
+                },
+                Cond::NotExists,
+            ));
+        }
+        let record = PageRecord {
+            page_id: page_id.clone(),
+            date: content.date,
+            has_pdf: content.has_pdf,
+            has_png: content.has_png,
+            ocr_kind: content.ocr.as_ref().map(|(k, _)| *k),
+            ocr: content
+                .ocr
+                .as_ref()
+                .map(|(_, s)| records::seal(keys, user, &pk, &psk, "ocr", s.as_bytes())),
+            lines: records::seal(keys, user, &pk, &psk, "lines", &encode(&content.lines)),
+            stem: content
+                .stem
+                .clone()
+                .or_else(|| existing.as_ref().and_then(|p| p.record.stem.clone())),
+            terms: tf.keys().cloned().collect(),
+            doc_len,
+            rev,
+            created_at: existing.as_ref().map_or(now, |p| p.record.created_at),
+            updated_at: now,
+        };
+        let (cond, version) = match &existing {
+            Some(p) => (Cond::Version(p.item.version), p.item.version + 1),
+            None => (Cond::NotExists, 1),
+        };
+        writes.push(Write::put(
+            Item {
+                pk: pk.clone(),
+                sk: psk,
+                gsi1: Some((pages_partition(user), page_gsi_sk(content.date, page_id))),
+                version,
+                expires_at: None,
+                body: encode(&record),
+            },
+            cond,
+        ));
+
+        let postings = search::posting_writes(user, page_id, &tf, doc_len, rev);
+        if writes.len() + postings.len() <= MAX_TRANSACTION_ITEMS {
+            writes.extend(postings);
+        } else {
+            if writes.len() > MAX_TRANSACTION_ITEMS {
+                return Err(NotebookError::Invalid(format!(
+                    "a page may link at most about {} tasks",
+                    MAX_TRANSACTION_ITEMS / 2 - 2
+                )));
+            }
+            for chunk in postings.chunks(MAX_TRANSACTION_ITEMS) {
+                self.store.transact(chunk.to_vec()).await?;
+            }
+        }
+        self.store.transact(writes).await?;
+
+        let stale: Vec<Write> = old_terms
+            .iter()
+            .filter(|t| !tf.contains_key(*t))
+            .map(|t| {
+                Write::delete(
+                    records::term_partition(user, t),
+                    page_id.to_string(),
+                    Cond::None,
+                )
+            })
+            .collect();
+        for chunk in stale.chunks(MAX_TRANSACTION_ITEMS) {
+            if let Err(e) = self.store.transact(chunk.to_vec()).await {
+                // Stale postings are ignored by search (revision mismatch); they only skew df.
+                tracing::warn!(error = %e, "could not remove stale postings");
+            }
+        }
+        Ok(Committed {
+            created,
+            tasks: line_tasks,
+        })
+    }
+
+    /// Pages newest first, `from`/`to` inclusive.
+    pub async fn list_pages(
+        &self,
+        user: &UserId,
+        from: Option<Date>,
+        to: Option<Date>,
+        limit: usize,
+    ) -> Result<Vec<PageSummary>, NotebookError> {
+        let mut query = Query::gsi1(pages_partition(user), "");
+        query.reverse = true;
+        query.from = from.map(|d| d.to_string());
+        // Sort keys are `{date}#{page_id}`; `~` sorts after every id character.
+        query.to = to.map(|d| format!("{d}#~"));
+        query.limit = limit;
+        let mut out = Vec::with_capacity(limit);
+        loop {
+            let page = self.store.query(&query).await?;
+            for item in page.items {
+                let r: PageRecord = decode("page", &item.body)?;
+                out.push(PageSummary {
+                    page_id: r.page_id,
+                    date: r.date,
+                    has_ink: r.has_pdf || r.has_png,
+                    has_ocr: r.ocr_kind.is_some(),
+                });
+            }
+            match page.next {
+                Some(next) if out.len() < limit => {
+                    query.after = Some(next);
+                    query.limit = limit - out.len();
+                }
+                _ => break,
+            }
+        }
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// A whole page, with each task line's reconciled status and signed ink URLs.
+    pub async fn get_page(
+        &self,
+        user: &UserId,
+        page_id: &PageId,
+    ) -> Result<PageView, NotebookError> {
+        let keys = self.vault.user_keys(user).await?;
+        let page = self
+            .load_page(user, &keys, page_id)
+            .await?
+            .ok_or(NotebookError::NotFound("page"))?;
+        let lines = self.open_lines(user, &keys, &page.record)?;
+        let ocr = self.open_ocr(user, &keys, &page.record)?;
+        let pk = user_pk(user);
+        let ids: Vec<TaskLinkId> = lines
+            .iter()
+            .filter_map(|l| l.task_link_id.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut statuses: HashMap<TaskLinkId, (TaskStatus, Option<Date>)> = HashMap::new();
+        if !ids.is_empty() {
+            let task_keys: Vec<(String, String)> =
+                ids.iter().map(|id| (pk.clone(), task_sk(id))).collect();
+            for item in self
+                .store
+                .batch_get(&task_keys)
+                .await?
+                .into_iter()
+                .flatten()
+            {
+                let t: TaskRecord = decode("task", &item.body)?;
+                statuses.insert(t.task_link_id, (t.status, t.completed_date));
+            }
+        }
+        let (ocr_text, ocr_markdown) = match (page.record.ocr_kind, ocr) {
+            (Some(OcrKind::Markdown), Some(md)) => {
+                let page_lines: Vec<_> = lines
+                    .iter()
+                    .filter(|l| !l.digital)
+                    .map(|l| l.text.as_str())
+                    .collect();
+                (Some(page_lines.join("\n")), Some(md))
+            }
+            (Some(OcrKind::Text), Some(text)) => (Some(text), None),
+            _ => (None, None),
+        };
+        let views = lines
+            .into_iter()
+            .map(|l| {
+                let task = l.task_link_id.as_ref().and_then(|id| statuses.get(id));
+                let (status, status_source, completed_date) = match (task, l.page_status) {
+                    (Some((status, done)), Some(ps)) => (
+                        Some(*status),
+                        Some(tasks::status_source(ps, *status)),
+                        *done,
+                    ),
+                    _ => (None, None, None),
+                };
+                LineView {
+                    line_id: l.line_id,
+                    text: l.text,
+                    section: l.section,
+                    notation: l.notation,
+                    status,
+                    page_status: l.page_status,
+                    status_source,
+                    completed_date,
+                    notion_url: None,
+                }
+            })
+            .collect();
+        let ttl = self.config.asset_ttl_seconds;
+        let pdf_url = if page.record.has_pdf {
+            Some(
+                self.assets
+                    .signed_url(user, page_id, AssetKind::Pdf, ttl)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        let png_url = if page.record.has_png {
+            Some(
+                self.assets
+                    .signed_url(user, page_id, AssetKind::Png, ttl)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        Ok(PageView {
+            page_id: page.record.page_id,
+            date: page.record.date,
+            has_ink: page.record.has_pdf || page.record.has_png,
+            has_ocr: page.record.ocr_kind.is_some(),
+            ocr_text,
+            ocr_markdown,
+            lines: views,
+            pdf_url,
+            png_url,
+            signed_url_ttl_seconds: ttl,
+        })
+    }
+
+    /// A signed URL for the page's ink (PNG preferred), if it has any.
+    pub(super) async fn ink_url(
+        &self,
+        user: &UserId,
+        record: &PageRecord,
+    ) -> Result<Option<String>, NotebookError> {
+        let ttl = self.config.asset_ttl_seconds;
+        let kind = if record.has_png {
+            AssetKind::Png
+        } else if record.has_pdf {
+            AssetKind::Pdf
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.assets
+                .signed_url(user, &record.page_id, kind, ttl)
+                .await?,
+        ))
+    }
+}

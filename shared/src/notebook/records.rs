@@ -1,0 +1,228 @@
+//! The records stored in item bodies, and the item keys (DESIGN §5).
+//!
+//! Sealed fields hold ciphertext (base64 in the JSON body); everything else in a record is
+//! metadata that carries no user-written text: ids, dates, flags, statuses, blind hashes.
+
+use serde::{Deserialize, Serialize};
+
+use super::NotebookError;
+use crate::crypto::{Aad, UserKeys};
+use crate::domain::tasks::{Appearance, StatusUpdate};
+use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
+
+pub fn user_pk(user: &UserId) -> String {
+    format!("U#{user}")
+}
+pub fn page_sk(page: &PageId) -> String {
+    format!("PAGE#{page}")
+}
+pub fn task_sk(task: &TaskLinkId) -> String {
+    format!("TASK#{task}")
+}
+pub fn taskkey_sk(blind: &str) -> String {
+    format!("TASKKEY#{blind}")
+}
+pub fn stem_sk(blind: &str) -> String {
+    format!("STEM#{blind}")
+}
+pub const STATS_SK: &str = "STATS";
+pub fn pages_partition(user: &UserId) -> String {
+    format!("U#{user}#PAGES")
+}
+pub fn page_gsi_sk(date: Date, page: &PageId) -> String {
+    format!("{date}#{page}")
+}
+pub fn tasks_partition(user: &UserId, status: TaskStatus) -> String {
+    format!("U#{user}#TASKS#{}", status.as_str())
+}
+pub fn task_gsi_sk(first_seen: Date, task: &TaskLinkId) -> String {
+    format!("{first_seen}#{task}")
+}
+pub fn term_partition(user: &UserId, blind: &str) -> String {
+    format!("U#{user}#T#{blind}")
+}
+
+/// Base64 for sealed bytes inside JSON bodies.
+mod b64 {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(v))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        STANDARD.decode(s).map_err(serde::de::Error::custom)
+    }
+
+    pub mod opt {
+        use super::*;
+        pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+            match v {
+                Some(v) => super::serialize(v, s),
+                None => s.serialize_none(),
+            }
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+            match Option::<String>::deserialize(d)? {
+                Some(s) => STANDARD
+                    .decode(s)
+                    .map(Some)
+                    .map_err(serde::de::Error::custom),
+                None => Ok(None),
+            }
+        }
+    }
+}
+
+/// Where a page's OCR came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OcrKind {
+    Markdown,
+    Text,
+}
+
+/// A page item's body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PageRecord {
+    pub page_id: PageId,
+    pub date: Date,
+    pub has_pdf: bool,
+    pub has_png: bool,
+    pub ocr_kind: Option<OcrKind>,
+    /// Sealed field `ocr`: the OCR source as imported (markdown or text, front matter removed).
+    #[serde(with = "b64::opt", default)]
+    pub ocr: Option<Vec<u8>>,
+    /// Sealed field `lines`: JSON of `Vec<StoredLine>`.
+    #[serde(with = "b64")]
+    pub lines: Vec<u8>,
+    /// The blind stem this page was imported under, if any.
+    pub stem: Option<String>,
+    /// Blind hashes of the page's index terms, to remove stale postings on the next write.
+    pub terms: Vec<String>,
+    /// Number of index terms (BM25 document length).
+    pub doc_len: u32,
+    /// A random revision written into this page's postings: a posting whose revision differs is
+    /// stale (from an earlier or a failed write) and is ignored.
+    pub rev: u32,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// One line as stored inside the sealed `lines` field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredLine {
+    pub line_id: String,
+    pub text: String,
+    pub section: Option<String>,
+    pub notation: Notation,
+    pub page_status: Option<PageStatus>,
+    pub task_link_id: Option<TaskLinkId>,
+    /// Added by `create_task` rather than written on the page; survives re-import.
+    #[serde(default)]
+    pub digital: bool,
+}
+
+/// A task link item's body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub task_link_id: TaskLinkId,
+    pub status: TaskStatus,
+    pub first_seen_date: Date,
+    pub completed_date: Option<Date>,
+    pub source_page_id: PageId,
+    /// The blind dedup key (of the normalized text).
+    pub key: String,
+    /// Sealed field `text`.
+    #[serde(with = "b64")]
+    pub text: Vec<u8>,
+    /// Sealed field `source_url`, when `create_task` was given one.
+    #[serde(with = "b64::opt", default)]
+    pub source_url: Option<Vec<u8>>,
+    pub appearances: Vec<Appearance>,
+    pub updates: Vec<StatusUpdate>,
+    pub created_at: i64,
+}
+
+/// A dedup item's body: which task link holds the normalized text.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskKeyRecord {
+    pub task_link_id: TaskLinkId,
+}
+
+/// A stem item's body: which page a file stem was imported as.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StemRecord {
+    pub page_id: PageId,
+}
+
+/// The user's index statistics, for BM25.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StatsRecord {
+    pub pages: u32,
+    pub total_len: u64,
+}
+
+pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("records serialize")
+}
+
+pub fn decode<T: for<'de> Deserialize<'de>>(
+    what: &'static str,
+    bytes: &[u8],
+) -> Result<T, NotebookError> {
+    serde_json::from_slice(bytes).map_err(|e| NotebookError::Corrupt(format!("{what}: {e}")))
+}
+
+/// Seals `plain` as field `field` of the item `pk`/`sk`.
+pub fn seal(
+    keys: &UserKeys,
+    user: &UserId,
+    pk: &str,
+    sk: &str,
+    field: &str,
+    plain: &[u8],
+) -> Vec<u8> {
+    keys.seal(
+        &Aad {
+            user,
+            pk,
+            sk,
+            field,
+        },
+        plain,
+    )
+}
+
+pub fn open(
+    keys: &UserKeys,
+    user: &UserId,
+    pk: &str,
+    sk: &str,
+    field: &str,
+    sealed: &[u8],
+) -> Result<Vec<u8>, NotebookError> {
+    Ok(keys.open(
+        &Aad {
+            user,
+            pk,
+            sk,
+            field,
+        },
+        sealed,
+    )?)
+}
+
+pub fn open_string(
+    keys: &UserKeys,
+    user: &UserId,
+    pk: &str,
+    sk: &str,
+    field: &str,
+    sealed: &[u8],
+) -> Result<String, NotebookError> {
+    String::from_utf8(open(keys, user, pk, sk, field, sealed)?)
+        .map_err(|_| NotebookError::Corrupt(format!("{field}: not UTF-8")))
+}

@@ -1,0 +1,293 @@
+//! Task links: list, create (deduplicated, also under concurrent calls) and update status.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::pages::PageContent;
+use super::records::{
+    self, StoredLine, TaskKeyRecord, TaskRecord, decode, encode, pages_partition, stem_sk,
+    task_gsi_sk, task_sk, taskkey_sk, tasks_partition, user_pk,
+};
+use super::{MAX_ATTEMPTS, MAX_TEXT_CHARS, Notebook, NotebookError, backoff, is_retryable};
+use crate::domain::tasks::{self, StatusUpdate};
+use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
+use crate::ports::{Cond, Item, Query};
+
+/// Which tasks `list_tasks` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskFilter {
+    /// Not done: status `todo`.
+    Open,
+    Done,
+    All,
+}
+
+/// One row of `list_tasks`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskView {
+    pub task_link_id: TaskLinkId,
+    pub text: String,
+    pub status: TaskStatus,
+    pub first_seen_date: Date,
+    pub completed_date: Option<Date>,
+    pub source_page_id: PageId,
+    pub notion_url: Option<String>,
+}
+
+/// What `create_task` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedTask {
+    pub task_link_id: TaskLinkId,
+    /// The line that holds the task on its page.
+    pub block_id: String,
+    pub page_id: PageId,
+    pub created: bool,
+}
+
+/// What `update_task_status` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpdatedTask {
+    pub status: TaskStatus,
+    pub text: String,
+}
+
+pub(super) fn check_text(arg: &str, text: &str) -> Result<(), NotebookError> {
+    if text.trim().is_empty() {
+        return Err(NotebookError::Invalid(format!("{arg} must not be empty")));
+    }
+    if text.chars().count() > MAX_TEXT_CHARS {
+        return Err(NotebookError::Invalid(format!(
+            "{arg} is longer than {MAX_TEXT_CHARS} characters"
+        )));
+    }
+    Ok(())
+}
+
+impl Notebook {
+    /// Tasks by status, oldest first seen first, optionally only those first seen on or after
+    /// `since`.
+    pub async fn list_tasks(
+        &self,
+        user: &UserId,
+        filter: TaskFilter,
+        since: Option<Date>,
+        limit: usize,
+    ) -> Result<Vec<TaskView>, NotebookError> {
+        let statuses: &[TaskStatus] = match filter {
+            TaskFilter::Open => &[TaskStatus::Todo],
+            TaskFilter::Done => &[TaskStatus::Done],
+            TaskFilter::All => &[TaskStatus::Todo, TaskStatus::Done, TaskStatus::Cancelled],
+        };
+        let mut rows: BTreeMap<(Date, TaskLinkId), TaskRecord> = BTreeMap::new();
+        for status in statuses {
+            let mut q = Query::gsi1(tasks_partition(user, *status), "");
+            q.from = since.map(|d| d.to_string());
+            q.limit = limit;
+            let page = self.store.query(&q).await?;
+            for item in page.items {
+                let t: TaskRecord = decode("task", &item.body)?;
+                rows.insert((t.first_seen_date, t.task_link_id.clone()), t);
+            }
+        }
+        let keys = self.vault.user_keys(user).await?;
+        let pk = user_pk(user);
+        rows.into_values()
+            .take(limit)
+            .map(|t| {
+                let text = records::open_string(
+                    &keys,
+                    user,
+                    &pk,
+                    &task_sk(&t.task_link_id),
+                    "text",
+                    &t.text,
+                )?;
+                Ok(TaskView {
+                    task_link_id: t.task_link_id,
+                    text,
+                    status: t.status,
+                    first_seen_date: t.first_seen_date,
+                    completed_date: t.completed_date,
+                    source_page_id: t.source_page_id,
+                    notion_url: None,
+                })
+            })
+            .collect()
+    }
+
+    /// Adds a task line to the page of `date` (creating that page if needed), unless an open
+    /// task with the same normalized text exists: then that task is returned, `created: false`.
+    pub async fn create_task(
+        &self,
+        user: &UserId,
+        date: Date,
+        text: &str,
+        source_url: Option<&str>,
+    ) -> Result<CreatedTask, NotebookError> {
+        check_text("text", text)?;
+        let text = text.trim();
+        let normalized = tasks::normalize(text);
+        if normalized.is_empty() {
+            return Err(NotebookError::Invalid(
+                "text must contain more than punctuation".into(),
+            ));
+        }
+        let keys = self.vault.user_keys(user).await?;
+        let pk = user_pk(user);
+        let key = keys.blind("task", &normalized);
+        for attempt in 0..MAX_ATTEMPTS {
+            // An open task with this text already? Then this call is a no-op that names it.
+            let mut fresh_key = None;
+            if let Some(item) = self.store.get(&pk, &taskkey_sk(&key)).await? {
+                let owner: TaskKeyRecord = decode("task key", &item.body)?;
+                if let Some(task) = self.store.get(&pk, &task_sk(&owner.task_link_id)).await? {
+                    let t: TaskRecord = decode("task", &task.body)?;
+                    if t.status == TaskStatus::Todo {
+                        let first = t
+                            .appearances
+                            .iter()
+                            .find(|a| a.page_id == t.source_page_id)
+                            .or(t.appearances.first());
+                        return Ok(CreatedTask {
+                            task_link_id: t.task_link_id,
+                            block_id: first.map(|a| a.line_id.clone()).unwrap_or_default(),
+                            page_id: first.map(|a| a.page_id.clone()).unwrap_or(t.source_page_id),
+                            created: false,
+                        });
+                    }
+                }
+                fresh_key = Some(key.clone());
+            }
+
+            // The page of that date: an existing one (the first by id), or the page a later
+            // import of a file named after the date will update.
+            let mut q = Query::gsi1(pages_partition(user), format!("{date}#"));
+            q.limit = 1;
+            let page_id = match self.store.query(&q).await?.items.first() {
+                Some(item) => decode::<records::PageRecord>("page", &item.body)?.page_id,
+                None => match self
+                    .store
+                    .get(&pk, &stem_sk(&keys.blind("stem", &date.to_string())))
+                    .await?
+                {
+                    Some(item) => decode::<records::StemRecord>("stem", &item.body)?.page_id,
+                    None => PageId::new(),
+                },
+            };
+            let existing = self.load_page(user, &keys, &page_id).await?;
+            let (mut lines, has_pdf, has_png, ocr) = match &existing {
+                Some(p) => {
+                    let ocr = self.open_ocr(user, &keys, &p.record)?;
+                    (
+                        self.open_lines(user, &keys, &p.record)?,
+                        p.record.has_pdf,
+                        p.record.has_png,
+                        p.record.ocr_kind.zip(ocr),
+                    )
+                }
+                None => (Vec::new(), false, false, None),
+            };
+            let line_id = format!("ln_{}", &hex::encode(rand::random::<[u8; 6]>()));
+            lines.push(StoredLine {
+                line_id: line_id.clone(),
+                text: text.to_owned(),
+                section: Some("tasks".into()),
+                notation: Notation::Task,
+                page_status: Some(PageStatus::Open),
+                task_link_id: None,
+                digital: true,
+            });
+            let content = PageContent {
+                date,
+                has_pdf,
+                has_png,
+                ocr,
+                lines,
+                stem: existing
+                    .is_none()
+                    .then(|| keys.blind("stem", &date.to_string())),
+                fresh_key,
+                source_url: source_url.map(str::to_owned),
+            };
+            match self
+                .commit_page(user, &keys, &page_id, existing, content)
+                .await
+            {
+                Ok(c) => {
+                    let task_link_id = c.tasks.get(&line_id).cloned().ok_or_else(|| {
+                        NotebookError::Corrupt("new task line was not linked".into())
+                    })?;
+                    return Ok(CreatedTask {
+                        task_link_id,
+                        block_id: line_id,
+                        page_id,
+                        created: true,
+                    });
+                }
+                Err(e) if is_retryable(&e) => backoff(attempt).await,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(NotebookError::Contention)
+    }
+
+    /// Sets a task's status. Idempotent: setting the status it already has writes nothing.
+    pub async fn update_task_status(
+        &self,
+        user: &UserId,
+        id: &TaskLinkId,
+        status: TaskStatus,
+    ) -> Result<UpdatedTask, NotebookError> {
+        let keys = self.vault.user_keys(user).await?;
+        let pk = user_pk(user);
+        let sk = task_sk(id);
+        for attempt in 0..MAX_ATTEMPTS {
+            let item = self
+                .store
+                .get(&pk, &sk)
+                .await?
+                .ok_or(NotebookError::NotFound("task"))?;
+            let mut t: TaskRecord = decode("task", &item.body)?;
+            let text = records::open_string(&keys, user, &pk, &sk, "text", &t.text)?;
+            if t.status == status && t.updates.last().is_some_and(|u| u.status == status) {
+                return Ok(UpdatedTask { status, text });
+            }
+            t.updates.push(StatusUpdate {
+                date: self.clock.today(),
+                at: self.clock.unix(),
+                status,
+            });
+            let r = tasks::reconcile(&t.appearances, &t.updates);
+            t.status = r.status;
+            t.completed_date = r.completed_date;
+            let new = Item {
+                pk: pk.clone(),
+                sk: sk.clone(),
+                gsi1: Some((
+                    tasks_partition(user, t.status),
+                    task_gsi_sk(t.first_seen_date, id),
+                )),
+                version: item.version + 1,
+                expires_at: None,
+                body: encode(&t),
+            };
+            match self.store.put(new, Cond::Version(item.version)).await {
+                Ok(()) => {
+                    return Ok(UpdatedTask {
+                        status: t.status,
+                        text,
+                    });
+                }
+                Err(e) => {
+                    let e = NotebookError::from(e);
+                    if !is_retryable(&e) {
+                        return Err(e);
+                    }
+                    backoff(attempt).await;
+                }
+            }
+        }
+        Err(NotebookError::Contention)
+    }
+}

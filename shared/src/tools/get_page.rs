@@ -1,0 +1,89 @@
+//! `get_page {page_id}` -> the page's text, structured lines with reconciled task status, and
+//! short-lived signed URLs to its ink.
+
+use serde_json::{Value, json};
+
+use super::{Ctx, ToolDef, ToolError, nullable, object_schema};
+use crate::auth::Scope;
+
+pub fn def() -> ToolDef {
+    let line = object_schema(
+        json!({
+            "line_id": { "type": "string" },
+            "text": { "type": "string" },
+            "section": nullable("string"),
+            "notation": { "type": "string", "enum": ["heading", "task", "bullet", "text"] },
+            "status": { "type": ["string", "null"], "enum": ["todo", "done", "cancelled", null] },
+            "page_status": { "type": ["string", "null"], "enum": ["open", "done", "migrated", "cancelled", null] },
+            "status_source": { "type": ["string", "null"], "enum": ["page", "reconciled", null] },
+            "completed_date": nullable("string"),
+            "notion_url": nullable("string")
+        }),
+        &[
+            "line_id",
+            "text",
+            "section",
+            "notation",
+            "status",
+            "page_status",
+            "status_source",
+            "completed_date",
+            "notion_url",
+        ],
+    );
+    ToolDef {
+        name: "get_page",
+        title: "Read a notebook page",
+        description: "Read one page: its OCR text and markdown, its lines (section, notation, and for task lines the reconciled status), and signed links to its PDF/PNG that expire after signed_url_ttl_seconds.",
+        scope: Scope::Read,
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        input_schema: object_schema(
+            json!({ "page_id": { "type": "string", "description": "A page_id from list_pages or search_pages." } }),
+            &["page_id"],
+        ),
+        output_schema: object_schema(
+            json!({
+                "page_id": { "type": "string" },
+                "date": { "type": "string" },
+                "has_ink": { "type": "boolean" },
+                "ocr_text": nullable("string"),
+                "ocr_markdown": nullable("string"),
+                "structure_json": object_schema(json!({ "lines": { "type": "array", "items": line } }), &["lines"]),
+                "pdf_url": nullable("string"),
+                "png_url": nullable("string"),
+                "signed_url_ttl_seconds": { "type": "integer" }
+            }),
+            &[
+                "page_id",
+                "date",
+                "has_ink",
+                "ocr_text",
+                "ocr_markdown",
+                "structure_json",
+                "pdf_url",
+                "png_url",
+                "signed_url_ttl_seconds",
+            ],
+        ),
+        handler: |ctx| Box::pin(run(ctx)),
+    }
+}
+
+async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+    let page_id = ctx.args.page_id("page_id")?;
+    let p = ctx.notebook.get_page(&ctx.principal.user, &page_id).await?;
+    Ok(json!({
+        "page_id": p.page_id,
+        "date": p.date,
+        "has_ink": p.has_ink,
+        "ocr_text": p.ocr_text,
+        "ocr_markdown": p.ocr_markdown,
+        "structure_json": { "lines": p.lines },
+        "pdf_url": p.pdf_url,
+        "png_url": p.png_url,
+        "signed_url_ttl_seconds": p.signed_url_ttl_seconds,
+    }))
+}

@@ -1,0 +1,53 @@
+//! `list_pages {from?, to?, limit?}` -> `{"pages":[{page_id,date,has_ink,has_ocr}]}`, newest first.
+
+use serde_json::{Value, json};
+
+use super::{Ctx, DATE_PATTERN, ToolDef, ToolError, object_schema};
+use crate::auth::Scope;
+
+pub fn def() -> ToolDef {
+    ToolDef {
+        name: "list_pages",
+        title: "List notebook pages",
+        description: "List the notebook's pages, newest first. `from` and `to` (YYYY-MM-DD, inclusive) narrow the dates; `limit` defaults to 50 (max 200).",
+        scope: Scope::Read,
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        input_schema: object_schema(
+            json!({
+                "from": { "type": "string", "pattern": DATE_PATTERN, "description": "First date, inclusive (YYYY-MM-DD)." },
+                "to": { "type": "string", "pattern": DATE_PATTERN, "description": "Last date, inclusive (YYYY-MM-DD)." },
+                "limit": { "type": "integer", "minimum": 1, "maximum": 200, "default": 50 }
+            }),
+            &[],
+        ),
+        output_schema: object_schema(
+            json!({ "pages": { "type": "array", "items": object_schema(json!({
+                "page_id": { "type": "string" },
+                "date": { "type": "string" },
+                "has_ink": { "type": "boolean" },
+                "has_ocr": { "type": "boolean" }
+            }), &["page_id", "date", "has_ink", "has_ocr"]) } }),
+            &["pages"],
+        ),
+        handler: |ctx| Box::pin(run(ctx)),
+    }
+}
+
+async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+    let from = ctx.args.opt_date("from")?;
+    let to = ctx.args.opt_date("to")?;
+    let limit = ctx.args.limit("limit", 50, 200)?;
+    if let (Some(f), Some(t)) = (from, to)
+        && f > t
+    {
+        return Err(ToolError::invalid("from", "must not be after 'to'"));
+    }
+    let pages = ctx
+        .notebook
+        .list_pages(&ctx.principal.user, from, to, limit)
+        .await?;
+    Ok(json!({ "pages": pages }))
+}

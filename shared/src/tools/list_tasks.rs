@@ -1,0 +1,59 @@
+//! `list_tasks {status?, since?, limit?}` -> `{"tasks":[...]}`.
+
+use serde_json::{Value, json};
+
+use super::{Ctx, DATE_PATTERN, ToolDef, ToolError, nullable, object_schema};
+use crate::auth::Scope;
+use crate::notebook::TaskFilter;
+
+pub fn def() -> ToolDef {
+    ToolDef {
+        name: "list_tasks",
+        title: "List tasks",
+        description: "List the tasks written in the notebook (a task copied across pages is one task). `status`: open (default, not done), done, or all; `since` (YYYY-MM-DD) keeps tasks first seen on or after that date; `limit` defaults to 50 (max 200). Oldest first.",
+        scope: Scope::Read,
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        input_schema: object_schema(
+            json!({
+                "status": { "type": "string", "enum": ["open", "done", "all"], "default": "open" },
+                "since": { "type": "string", "pattern": DATE_PATTERN },
+                "limit": { "type": "integer", "minimum": 1, "maximum": 200, "default": 50 }
+            }),
+            &[],
+        ),
+        output_schema: object_schema(
+            json!({ "tasks": { "type": "array", "items": object_schema(json!({
+                "task_link_id": { "type": "string" },
+                "text": { "type": "string" },
+                "status": { "type": "string", "enum": ["todo", "done", "cancelled"] },
+                "first_seen_date": { "type": "string" },
+                "completed_date": nullable("string"),
+                "source_page_id": { "type": "string" },
+                "notion_url": nullable("string")
+            }), &["task_link_id", "text", "status", "first_seen_date", "completed_date", "source_page_id", "notion_url"]) } }),
+            &["tasks"],
+        ),
+        handler: |ctx| Box::pin(run(ctx)),
+    }
+}
+
+async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+    let filter = match ctx
+        .args
+        .choice("status", &["open", "done", "all"], Some("open"))?
+    {
+        "done" => TaskFilter::Done,
+        "all" => TaskFilter::All,
+        _ => TaskFilter::Open,
+    };
+    let since = ctx.args.opt_date("since")?;
+    let limit = ctx.args.limit("limit", 50, 200)?;
+    let tasks = ctx
+        .notebook
+        .list_tasks(&ctx.principal.user, filter, since, limit)
+        .await?;
+    Ok(json!({ "tasks": tasks }))
+}

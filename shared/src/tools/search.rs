@@ -1,0 +1,48 @@
+//! `search {query}` -> `{"results":[{id,title,url}]}`: the ChatGPT connector shape, over the
+//! same index as `search_pages`.
+
+use serde_json::{Value, json};
+
+use super::{Ctx, ToolDef, ToolError, nullable, object_schema};
+use crate::auth::Scope;
+use crate::notebook::MAX_TEXT_CHARS;
+
+pub fn def() -> ToolDef {
+    ToolDef {
+        name: "search",
+        title: "Search the notebook",
+        description: "Search the notebook's pages. Returns ids to pass to `fetch`, with a title and, for pages with ink, a link to the page image.",
+        scope: Scope::Read,
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+        input_schema: object_schema(
+            json!({ "query": { "type": "string", "minLength": 1 } }),
+            &["query"],
+        ),
+        output_schema: object_schema(
+            json!({ "results": { "type": "array", "items": object_schema(json!({
+                "id": { "type": "string" }, "title": { "type": "string" }, "url": nullable("string")
+            }), &["id", "title", "url"]) } }),
+            &["results"],
+        ),
+        handler: |ctx| Box::pin(run(ctx)),
+    }
+}
+
+/// How many results `search` returns (the shape has no limit argument).
+const RESULTS: usize = 10;
+
+async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+    let query = ctx.args.text("query", MAX_TEXT_CHARS)?;
+    let hits = ctx
+        .notebook
+        .search(&ctx.principal.user, query, RESULTS)
+        .await?;
+    let results: Vec<Value> = hits
+        .into_iter()
+        .map(|h| json!({ "id": h.page_id, "title": format!("Page of {}", h.date), "url": h.url }))
+        .collect();
+    Ok(json!({ "results": results }))
+}
