@@ -219,7 +219,12 @@ async fn import(dir: &Path, user: &UserId, data_dir: &Path) -> anyhow::Result<Ex
     );
     let started = std::time::Instant::now();
     let (mut created, mut updated, mut failed) = (0usize, 0usize, 0usize);
-    for page in &pages {
+    // Without a terminal there is no bar: say how far we got now and then instead.
+    let plain_progress = !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    for (done, page) in pages.iter().enumerate() {
+        if plain_progress && done > 0 && done % 50 == 0 {
+            eprintln!("progress: {done}/{}", pages.len());
+        }
         match app.notebook.import_files(user, page).await {
             Ok(saved) if saved.created => created += 1,
             Ok(_) => updated += 1,

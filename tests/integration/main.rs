@@ -1,1 +1,10 @@
+//! Workspace-level integration tests: the server over real HTTP on port 0, and the `nib` binary.
+//!
+//! One test binary (fast to link); modules by subject.
 
+mod helpers;
+
+mod cli;
+mod notebook;
+mod protocol;
+mod storage;

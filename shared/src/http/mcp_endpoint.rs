@@ -13,12 +13,10 @@ use tower::ServiceExt;
 
 use super::{HttpError, HttpState};
 use crate::auth::Principal;
-use crate::mcp::CorrelationId;
+use crate::mcp::{CorrelationId, SUPPORTED_VERSIONS};
 use crate::telemetry;
 use crate::tools;
 
-/// The protocol revisions nib speaks.
-pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
 const LEGACY_DEFAULT_VERSION: &str = "2025-03-26";
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -274,12 +272,16 @@ async fn check_and_forward(
                     .and_then(|x| x.get(META_VERSION_KEY))
                     .is_some()
             });
-            if !SUPPORTED_VERSIONS.contains(&v) && !has_meta_version {
+            if !SUPPORTED_VERSIONS.iter().any(|s| s.as_str() == v) && !has_meta_version {
                 return Err(HttpError::InvalidRequest {
                     id: messages.first().and_then(|m| m.get("id").cloned()),
                     message: format!(
                         "unsupported MCP-Protocol-Version '{v}'; supported: {}",
-                        SUPPORTED_VERSIONS.join(", ")
+                        SUPPORTED_VERSIONS
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 });
             }

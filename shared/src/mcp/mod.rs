@@ -6,14 +6,15 @@
 //! verified [`Principal`] and the request's correlation id into the request extensions, which
 //! rmcp hands to this handler as `http::request::Parts`.
 
+use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -97,14 +98,25 @@ fn decode_cursor(cursor: &str) -> Option<usize> {
     raw.strip_prefix("tools:")?.parse().ok()
 }
 
-/// An `isError` result: a readable message, also as structured content.
+/// An `isError` result: a readable message. No structured content, since it would not match
+/// the tool's output schema.
 fn error_result(message: String) -> CallToolResult {
-    let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
-    result.structured_content = Some(serde_json::json!({ "error": message }));
-    result
+    CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
+/// The protocol revisions nib speaks, oldest first.
+pub const SUPPORTED_VERSIONS: [ProtocolVersion; 4] = [
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
+
 impl ServerHandler for NibMcp {
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(&SUPPORTED_VERSIONS)
+    }
+
     fn get_info(&self) -> ServerConfig {
         let mut info = Implementation::new("nib", env!("CARGO_PKG_VERSION"));
         info.title = Some("nib notebook".into());

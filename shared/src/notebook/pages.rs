@@ -16,7 +16,7 @@ use crate::domain::tasks::{self, Appearance};
 use crate::domain::{
     Date, Notation, PageId, PageStatus, StatusSource, TaskLinkId, TaskStatus, UserId, structure,
 };
-use crate::ports::{AssetKind, Cond, Item, MAX_TRANSACTION_ITEMS, Query, Write};
+use crate::ports::{AssetKind, Cond, Item, MAX_TRANSACTION_ITEMS, Query, StoreError, Write};
 
 /// A page as imported from files.
 #[derive(Debug, Clone)]
@@ -87,11 +87,18 @@ pub(super) struct PageContent {
     pub lines: Vec<StoredLine>,
     /// The blind stem, when the page has one.
     pub stem: Option<String>,
-    /// A dedup key whose current task must not be reused (it is done or cancelled and
-    /// `create_task` asked for a new one).
-    pub fresh_key: Option<String>,
-    /// A sealed-to-be source URL for the task created under `fresh_key` or a new key.
+    /// Set by `create_task`: the key of the task line it adds must get a new task.
+    pub new_task: Option<NewTask>,
+    /// A sealed-to-be source URL for the task created under `new_task`.
     pub source_url: Option<String>,
+}
+
+/// What `create_task` saw before writing: the new line's key must still have no task, or still
+/// the same finished task (which the new one then replaces in the dedup index). Anything else
+/// means another writer got there first, and the commit fails so that the caller looks again.
+pub(super) struct NewTask {
+    pub key: String,
+    pub replaces: Option<TaskLinkId>,
 }
 
 /// The outcome of a commit.
@@ -167,7 +174,7 @@ impl Notebook {
                 ocr: draft.ocr.clone(),
                 lines,
                 stem: Some(stem.clone()),
-                fresh_key: None,
+                new_task: None,
                 source_url: None,
             };
             let task_count = content
@@ -310,12 +317,18 @@ impl Notebook {
             }
         }
 
+        if let Some(new) = &content.new_task
+            && dedup.get(&new.key).map(|(_, id)| id) != new.replaces.as_ref()
+        {
+            return Err(StoreError::ConditionFailed { index: 0 }.into());
+        }
+
         // Resolve each key to a task: the deduplicated one, or a new one.
         let mut writes: Vec<Write> = Vec::new();
         let mut key_task: HashMap<String, TaskLinkId> = HashMap::new();
         for (key, text) in &key_text {
             let reusable = dedup.get(key).filter(|(_, id)| {
-                content.fresh_key.as_deref() != Some(key.as_str())
+                content.new_task.as_ref().is_none_or(|n| &n.key != key)
                     && tasks_by_id.get(id).is_some_and(|(_, t)| &t.key == key)
             });
             if let Some((_, id)) = reusable {

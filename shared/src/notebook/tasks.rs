@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::pages::PageContent;
+use super::pages::{NewTask, PageContent};
 use super::records::{
     self, StoredLine, TaskKeyRecord, TaskRecord, decode, encode, pages_partition, stem_sk,
     task_gsi_sk, task_sk, taskkey_sk, tasks_partition, user_pk,
@@ -138,7 +138,7 @@ impl Notebook {
         let key = keys.blind("task", &normalized);
         for attempt in 0..MAX_ATTEMPTS {
             // An open task with this text already? Then this call is a no-op that names it.
-            let mut fresh_key = None;
+            let mut replaces = None;
             if let Some(item) = self.store.get(&pk, &taskkey_sk(&key)).await? {
                 let owner: TaskKeyRecord = decode("task key", &item.body)?;
                 if let Some(task) = self.store.get(&pk, &task_sk(&owner.task_link_id)).await? {
@@ -157,7 +157,7 @@ impl Notebook {
                         });
                     }
                 }
-                fresh_key = Some(key.clone());
+                replaces = Some(owner.task_link_id);
             }
 
             // The page of that date: an existing one (the first by id), or the page a later
@@ -207,7 +207,10 @@ impl Notebook {
                 stem: existing
                     .is_none()
                     .then(|| keys.blind("stem", &date.to_string())),
-                fresh_key,
+                new_task: Some(NewTask {
+                    key: key.clone(),
+                    replaces,
+                }),
                 source_url: source_url.map(str::to_owned),
             };
             match self

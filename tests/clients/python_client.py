@@ -1,0 +1,213 @@
+"""End-to-end check of a running `nib serve` with the official MCP Python SDK (`mcp`, pinned in
+tests/tools/requirements.txt).
+
+Usage: python_client.py URL TOKEN
+
+For each protocol era the SDK speaks it connects with `Authorization: Bearer TOKEN`, then:
+initialize (legacy) or server/discover (auto -> 2026-07-28) -> tools/list (all eight tools) ->
+tools/call list_pages -> tools/call create_task -> tools/call list_tasks {"status": "open"} (the new
+task is listed). It also checks that connecting without the token fails, and that a bare POST
+without it gets HTTP 401 with a WWW-Authenticate challenge.
+
+Prints one line per check and ends with `python client: N passed, M failed`; exits 1 on any failure.
+Set NIB_TEST_VERBOSE=1 for full tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+import urllib.error
+import urllib.request
+from typing import Any
+
+import anyio
+import httpx2  # the SDK's HTTP client; streamable_http_client takes a configured one for headers
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+EXPECTED_TOOLS = {
+    "list_pages",
+    "get_page",
+    "search_pages",
+    "list_tasks",
+    "create_task",
+    "update_task_status",
+    "search",
+    "fetch",
+}
+# The SDK's connect modes: "legacy" forces the initialize handshake (2025-11-25); "auto" probes
+# server/discover first and must end up on the stateless 2026-07-28 era, which nib supports.
+MODES = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+TIMEOUT_S = 30
+
+passed = 0
+failed = 0
+
+
+def check(name: str, ok: bool, detail: str = "") -> bool:
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok   - {name}")
+    else:
+        failed += 1
+        print(f"FAIL - {name}{': ' + detail if detail else ''}")
+    return ok
+
+
+def client_for(url: str, token: str | None, mode: str) -> Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(TIMEOUT_S, read=TIMEOUT_S * 2))
+    # cache=None: always ask the server, so every call below really reaches nib.
+    return Client(streamable_http_client(url, http_client=http), mode=mode, cache=None)
+
+
+def contains_value(value: Any, wanted: str) -> bool:
+    """True if `wanted` appears as a string anywhere inside a JSON-like value."""
+    if isinstance(value, str):
+        return value == wanted
+    if isinstance(value, dict):
+        return any(contains_value(v, wanted) for v in value.values())
+    if isinstance(value, list):
+        return any(contains_value(v, wanted) for v in value)
+    return False
+
+
+def leaf_exception(exc: BaseException) -> BaseException:
+    """The first non-group exception inside (possibly nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+async def list_all_tools(client: Client) -> list[str]:
+    names: list[str] = []
+    cursor: str | None = None
+    for _ in range(50):  # a paginator that never ends must not hang the test
+        page = await client.list_tools(cursor=cursor)
+        names.extend(t.name for t in page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return names
+
+
+async def run_mode(url: str, token: str, mode: str, era: str) -> None:
+    label = f"[{mode}]"
+    task_text = "Python client task" if mode == "legacy" else f"Python client task ({era})"
+    with anyio.fail_after(TIMEOUT_S * 4):
+        async with client_for(url, token, mode) as client:
+            check(
+                f"{label} connect negotiates {era}",
+                client.protocol_version == era,
+                f"negotiated {client.protocol_version!r}",
+            )
+
+            names = await list_all_tools(client)
+            missing = sorted(EXPECTED_TOOLS - set(names))
+            check(f"{label} tools/list has the eight tools", not missing, f"missing {missing}; got {names}")
+
+            res = await client.call_tool("list_pages", {})
+            sc = res.structured_content
+            check(
+                f"{label} list_pages returns structuredContent.pages (a list), not isError",
+                not res.is_error and isinstance(sc, dict) and isinstance(sc.get("pages"), list),
+                f"isError={res.is_error} structuredContent={short(sc)}",
+            )
+
+            res = await client.call_tool("create_task", {"target_date": "2026-06-20", "text": task_text})
+            sc = res.structured_content
+            check(
+                f"{label} create_task returns created: true",
+                not res.is_error and isinstance(sc, dict) and sc.get("created") is True,
+                f"isError={res.is_error} structuredContent={short(sc)}",
+            )
+
+            res = await client.call_tool("list_tasks", {"status": "open"})
+            sc = res.structured_content
+            check(
+                f"{label} list_tasks status=open lists the new task",
+                not res.is_error and contains_value(sc, task_text),
+                f"isError={res.is_error} structuredContent={short(sc)}",
+            )
+
+
+async def expect_connect_fails_without_token(url: str, mode: str) -> None:
+    try:
+        with anyio.fail_after(TIMEOUT_S):
+            async with client_for(url, None, mode) as client:
+                await client.list_tools()
+    except Exception as exc:  # noqa: BLE001 - inspected below
+        leaf = leaf_exception(exc)
+        # A refused connection or a timeout would also raise; only an error answered by the server counts.
+        if check(
+            f"[{mode}] connecting without the token fails",
+            isinstance(leaf, MCPError),
+            f"expected the SDK's MCPError from the server's rejection, got {type(leaf).__name__}: {leaf}",
+        ):
+            print(f"       ({type(leaf).__name__}: {short(str(leaf))})")
+        return
+    check(f"[{mode}] connecting without the token fails", False, "connected and listed tools without a token")
+
+
+def expect_401_without_token(url: str) -> None:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "nib-python-client-test", "version": "1.0.0"},
+            },
+        }
+    ).encode()
+    req = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            check("POST without the token gets 401 + WWW-Authenticate", False, f"got HTTP {resp.status}")
+    except urllib.error.HTTPError as err:
+        challenge = err.headers.get("WWW-Authenticate")
+        check(
+            "POST without the token gets 401 + WWW-Authenticate",
+            err.code == 401 and bool(challenge),
+            f"HTTP {err.code}, WWW-Authenticate={challenge!r}",
+        )
+    except (urllib.error.URLError, OSError) as err:
+        check("POST without the token gets 401 + WWW-Authenticate", False, f"request failed: {err}")
+
+
+async def main(url: str, token: str) -> None:
+    for mode, era in MODES.items():
+        try:
+            await run_mode(url, token, mode, era)
+        except Exception as exc:  # noqa: BLE001 - report and go on with the next mode
+            leaf = leaf_exception(exc)
+            check(f"[{mode}] session completes", False, f"{type(leaf).__name__}: {leaf}")
+            if os.environ.get("NIB_TEST_VERBOSE"):
+                traceback.print_exc()
+        await expect_connect_fails_without_token(url, mode)
+    expect_401_without_token(url)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        print("usage: python_client.py URL TOKEN", file=sys.stderr)
+        sys.exit(2)
+    anyio.run(main, sys.argv[1], sys.argv[2])
+    print(f"python client: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)

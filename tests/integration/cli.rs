@@ -1,0 +1,264 @@
+//! The `nib` binary: serve's first start, its request log, import's messages and exit codes,
+//! and the token commands.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+fn nib(data: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    c.arg("--data-dir").arg(data);
+    c
+}
+
+/// A `nib serve` process; killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+    token: Option<String>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(data: &std::path::Path, json_logs: bool) -> Server {
+    let mut cmd = nib(data);
+    cmd.args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if json_logs {
+        cmd.env("NIB_LOG_FORMAT", "json");
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let url = first
+        .trim()
+        .strip_prefix("nib: serving ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_owned();
+    let mut second = String::new();
+    out.read_line(&mut second).unwrap();
+    let token = second
+        .trim()
+        .split_once("(admin): ")
+        .map(|(_, t)| t.to_owned());
+    Server { child, url, token }
+}
+
+#[tokio::test]
+async fn serve_prints_url_and_a_token_once_and_logs_requests_without_secrets() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = serve(data.path(), true);
+    let token = server.token.clone().expect("first start prints a token");
+    assert!(token.starts_with("nib_live_") && nib::auth::tokens::well_formed(&token));
+    assert!(server.url.starts_with("http://127.0.0.1:") && server.url.ends_with("/mcp"));
+
+    let client = reqwest::Client::new();
+    let r = client
+        .post(&server.url)
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "create_task", "arguments": { "target_date": "2026-06-20", "text": "secret plans for the surprise party" } } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let ok_cid = r.headers()["x-correlation-id"].to_str().unwrap().to_owned();
+    let r = client
+        .post(&server.url)
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body("{oops")
+        .send()
+        .await
+        .unwrap();
+    let bad_cid = r.headers()["x-correlation-id"].to_str().unwrap().to_owned();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["data"]["correlationId"], bad_cid.as_str());
+
+    // Stop the server and read everything it logged.
+    let _ = server.child.kill();
+    let mut logs = String::new();
+    server
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    let lines: Vec<Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let request = |cid: &str| {
+        lines
+            .iter()
+            .find(|l| l["correlation_id"] == cid)
+            .unwrap_or_else(|| panic!("no log line for {cid} in {logs}"))
+            .clone()
+    };
+    let ok = request(&ok_cid);
+    assert_eq!(
+        (
+            ok["method"].clone(),
+            ok["tool"].clone(),
+            ok["status"].clone()
+        ),
+        (json!("tools/call"), json!("create_task"), json!(200))
+    );
+    assert!(ok["latency_ms"].is_number());
+    assert_eq!(request(&bad_cid)["status"], 400);
+    assert!(!logs.contains(&token), "the token never reaches the log");
+    assert!(
+        !logs.contains("surprise party"),
+        "user content never reaches the log"
+    );
+
+    // A second start on the same data directory makes no new token.
+    let again = serve(data.path(), false);
+    assert_eq!(again.token, None);
+}
+
+#[test]
+fn import_reports_bad_files_by_name_and_goes_on() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("2026-01-02.md"), "## Tasks\n- [ ] fine\n").unwrap();
+    std::fs::write(dir.path().join("undated-thoughts.md"), "no date anywhere\n").unwrap();
+    std::fs::write(dir.path().join("2026-01-03.png"), b"this is not a png").unwrap();
+    std::fs::write(dir.path().join("2026-01-04.txt"), [0xff, 0xfe, 0x00]).unwrap();
+    std::fs::write(
+        dir.path().join("bad-front-matter.md"),
+        "---\ndate: 2026-13-40\n---\nhi\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("2026-01-05.pdf"), b"%PDF-1.4\n").unwrap();
+    std::fs::write(dir.path().join("notes.docx"), b"whatever").unwrap();
+    let out = nib(data.path())
+        .arg("import")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "something failed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (file, reason) in [
+        ("undated-thoughts.md", "no page date"),
+        ("2026-01-03.png", "not a PNG"),
+        ("2026-01-04.txt", "not UTF-8"),
+        ("bad-front-matter.md", "2026-13-40"),
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains(file) && l.contains(reason)),
+            "{file}: {stderr}"
+        );
+    }
+    assert!(stderr.contains("skipped:") && stderr.contains("notes.docx"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("imported 2 pages (2 new, 0 updated)") && stdout.contains("4 failed"),
+        "{stdout}"
+    );
+
+    // Fixed files import on the next run; the good ones update in place.
+    std::fs::remove_file(dir.path().join("undated-thoughts.md")).unwrap();
+    std::fs::remove_file(dir.path().join("2026-01-03.png")).unwrap();
+    std::fs::remove_file(dir.path().join("2026-01-04.txt")).unwrap();
+    std::fs::remove_file(dir.path().join("bad-front-matter.md")).unwrap();
+    let out = nib(data.path())
+        .arg("import")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("imported 2 pages (0 new, 2 updated)"));
+}
+
+#[tokio::test]
+async fn token_commands_create_list_and_revoke() {
+    let data = tempfile::tempdir().unwrap();
+    let out = nib(data.path())
+        .args(["token", "create", "--scope", "read", "--label", "laptop"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(nib::auth::tokens::well_formed(&token));
+    let out = nib(data.path()).args(["token", "list"]).output().unwrap();
+    let listing = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        listing.contains("laptop") && listing.contains("read") && listing.contains("active"),
+        "{listing}"
+    );
+    assert!(!listing.contains(&token), "secrets are never listed");
+    let id = listing
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+
+    // The read token works against the server; once revoked it does not.
+    let server = serve(data.path(), false);
+    let ping = |token: String, url: String| async move {
+        reqwest::Client::new()
+            .post(url)
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(ping(token.clone(), server.url.clone()).await, 200);
+    // The store is one process's at a time: the CLI says so while the server runs.
+    let out = nib(data.path())
+        .args(["token", "revoke", &id])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("in use"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(server);
+    let out = nib(data.path())
+        .args(["token", "revoke", &id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = serve(data.path(), false);
+    assert_eq!(ping(token, server.url.clone()).await, 401);
+    drop(server);
+    let out = nib(data.path())
+        .args(["token", "revoke", "tok_nope"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tok_nope"));
+}

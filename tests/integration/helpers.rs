@@ -1,0 +1,194 @@
+//! `TestApp`: a local system in a temporary data directory, served on 127.0.0.1:0 in-process,
+//! with the sample notebook imported and an admin token.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nib::app::{App, LocalOptions};
+use nib::auth::Scope;
+use nib::domain::UserId;
+use nib::http::HttpConfig;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+pub const LATEST_LEGACY: &str = "2025-11-25";
+
+pub fn sample_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sample")
+}
+
+#[derive(Clone, Copy)]
+pub struct Options {
+    pub public_discovery: bool,
+    pub sessions: bool,
+    pub import_sample: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            public_discovery: false,
+            sessions: false,
+            import_sample: true,
+        }
+    }
+}
+
+pub struct TestApp {
+    /// `http://127.0.0.1:PORT/mcp`
+    pub url: String,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    /// An admin token of the default user.
+    pub token: String,
+    pub app: Arc<App>,
+    pub client: reqwest::Client,
+    pub dir: TempDir,
+}
+
+impl TestApp {
+    pub async fn spawn() -> TestApp {
+        Self::spawn_with(Options::default()).await
+    }
+
+    pub async fn spawn_with(options: Options) -> TestApp {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let app = Arc::new(
+            App::open_local(
+                dir.path(),
+                LocalOptions {
+                    public_url: base.clone(),
+                    asset_ttl_seconds: 3600,
+                },
+            )
+            .unwrap(),
+        );
+        let token = app
+            .first_start()
+            .await
+            .unwrap()
+            .expect("first start makes a token")
+            .token;
+        if options.import_sample {
+            let user = UserId::parse("default").unwrap();
+            let (pages, _) = nib::notebook::group_dir(&sample_dir()).unwrap();
+            for page in &pages {
+                app.notebook.import_files(&user, page).await.unwrap();
+            }
+        }
+        let mut config = HttpConfig::local(base.clone());
+        config.public_discovery = options.public_discovery;
+        config.sessions = options.sessions;
+        let router = app.router(config);
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        TestApp {
+            url: format!("{base}/mcp"),
+            base,
+            token,
+            app,
+            client: reqwest::Client::new(),
+            dir,
+        }
+    }
+
+    /// A new token of the default user (or another user) with this scope.
+    pub async fn token_for(&self, user: &str, scope: Scope) -> String {
+        let user = UserId::parse(user).unwrap();
+        self.app.ensure_user(&user).await.unwrap();
+        self.app
+            .tokens
+            .create(&user, scope, None)
+            .await
+            .unwrap()
+            .token
+    }
+
+    /// A POST to /mcp with JSON content type and Accept, no protocol version header, no token.
+    pub fn post_anon(&self) -> reqwest::RequestBuilder {
+        self.client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+    }
+
+    /// A POST to /mcp with the usual headers and the admin token.
+    pub fn post(&self) -> reqwest::RequestBuilder {
+        self.post_anon().bearer_auth(&self.token)
+    }
+
+    /// Sends a JSON-RPC message with the admin token; returns status and JSON body.
+    pub async fn rpc(&self, body: Value) -> (u16, Value) {
+        self.rpc_with(&self.token, body).await
+    }
+
+    pub async fn rpc_with(&self, token: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .post_anon()
+            .bearer_auth(token)
+            .header("mcp-protocol-version", LATEST_LEGACY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// Calls a tool with the admin token and returns the JSON-RPC `result` (may be isError).
+    pub async fn call_raw(&self, token: &str, tool: &str, args: Value) -> Value {
+        let (status, body) = self
+            .rpc_with(token, json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": tool, "arguments": args } }))
+            .await;
+        assert_eq!(status, 200, "{tool}: {body}");
+        body.get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{tool}: no result in {body}"))
+    }
+
+    /// Calls a tool that must succeed and returns its structured content, after checking the
+    /// single text block carries the same JSON.
+    pub async fn call(&self, tool: &str, args: Value) -> Value {
+        let result = self.call_raw(&self.token, tool, args).await;
+        assert_eq!(result["isError"], json!(false), "{tool}: {result}");
+        let content = result["content"].as_array().unwrap();
+        assert_eq!(content.len(), 1, "exactly one content block");
+        let text: Value = serde_json::from_str(content[0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            text, result["structuredContent"],
+            "text block and structuredContent agree"
+        );
+        result["structuredContent"].clone()
+    }
+
+    /// Calls a tool that must fail as a business error and returns its message.
+    pub async fn call_error(&self, tool: &str, args: Value) -> String {
+        let result = self.call_raw(&self.token, tool, args).await;
+        assert_eq!(result["isError"], json!(true), "{tool}: {result}");
+        result["content"][0]["text"].as_str().unwrap().to_owned()
+    }
+
+    /// The page id of the (first) page with this date.
+    pub async fn page_of(&self, date: &str) -> String {
+        let pages = self
+            .call("list_pages", json!({ "from": date, "to": date }))
+            .await;
+        pages["pages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap_or_else(|| panic!("no page on {date}"))["page_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+pub fn initialize(version: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": version, "capabilities": {}, "clientInfo": { "name": "nib-tests", "version": "1" } }
+    })
+}

@@ -1,0 +1,665 @@
+//! The MCP endpoint's rules over real HTTP: eras, lifecycle, limits, errors, auth, scopes.
+
+use nib::auth::Scope;
+use serde_json::{Value, json};
+
+use crate::helpers::{LATEST_LEGACY, Options, TestApp, initialize};
+
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+fn stateless(method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] =
+        json!({ META_VERSION: "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} });
+    json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params })
+}
+
+#[tokio::test]
+async fn initialize_negotiates_each_legacy_era_and_issues_no_session() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::default()
+    })
+    .await;
+    for version in ["2025-03-26", "2025-06-18", "2025-11-25"] {
+        let r = app
+            .post()
+            .header("mcp-protocol-version", version)
+            .json(&initialize(version))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(
+            r.headers().get("mcp-session-id").is_none(),
+            "stateless by default"
+        );
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["result"]["protocolVersion"], version);
+        assert_eq!(body["result"]["serverInfo"]["name"], "nib");
+        assert!(body["result"]["capabilities"]["tools"].is_object());
+    }
+    // A version we do not know gets one we speak.
+    let r = app
+        .post()
+        .json(&initialize("2024-01-01"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    let chosen = body["result"]["protocolVersion"].as_str().unwrap();
+    assert!(
+        ["2025-03-26", "2025-06-18", "2025-11-25"].contains(&chosen),
+        "{chosen}"
+    );
+}
+
+#[tokio::test]
+async fn notifications_are_accepted_with_202_and_ping_answers() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::default()
+    })
+    .await;
+    let r = app
+        .post()
+        .json(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let (status, body) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": "p", "method": "ping" }))
+        .await;
+    assert_eq!(
+        (status, body["id"].clone(), body["result"].clone()),
+        (200, json!("p"), json!({}))
+    );
+}
+
+#[tokio::test]
+async fn the_stateless_era_discovers_and_checks_headers_against_the_body() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::default()
+    })
+    .await;
+    let send = |method: &'static str,
+                header_method: &'static str,
+                name: Option<&'static str>,
+                body: Value| {
+        let mut req = app
+            .post()
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", header_method);
+        if let Some(n) = name {
+            req = req.header("mcp-name", n);
+        }
+        let _ = method;
+        req.json(&body).send()
+    };
+    let r = send(
+        "server/discover",
+        "server/discover",
+        None,
+        stateless("server/discover", json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    let versions = body["result"]["supportedVersions"].as_array().unwrap();
+    assert!(versions.contains(&json!("2026-07-28")) && versions.contains(&json!("2025-03-26")));
+    assert!(
+        !versions.contains(&json!("2024-11-05")),
+        "only the four eras we speak"
+    );
+
+    let r = send(
+        "tools/list",
+        "tools/list",
+        None,
+        stateless("tools/list", json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("mcp-session-id").is_none());
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 8);
+
+    // Mcp-Method that contradicts the body: 400 with the spec's header-mismatch code.
+    let r = send(
+        "tools/list",
+        "tools/call",
+        None,
+        stateless("tools/list", json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32020);
+
+    // Mcp-Name must name the tool being called.
+    let call = stateless(
+        "tools/call",
+        json!({ "name": "list_pages", "arguments": {} }),
+    );
+    let r = send("tools/call", "tools/call", Some("get_page"), call.clone())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], -32020);
+    let r = send("tools/call", "tools/call", Some("list_pages"), call)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["result"]["isError"], false);
+}
+
+#[tokio::test]
+async fn protocol_version_header_rules() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::default()
+    })
+    .await;
+    let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
+    let r = app
+        .post()
+        .header("mcp-protocol-version", "1999-01-01")
+        .json(&ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1999-01-01"),
+        "{body}"
+    );
+    // Missing header: taken as 2025-03-26, which is the only era with batches.
+    let batch = json!([{ "jsonrpc": "2.0", "id": 1, "method": "ping" }, { "jsonrpc": "2.0", "method": "notifications/initialized" }, { "jsonrpc": "2.0", "id": 2, "method": "tools/list" }]);
+    let r = app
+        .client
+        .post(&app.url)
+        .bearer_auth(&app.token)
+        .header("content-type", "application/json")
+        .json(&batch)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let replies: Value = r.json().await.unwrap();
+    let replies = replies.as_array().unwrap();
+    assert_eq!(replies.len(), 2, "the notification gets no reply");
+    assert_eq!(replies[0]["id"], 1);
+    assert_eq!(replies[1]["id"], 2);
+    assert!(replies[1]["result"]["tools"].is_array());
+    // A batch of notifications only: 202.
+    let r = app
+        .post()
+        .header("mcp-protocol-version", "2025-03-26")
+        .json(&json!([{ "jsonrpc": "2.0", "method": "notifications/initialized" }]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    // Batches in later eras: -32600.
+    for version in ["2025-06-18", LATEST_LEGACY, "2026-07-28"] {
+        let r = app
+            .post()
+            .header("mcp-protocol-version", version)
+            .json(&batch)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{version}");
+        assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], -32600);
+    }
+}
+
+#[tokio::test]
+async fn malformed_input_gets_the_right_status_and_code() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::default()
+    })
+    .await;
+    let r = app.post().body("{not json").send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let cid = r.headers()["x-correlation-id"].to_str().unwrap().to_owned();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32700);
+    assert_eq!(body["error"]["data"]["correlationId"], cid.as_str());
+
+    for not_rpc in [
+        json!({ "hello": 1 }),
+        json!({ "jsonrpc": "1.0", "id": 1, "method": "ping" }),
+        json!(42),
+        json!({ "jsonrpc": "2.0", "id": 1, "method": 5 }),
+        json!([]),
+    ] {
+        let r = app
+            .post()
+            .header("mcp-protocol-version", "2025-03-26")
+            .json(&not_rpc)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{not_rpc}");
+        assert_eq!(
+            r.json::<Value>().await.unwrap()["error"]["code"],
+            -32600,
+            "{not_rpc}"
+        );
+    }
+
+    let (status, body) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 3, "method": "no/such/method" }))
+        .await;
+    assert_eq!(body["error"]["code"], -32601, "{status} {body}");
+
+    let (_, body) = app.rpc(json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": { "name": "no_such_tool", "arguments": {} } })).await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no_such_tool"),
+        "{body}"
+    );
+
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let r = app
+        .client
+        .post(&app.url)
+        .bearer_auth(&app.token)
+        .header("content-type", "text/plain")
+        .body(ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 415);
+    assert!(
+        r.json::<Value>().await.unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("application/json")
+    );
+    let r = app
+        .client
+        .post(&app.url)
+        .bearer_auth(&app.token)
+        .header("content-type", "application/json")
+        .header("accept", "text/html")
+        .body(ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 406);
+    assert!(r.json::<Value>().await.unwrap()["correlationId"].is_string());
+}
+
+#[tokio::test]
+async fn bodies_over_two_million_bytes_are_refused_with_413() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::default()
+    })
+    .await;
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(2_000_001)
+    );
+    let r = app.post().body(big).send().await.unwrap();
+    assert_eq!(r.status(), 413);
+    // Just under the limit is parsed (and answered).
+    let ok = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"_pad":"{}"}}}}"#,
+        "x".repeat(1_999_000)
+    );
+    let r = app.post().body(ok).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn host_and_origin_must_be_allowed_before_anything_else() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::default()
+    })
+    .await;
+    let r = app
+        .post()
+        .header("host", "attacker.example")
+        .json(&initialize(LATEST_LEGACY))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = app
+        .post()
+        .header("origin", "http://attacker.example")
+        .json(&initialize(LATEST_LEGACY))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    // Even without a token and with a huge body, the Host check answers first.
+    let r = app
+        .client
+        .post(&app.url)
+        .header("host", "attacker.example")
+        .body("x".repeat(3_000_000))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = app
+        .post()
+        .header("origin", "http://localhost:5173")
+        .json(&initialize(LATEST_LEGACY))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "loopback origins are allowed");
+}
+
+#[tokio::test]
+async fn unauthenticated_requests_get_the_challenge_and_get_is_405_only_after_auth() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::default()
+    })
+    .await;
+    let r = app
+        .post_anon()
+        .json(&initialize(LATEST_LEGACY))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(
+        challenge.contains(&format!(
+            "resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"",
+            app.base
+        )),
+        "{challenge}"
+    );
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "unauthorized");
+    assert!(body["message"].is_string() && body["correlationId"].is_string());
+
+    let r = app
+        .post_anon()
+        .bearer_auth("nib_live_notarealtoken")
+        .json(&initialize(LATEST_LEGACY))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(
+        r.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("invalid_token")
+    );
+
+    let r = app.client.get(&app.url).send().await.unwrap();
+    assert_eq!(r.status(), 401, "an unauthenticated GET sees the challenge");
+    let r = app
+        .client
+        .get(&app.url)
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(r.headers()["allow"], "POST");
+    let r = app
+        .client
+        .delete(&app.url)
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let meta: Value = app
+            .client
+            .get(format!("{}{path}", app.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(meta["resource"], format!("{}/mcp", app.base));
+        assert_eq!(meta["scopes_supported"], json!(["read", "write", "admin"]));
+    }
+}
+
+#[tokio::test]
+async fn revoked_tokens_stop_working() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::default()
+    })
+    .await;
+    let token = app.token_for("default", Scope::Read).await;
+    let (status, _) = app
+        .rpc_with(
+            &token,
+            json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let user = nib::domain::UserId::parse("default").unwrap();
+    let id = app
+        .app
+        .tokens
+        .list(&user)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.scope == Scope::Read)
+        .unwrap()
+        .token_id;
+    app.app.tokens.revoke(&user, &id).await.unwrap();
+    let (status, _) = app
+        .rpc_with(
+            &token,
+            json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }),
+        )
+        .await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
+    let app = TestApp::spawn().await;
+    let read = app.token_for("default", Scope::Read).await;
+    let write = app.token_for("default", Scope::Write).await;
+    let names = |body: &Value| -> Vec<String> {
+        body["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+    let (_, body) = app.rpc_with(&read, list.clone()).await;
+    assert_eq!(
+        names(&body),
+        [
+            "list_pages",
+            "get_page",
+            "search_pages",
+            "list_tasks",
+            "search",
+            "fetch"
+        ]
+    );
+    assert!(body["result"].get("nextCursor").is_none());
+    let (_, body) = app.rpc_with(&write, list.clone()).await;
+    assert_eq!(
+        names(&body),
+        [
+            "list_pages",
+            "get_page",
+            "search_pages",
+            "list_tasks",
+            "create_task",
+            "update_task_status",
+            "search",
+            "fetch"
+        ]
+    );
+    // Deterministic: the same list twice.
+    let (_, again) = app.rpc_with(&write, list).await;
+    assert_eq!(body, again);
+    // Every tool declares title, annotations and both schemas.
+    for tool in body["result"]["tools"].as_array().unwrap() {
+        for key in [
+            "title",
+            "description",
+            "inputSchema",
+            "outputSchema",
+            "annotations",
+        ] {
+            assert!(tool.get(key).is_some(), "{} lacks {key}", tool["name"]);
+        }
+        for hint in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
+            assert!(
+                tool["annotations"][hint].is_boolean(),
+                "{} lacks {hint}",
+                tool["name"]
+            );
+        }
+    }
+    let (_, bad) = app.rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": { "cursor": "bogus" } })).await;
+    assert_eq!(bad["error"]["code"], -32602);
+
+    let r = app
+        .post_anon()
+        .bearer_auth(&read)
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "create_task", "arguments": { "target_date": "2026-06-20", "text": "x" } } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"write\""),
+        "{challenge}"
+    );
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"],
+        "insufficient_scope"
+    );
+    // A read tool with the read token works.
+    assert_eq!(
+        app.call_raw(&read, "list_tasks", json!({})).await["isError"],
+        false
+    );
+}
+
+#[tokio::test]
+async fn public_discovery_answers_discovery_without_a_token_and_nothing_else() {
+    let app = TestApp::spawn_with(Options {
+        public_discovery: true,
+        ..Options::default()
+    })
+    .await;
+    let r = app
+        .post_anon()
+        .json(&initialize(LATEST_LEGACY))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = app
+        .post_anon()
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = r.json().await.unwrap();
+    let tools = body["result"]["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 6, "what a read token would see");
+    let r = app.post_anon().json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "list_pages", "arguments": {} } })).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = app.client.get(&app.url).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+}
+
+#[tokio::test]
+async fn opt_in_sessions_are_signed_bound_to_the_user_and_checked() {
+    let app = TestApp::spawn_with(Options {
+        sessions: true,
+        import_sample: false,
+        ..Options::default()
+    })
+    .await;
+    let r = app
+        .post()
+        .json(&initialize(LATEST_LEGACY))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let ping = json!({ "jsonrpc": "2.0", "id": 2, "method": "ping" });
+    let r = app
+        .post()
+        .header("mcp-session-id", &session)
+        .json(&ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = app.post().json(&ping).send().await.unwrap();
+    assert_eq!(
+        r.status(),
+        400,
+        "a session id is required once sessions are on"
+    );
+    let mut forged = session.clone();
+    forged.replace_range(0..1, if forged.starts_with('A') { "B" } else { "A" });
+    let r = app
+        .post()
+        .header("mcp-session-id", &forged)
+        .json(&ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // Another user's token with this user's session: 404 too.
+    let other = app.token_for("someone-else", Scope::Read).await;
+    let r = app
+        .post_anon()
+        .bearer_auth(&other)
+        .header("mcp-session-id", &session)
+        .json(&ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}

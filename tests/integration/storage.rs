@@ -1,0 +1,202 @@
+//! At rest: no plaintext in the data directory, and a killed import leaves no half page.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use nib::app::{App, LocalOptions};
+use nib::domain::UserId;
+use serde_json::json;
+
+use crate::helpers::TestApp;
+
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn no_plaintext_of_a_page_is_anywhere_in_the_data_directory() {
+    let app = TestApp::spawn().await;
+    // Content from every kind of field: markdown, OCR text, a task, a created task, a stem.
+    app.call(
+        "create_task",
+        json!({ "target_date": "2026-06-25", "text": "Pick up the zebra costume" }),
+    )
+    .await;
+    let phrases = [
+        "quarterly budget",
+        "Dentist",
+        "Met with Dana",
+        "zebra costume",
+        "onboarding",
+        "meeting-with-printer",
+        "300 gsm",
+    ];
+    let files = files_under(app.dir.path());
+    assert!(files.iter().any(|f| f.ends_with("nib.redb")));
+    assert!(
+        files
+            .iter()
+            .any(|f| f.extension().is_some_and(|e| e == "png")),
+        "assets are in the data dir too"
+    );
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap().to_ascii_lowercase();
+        for phrase in phrases {
+            let needle = phrase.to_ascii_lowercase().into_bytes();
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle.as_slice()),
+                "{phrase:?} in clear in {}",
+                file.display()
+            );
+        }
+    }
+}
+
+/// Writes `n` markdown pages whose tasks recur across pages.
+fn write_pages(dir: &Path, n: usize) {
+    for i in 0..n {
+        let day = 1 + i % 28;
+        let month = 1 + (i / 28) % 12;
+        let year = 2020 + i / (28 * 12);
+        let body = format!(
+            "## Tasks\n- [ ] Recurring task {a}\n- [{mark}] Recurring task {b}\n- [ ] One-off task {i}\n## Notes\n- Page {i} mentions the harbour and the lighthouse\n",
+            a = i % 7,
+            b = (i + 3) % 11,
+            mark = if i % 3 == 0 { "x" } else { " " },
+        );
+        std::fs::write(
+            dir.join(format!("{year:04}-{month:02}-{day:02}-{i}.md")),
+            body,
+        )
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_killed_import_leaves_only_whole_pages_and_a_rerun_completes_it() {
+    let pages = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let total = 1500;
+    write_pages(pages.path(), total);
+
+    // Kill the import (SIGKILL, no chance to clean up) once it has reported some progress.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nib"))
+        .args([
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "import",
+            pages.path().to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    for line in stderr.lines() {
+        if line.unwrap().starts_with("progress: 200/") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // Every page that is there is whole: its lines open, its tasks exist and point back to it.
+    let user = UserId::parse("default").unwrap();
+    let check = |expect_all: bool| {
+        let data = data.path().to_owned();
+        let user = user.clone();
+        async move {
+            let app = App::open_local(&data, LocalOptions::default()).unwrap();
+            let listed = app
+                .notebook
+                .list_pages(&user, None, None, 200)
+                .await
+                .unwrap();
+            assert!(
+                !listed.is_empty(),
+                "some pages were imported before the kill"
+            );
+            let mut count = 0;
+            let mut from = None;
+            // Page through every date (list_pages caps at 200 per call).
+            loop {
+                let batch = app
+                    .notebook
+                    .list_pages(&user, None, from, 200)
+                    .await
+                    .unwrap();
+                let last = batch.last().map(|p| p.date);
+                for summary in &batch {
+                    let page = app
+                        .notebook
+                        .get_page(&user, &summary.page_id)
+                        .await
+                        .unwrap();
+                    assert_eq!(page.lines.len(), 6, "a whole page");
+                    for l in page.lines.iter().filter(|l| l.page_status.is_some()) {
+                        assert!(l.status.is_some(), "task line linked to an existing task");
+                    }
+                }
+                count += batch.len();
+                match last {
+                    Some(d) if batch.len() == 200 => {
+                        from = Some(nib::domain::Date::from_time(
+                            d.inner().previous_day().unwrap(),
+                        ))
+                    }
+                    _ => break,
+                }
+                if from.is_some() && count >= total {
+                    break;
+                }
+            }
+            let tasks = app
+                .notebook
+                .list_tasks(&user, nib::notebook::TaskFilter::All, None, 200)
+                .await
+                .unwrap();
+            assert!(tasks.len() >= 7.min(count));
+            if expect_all {
+                let stats = app.store.get("U#default", "STATS").await.unwrap().unwrap();
+                let stats: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+                assert_eq!(
+                    stats["pages"], total,
+                    "index statistics count each page once"
+                );
+            }
+        }
+    };
+    check(false).await;
+
+    // Re-running the import finishes the job without duplicating a page.
+    let out = Command::new(env!("CARGO_BIN_EXE_nib"))
+        .args([
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "import",
+            pages.path().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("imported {total} pages")),
+        "{stdout}"
+    );
+    check(true).await;
+}
