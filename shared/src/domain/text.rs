@@ -1,12 +1,45 @@
 //! Search text: terms for the blind index, query parsing, BM25 and snippets.
 //!
-//! STUB: the contract below is fixed; the body is being written.
+//! Documents and queries go through the same pipeline ([`terms`]): Unicode words (UAX #29),
+//! lowercased, a short list of English stop words dropped, then the Snowball English stemmer. The
+//! snippet matcher reuses it word by word, so what a search finds is also what its snippet shows.
+
+use rust_stemmers::{Algorithm, Stemmer};
+use unicode_segmentation::UnicodeSegmentation;
+
+/// Kept short on purpose: a word on this list can never be searched for, and handwritten notes
+/// are terse, so only words that mean nothing on their own are dropped.
+const STOP_WORDS: [&str; 21] = [
+    "a", "an", "and", "the", "of", "to", "in", "on", "for", "is", "it", "at", "by", "with", "or",
+    "as", "be", "are", "was", "this", "that",
+];
 
 /// The index terms of a text, in order, with repeats: Unicode words, lowercased, English-stemmed,
 /// stop words kept out. Used both for documents and for queries so the two always agree.
 pub fn terms(text: &str) -> Vec<String> {
-    let _ = text;
-    todo!()
+    let stemmer = Stemmer::create(Algorithm::English);
+    text.unicode_words()
+        .filter_map(|w| term(&stemmer, w))
+        .collect()
+}
+
+/// The term of one word, or `None` for a stop word.
+fn term(stemmer: &Stemmer, word: &str) -> Option<String> {
+    // Typographic apostrophes (common in OCR and on phones) are folded so `don’t` finds `don't`.
+    let lower: String = word
+        .chars()
+        .flat_map(char::to_lowercase)
+        .map(|c| if c == '\u{2019}' { '\'' } else { c })
+        .collect();
+    if STOP_WORDS.contains(&lower.as_str()) {
+        return None;
+    }
+    let stemmed = stemmer.stem(&lower).into_owned();
+    if stemmed.is_empty() {
+        None
+    } else {
+        Some(stemmed)
+    }
 }
 
 /// A parsed search query.
@@ -21,27 +54,317 @@ pub struct Query {
 /// Parses `api "team sync" notes`. An unterminated quote runs to the end. A phrase of one term
 /// is just a term.
 pub fn parse_query(q: &str) -> Query {
-    let _ = q;
-    todo!()
+    let mut query = Query::default();
+    // Straight and curly double quotes both delimit phrases (phones type curly ones), and they
+    // alternate: the odd-numbered pieces between quotes are the phrases.
+    for (i, piece) in q.split(['"', '\u{201c}', '\u{201d}']).enumerate() {
+        let piece_terms = terms(piece);
+        for t in &piece_terms {
+            if !query.terms.contains(t) {
+                query.terms.push(t.clone());
+            }
+        }
+        let quoted = i % 2 == 1;
+        if quoted && piece_terms.len() >= 2 && !query.phrases.contains(&piece_terms) {
+            query.phrases.push(piece_terms);
+        }
+    }
+    query
 }
 
 /// True when the terms of `text` contain `phrase` as a consecutive run.
 pub fn contains_phrase(text_terms: &[String], phrase: &[String]) -> bool {
-    let _ = (text_terms, phrase);
-    todo!()
+    // An empty phrase asks for nothing (and `windows(0)` would panic).
+    phrase.is_empty() || text_terms.windows(phrase.len()).any(|w| w == phrase)
 }
 
 /// The BM25 score of one term in one document (k1 = 1.2, b = 0.75, idf with +1 inside the log so
 /// it is never negative).
 pub fn bm25(tf: u32, df: u32, docs: u32, doc_len: u32, avg_len: f64) -> f64 {
-    let _ = (tf, df, docs, doc_len, avg_len);
-    todo!()
+    const K1: f64 = 1.2;
+    const B: f64 = 0.75;
+    if tf == 0 {
+        return 0.0;
+    }
+    // Counts can be momentarily inconsistent (a page indexed while the totals lag): never let
+    // the document count fall below the document frequency.
+    let n = f64::from(docs.max(df));
+    let df = f64::from(df);
+    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+    // Without a usable average length, treat the document as average-sized.
+    let relative_len = if avg_len.is_finite() && avg_len > 0.0 {
+        f64::from(doc_len) / avg_len
+    } else {
+        1.0
+    };
+    let tf = f64::from(tf);
+    idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * relative_len))
 }
 
 /// A snippet of at most about `max_chars` characters cut from `text` around the first place
 /// where a query term matches (matching by term, so `specs` matches `spec`), on word boundaries,
 /// with `…` where it was cut. The start of the text when nothing matches.
+///
+/// The body is at most `max_chars` characters; with an ellipsis at each end the whole is at most
+/// `max_chars + 2`. Runs of whitespace, newlines included, become one space.
 pub fn snippet(text: &str, query_terms: &[String], max_chars: usize) -> String {
-    let _ = (text, query_terms, max_chars);
-    todo!()
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let total = flat.chars().count();
+    if total <= max_chars {
+        return flat;
+    }
+    if max_chars == 0 {
+        return String::new();
+    }
+
+    // Char offsets of every word-boundary segment start, plus the end: the places we may cut.
+    let mut bounds: Vec<usize> = Vec::new();
+    let mut chars_seen = 0;
+    let mut hit: Option<usize> = None;
+    let stemmer = Stemmer::create(Algorithm::English);
+    for segment in flat.split_word_bounds() {
+        let len = segment.chars().count();
+        bounds.push(chars_seen);
+        if hit.is_none()
+            && !query_terms.is_empty()
+            && segment.chars().any(char::is_alphanumeric)
+            && term(&stemmer, segment).is_some_and(|t| query_terms.contains(&t))
+        {
+            hit = Some(chars_seen);
+        }
+        chars_seen += len;
+    }
+    bounds.push(total);
+
+    let hit_start = hit.unwrap_or(0);
+    // Start a little before the match, but not so late that the window runs off the end.
+    let lead = (max_chars / 4).min(40);
+    let mut start = hit_start.saturating_sub(lead).min(total - max_chars);
+    if start > 0 {
+        // The match starts on a boundary, so this never moves past it.
+        start = bounds
+            .iter()
+            .copied()
+            .find(|&b| b >= start)
+            .unwrap_or(start);
+    }
+    let mut end = (start + max_chars).min(total);
+    if end < total {
+        let last_fit = bounds.iter().copied().rfind(|&b| b <= end).unwrap_or(end);
+        // Cut on a word boundary unless that would lose the match (a word longer than the window)
+        // or half the window (a long word such as a URL); then cut between chars. When the match
+        // fits, its end is a boundary past its start.
+        if last_fit > start.max(hit_start) && (end - last_fit) * 2 <= max_chars {
+            end = last_fit;
+        }
+    }
+
+    let body: String = flat.chars().skip(start).take(end - start).collect();
+    let mut out = String::with_capacity(body.len() + 6);
+    if start > 0 {
+        out.push('…');
+    }
+    out.push_str(body.trim());
+    if end < total {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn terms_are_stemmed_lowercase_words_without_stop_words() {
+        assert_eq!(
+            terms("Follow up on the API specs, and RUNNING tests!"),
+            strings(&["follow", "up", "api", "spec", "run", "test"])
+        );
+        assert_eq!(terms("it is what it is"), strings(&["what"]));
+        assert_eq!(terms(""), Vec::<String>::new());
+        assert_eq!(terms("--- ... !!"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn terms_handle_unicode() {
+        assert_eq!(terms("Réunion ÉTÉ"), strings(&["réunion", "été"]));
+        assert_eq!(terms("don’t DON'T"), strings(&["don't", "don't"]));
+        assert_eq!(
+            terms("会議 メモ 2026"),
+            strings(&["会", "議", "メモ", "2026"])
+        );
+    }
+
+    #[test]
+    fn queries_split_into_terms_and_phrases() {
+        let q = parse_query(r#"api "team sync" notes"#);
+        assert_eq!(q.terms, strings(&["api", "team", "sync", "note"]));
+        assert_eq!(q.phrases, vec![strings(&["team", "sync"])]);
+    }
+
+    #[test]
+    fn query_edge_cases() {
+        // One-term phrases are terms; repeats are kept once; stop words vanish from phrases.
+        let q = parse_query(r#""api" specs "the spec" API "team of sync" "team sync""#);
+        assert_eq!(q.terms, strings(&["api", "spec", "team", "sync"]));
+        assert_eq!(q.phrases, vec![strings(&["team", "sync"])]);
+        // An unterminated quote runs to the end; curly quotes work like straight ones.
+        let q = parse_query("budget \"q3 plan review");
+        assert_eq!(q.phrases, vec![strings(&["q3", "plan", "review"])]);
+        let q = parse_query("“team sync” later");
+        assert_eq!(q.phrases, vec![strings(&["team", "sync"])]);
+        assert_eq!(parse_query(""), Query::default());
+        assert_eq!(parse_query("\"\"\""), Query::default());
+    }
+
+    #[test]
+    fn phrases_match_consecutive_runs() {
+        let doc = terms("Notes from the team sync about the API");
+        assert!(contains_phrase(&doc, &strings(&["team", "sync"])));
+        assert!(contains_phrase(&doc, &terms("syncing about APIs")));
+        assert!(!contains_phrase(&doc, &strings(&["sync", "team"])));
+        assert!(!contains_phrase(&doc, &strings(&["team", "api"])));
+        assert!(contains_phrase(&doc, &[]));
+        assert!(!contains_phrase(&[], &strings(&["team"])));
+    }
+
+    #[test]
+    fn bm25_behaves() {
+        let base = bm25(1, 1, 10, 10, 10.0);
+        assert!(base > 0.0);
+        // idf: ln(1 + (10 - 1 + 0.5) / 1.5); tf part is 1 for tf 1 at average length.
+        assert!((base - (1.0f64 + 9.5 / 1.5).ln()).abs() < 1e-12);
+        assert!(
+            bm25(3, 1, 10, 10, 10.0) > base,
+            "more occurrences score higher"
+        );
+        assert!(
+            bm25(1, 5, 10, 10, 10.0) < base,
+            "commoner terms score lower"
+        );
+        assert!(
+            bm25(1, 1, 10, 40, 10.0) < base,
+            "longer documents score lower"
+        );
+        assert_eq!(bm25(0, 1, 10, 10, 10.0), 0.0);
+        // Inconsistent or degenerate statistics still give finite, non-negative scores.
+        for score in [
+            bm25(1, 10, 10, 10, 10.0),
+            bm25(1, 20, 10, 10, 10.0),
+            bm25(1, 1, 1, 0, 0.0),
+            bm25(1, 1, 1, 5, -3.0),
+            bm25(1, 1, 1, 5, f64::NAN),
+            bm25(u32::MAX, u32::MAX, 0, u32::MAX, 1.0),
+        ] {
+            assert!(score.is_finite() && score >= 0.0, "{score}");
+        }
+        assert_eq!(bm25(1, 1, 1, 5, -3.0), bm25(1, 1, 1, 5, 5.0));
+    }
+
+    #[test]
+    fn short_texts_are_returned_whole_and_flattened() {
+        assert_eq!(
+            snippet("line one\nline  two\r\n", &strings(&["two"]), 100),
+            "line one line two"
+        );
+    }
+
+    #[test]
+    fn snippet_without_a_match_is_the_start() {
+        let text = "alpha beta gamma delta epsilon zeta eta theta";
+        assert_eq!(snippet(text, &strings(&["omega"]), 20), "alpha beta gamma…");
+        assert_eq!(snippet(text, &[], 20), "alpha beta gamma…");
+    }
+
+    #[test]
+    fn snippet_centres_on_the_first_match_by_term() {
+        let text = "We met on Monday. Long preamble about many unrelated things here. \
+                    Then Bob sent the specs for the new API. More words follow after that.";
+        let s = snippet(text, &strings(&["spec"]), 40);
+        assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
+        assert!(s.contains("specs"), "{s}");
+        assert!(s.chars().count() <= 42, "{s}");
+        assert_eq!(s, "…sent the specs for the new API. More…");
+    }
+
+    #[test]
+    fn snippet_near_the_end_fills_the_window_backwards() {
+        let text = "one two three four five six seven eight nine ten";
+        assert_eq!(snippet(text, &strings(&["ten"]), 16), "…eight nine ten");
+    }
+
+    #[test]
+    fn snippet_cuts_multibyte_text_on_char_boundaries() {
+        let text = "Le compte-rendu de réunion: écrire à Zoë pour l'été, puis réserver le café.";
+        let s = snippet(text, &terms("Zoë"), 24);
+        assert!(s.contains("Zoë"), "{s}");
+        assert!(s.chars().count() <= 26, "{s}");
+        // No spaces at all: cut between ideographs, which are word boundaries of their own.
+        let cjk = "本日の議題は予算と採用計画と新しい会議室の予約についてです";
+        // Each ideograph is a term of its own, so `会議` first matches the `議` of `議題`.
+        let s = snippet(cjk, &terms("会議"), 10);
+        assert_eq!(s, "…日の議題は予算と採用…");
+        assert!(s.chars().count() <= 12, "{s}");
+        // A word that would cost more than half the window is cut between chars.
+        let long = format!("go {} end", "é".repeat(50));
+        assert_eq!(snippet(&long, &[], 10), format!("go {}…", "é".repeat(7)));
+        let long = format!("start {} end", "é".repeat(50));
+        assert_eq!(snippet(&long, &[], 10), "start…");
+    }
+
+    #[test]
+    fn snippet_of_zero_chars_is_empty() {
+        assert_eq!(snippet("something", &strings(&["someth"]), 0), "");
+    }
+
+    fn wordy_text() -> impl Strategy<Value = String> {
+        let fragment = prop::sample::select(vec![
+            "spec",
+            "specs",
+            "the",
+            " ",
+            "  ",
+            "\n",
+            "\r\n",
+            "é",
+            "会議",
+            "🙂",
+            "-",
+            ".",
+            "word",
+            "a",
+            "\t",
+            "don’t",
+            "\u{301}",
+            "ZWJ\u{200d}",
+        ]);
+        prop::collection::vec(fragment, 0..80).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn snippet_never_panics_or_overflows(
+            text in prop_oneof![any::<String>(), wordy_text()],
+            query in prop_oneof![any::<String>(), Just("spec".to_owned()), Just("会議 word".to_owned())],
+            max_chars in 0usize..60,
+        ) {
+            let q = terms(&query);
+            let s = snippet(&text, &q, max_chars);
+            prop_assert!(s.chars().count() <= max_chars + 2, "{:?} -> {:?}", text, s);
+        }
+
+        #[test]
+        fn terms_never_panic_and_are_never_empty(text in any::<String>()) {
+            for t in terms(&text) {
+                prop_assert!(!t.is_empty());
+            }
+            let _ = parse_query(&text);
+        }
+    }
 }
