@@ -28,8 +28,9 @@ use super::{Notation, PageStatus};
 /// One line of a page as the page itself wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParsedLine {
-    /// Stable across re-imports of an unchanged line: derived from the line's section, its text
-    /// and how many identical (section, text) lines came before it on the page. `ln_` + 12 hex.
+    /// Stable across re-imports of an unchanged line: derived from the line's section, notation
+    /// and text, and how many identical (section, notation, text) lines came before it on the
+    /// page (ticking a box keeps the id: the page status is not part of it). `ln_` + 12 hex.
     pub line_id: String,
     /// The line's text without its markdown markers (`## `, `- [ ] `, `- `).
     pub text: String,
