@@ -26,5 +26,7 @@ pub mod http;
 pub mod mcp;
 pub mod notebook;
 pub mod ports;
+#[cfg(any(test, feature = "testing"))]
+pub mod store_suite;
 pub mod telemetry;
 pub mod tools;

@@ -171,13 +171,12 @@ async fn check_and_forward(
     if !host_allowed(host, &cfg.allowed_hosts) {
         return Err(HttpError::Forbidden("Host not allowed"));
     }
-    if let Some(origin) = parts.headers.get(header::ORIGIN) {
-        if !origin
+    if let Some(origin) = parts.headers.get(header::ORIGIN)
+        && !origin
             .to_str()
             .is_ok_and(|o| origin_allowed(o, &cfg.allowed_origins))
-        {
-            return Err(HttpError::Forbidden("Origin not allowed"));
-        }
+    {
+        return Err(HttpError::Forbidden("Origin not allowed"));
     }
 
     // 2. Size.
