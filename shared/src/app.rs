@@ -167,7 +167,10 @@ impl App {
         let dispatch = Arc::new(InProcess {
             notebook: self.notebook.clone(),
         });
-        let mcp = crate::http::mcp_service(NibMcp::new(dispatch), config.max_body_bytes);
+        let mcp = crate::http::mcp_service(
+            NibMcp::new(dispatch, config.public_discovery),
+            config.max_body_bytes,
+        );
         let sessions = config
             .sessions
             .then(|| SessionSigner::new(self.keys.derive("session-ids")));

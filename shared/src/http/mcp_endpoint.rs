@@ -15,20 +15,11 @@ use super::{HttpError, HttpState};
 use crate::auth::Principal;
 use crate::mcp::{CorrelationId, SUPPORTED_VERSIONS};
 use crate::telemetry;
-use crate::tools;
 
 const LEGACY_DEFAULT_VERSION: &str = "2025-03-26";
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const META_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-
-/// Methods that may be answered without a token in public-discovery mode.
-fn is_discovery(method: &str) -> bool {
-    matches!(
-        method,
-        "initialize" | "ping" | "server/discover" | "tools/list"
-    ) || method.starts_with("notifications/")
-}
 
 /// What we learned about the request while checking it, for the log line.
 #[derive(Default)]
@@ -303,16 +294,16 @@ async fn check_and_forward(
         },
         None => None,
     };
-    let discovery_only = is_post
-        && messages.iter().all(|m| {
-            m.get("method")
-                .and_then(Value::as_str)
-                .is_none_or(is_discovery)
-        });
-    if principal.is_none() && !(cfg.public_discovery && discovery_only) {
-        return Err(HttpError::Unauthorized {
-            invalid_token: false,
-        });
+    // Without a token, a GET (nothing to judge) and notifications (no reply to carry an error)
+    // are refused here. Requests go on: rmcp validates them first, then the handler asks for
+    // authentication per method, and the marker it returns becomes the 401 below.
+    if principal.is_none() {
+        let notifications_only = messages.iter().all(|m| m.get("id").is_none());
+        if !is_post || (notifications_only && !cfg.public_discovery) {
+            return Err(HttpError::Unauthorized {
+                invalid_token: false,
+            });
+        }
     }
 
     // 5. Method.
@@ -336,23 +327,6 @@ async fn check_and_forward(
         }
     }
 
-    // Scope: a tool above the caller's scope is a 403 the client can step up from.
-    let scope = principal
-        .as_ref()
-        .map_or(crate::auth::Scope::Read, |p| p.scope);
-    for m in &messages {
-        if m.get("method").and_then(Value::as_str) == Some("tools/call")
-            && let Some(name) = m.pointer("/params/name").and_then(Value::as_str)
-            && let Some(tool) = tools::find(name)
-            && !scope.allows(tool.scope)
-        {
-            return Err(HttpError::InsufficientScope {
-                tool: name.to_owned(),
-                scope: tool.scope,
-            });
-        }
-    }
-
     // Hand over to rmcp. We never stream, so both media types are acceptable to it.
     parts.headers.insert(
         header::ACCEPT,
@@ -372,7 +346,12 @@ async fn check_and_forward(
                 continue;
             }
             match serde_json::from_slice::<Value>(&bytes) {
-                Ok(v) => replies.push(v),
+                Ok(v) => {
+                    if let Some(e) = auth_marker(&v) {
+                        return Err(e);
+                    }
+                    replies.push(v)
+                }
                 Err(_) => replies.push(serde_json::json!({
                     "jsonrpc": "2.0", "id": m.get("id").cloned().unwrap_or(Value::Null),
                     "error": { "code": -32600, "message": String::from_utf8_lossy(&bytes) }
@@ -386,6 +365,13 @@ async fn check_and_forward(
         }
     } else {
         let (status, headers, bytes) = forward(st, &parts, bytes).await?;
+        if let Some(e) = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .as_ref()
+            .and_then(auth_marker)
+        {
+            return Err(e);
+        }
         let is_json = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -417,6 +403,21 @@ async fn check_and_forward(
         response.headers_mut().insert(SESSION_HEADER, v);
     }
     Ok(response)
+}
+
+/// The handler's request for authentication or a higher scope, as the HTTP error to answer.
+fn auth_marker(reply: &Value) -> Option<HttpError> {
+    let data = reply.pointer("/error/data")?;
+    match data.get("nib")?.as_str()? {
+        crate::mcp::MARKER_UNAUTHENTICATED => Some(HttpError::Unauthorized {
+            invalid_token: false,
+        }),
+        crate::mcp::MARKER_INSUFFICIENT_SCOPE => Some(HttpError::InsufficientScope {
+            tool: data.get("tool")?.as_str()?.to_owned(),
+            scope: serde_json::from_value(data.get("scope")?.clone()).ok()?,
+        }),
+        _ => None,
+    }
 }
 
 /// One message through rmcp, buffered.

@@ -12,9 +12,10 @@ use std::sync::{Arc, LazyLock};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations,
+    CacheScope, CallToolRequestParams, CallToolResult, ContentBlock, DiscoverResult, ErrorCode,
+    ErrorData, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -30,6 +31,9 @@ pub struct CorrelationId(pub String);
 
 /// Tools per `tools/list` page.
 pub const TOOLS_PAGE_SIZE: usize = 50;
+
+/// How long a client may keep a `tools/list` result (2026-07-28 caching hints).
+const TOOLS_TTL_MS: u64 = 300_000;
 
 const INSTRUCTIONS: &str = "nib serves the user's handwritten notebook: pages (OCR text, markdown, structured lines, signed links to the page images) and the tasks written on them. Use search_pages or list_pages to find pages, get_page to read one, list_tasks / create_task / update_task_status for tasks.";
 
@@ -58,12 +62,57 @@ static TOOLS: LazyLock<Vec<(Scope, Tool)>> = LazyLock::new(|| {
 #[derive(Clone)]
 pub struct NibMcp {
     dispatch: Arc<dyn Dispatch>,
+    /// Whether discovery methods answer without a token.
+    public_discovery: bool,
 }
 
 impl NibMcp {
-    pub fn new(dispatch: Arc<dyn Dispatch>) -> Self {
-        NibMcp { dispatch }
+    pub fn new(dispatch: Arc<dyn Dispatch>, public_discovery: bool) -> Self {
+        NibMcp {
+            dispatch,
+            public_discovery,
+        }
     }
+
+    /// The caller's scope, or the marker error the HTTP layer turns into a 401 challenge.
+    /// rmcp has validated the message and its headers by the time a handler runs, so the
+    /// protocol's own 400s come before authentication's 401, as the design orders them.
+    fn authorize<'c>(
+        &self,
+        ctx: &'c RequestContext<RoleServer>,
+        discovery: bool,
+    ) -> Result<Option<&'c Principal>, ErrorData> {
+        match principal(ctx) {
+            Some(p) => Ok(Some(p)),
+            None if discovery && self.public_discovery => Ok(None),
+            None => Err(unauthenticated()),
+        }
+    }
+}
+
+/// What `data.nib` of a marker error says; read back by `crate::http`.
+pub const MARKER_UNAUTHENTICATED: &str = "unauthenticated";
+pub const MARKER_INSUFFICIENT_SCOPE: &str = "insufficient_scope";
+
+/// The handler asks for authentication; the HTTP layer answers 401 with the challenge instead
+/// of passing this error on.
+fn unauthenticated() -> ErrorData {
+    ErrorData::new(
+        ErrorCode(-32001),
+        "authentication required",
+        Some(serde_json::json!({ "nib": MARKER_UNAUTHENTICATED })),
+    )
+}
+
+/// The tool needs a higher scope; the HTTP layer answers 403 `insufficient_scope` instead.
+fn insufficient_scope(tool: &str, needed: Scope) -> ErrorData {
+    ErrorData::new(
+        ErrorCode(-32003),
+        format!("{tool} needs the {needed} scope"),
+        Some(
+            serde_json::json!({ "nib": MARKER_INSUFFICIENT_SCOPE, "scope": needed, "tool": tool }),
+        ),
+    )
 }
 
 fn parts(ctx: &RequestContext<RoleServer>) -> Option<&http::request::Parts> {
@@ -83,10 +132,16 @@ fn correlation(ctx: &RequestContext<RoleServer>) -> String {
 
 /// The tools a caller with `scope` sees, in catalog order.
 pub fn visible_tools(scope: Scope) -> impl Iterator<Item = &'static Tool> {
-    TOOLS
-        .iter()
-        .filter(move |(needed, _)| scope.allows(*needed))
-        .map(|(_, t)| t)
+    #[cfg(feature = "conformance-fixtures")]
+    let fixtures = fixtures::TOOLS.iter();
+    #[cfg(not(feature = "conformance-fixtures"))]
+    let fixtures = std::iter::empty::<&Tool>();
+    fixtures.chain(
+        TOOLS
+            .iter()
+            .filter(move |(needed, _)| scope.allows(*needed))
+            .map(|(_, t)| t),
+    )
 }
 
 fn encode_cursor(offset: usize) -> String {
@@ -125,13 +180,36 @@ impl ServerHandler for NibMcp {
             .with_instructions(INSTRUCTIONS)
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        self.authorize(&ctx, true)?;
+        ctx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn ping(&self, ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        self.authorize(&ctx, true)?;
+        Ok(())
+    }
+
+    async fn discover(&self, ctx: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
+        self.authorize(&ctx, true)?;
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         // Without a principal (public discovery) the caller sees what a read token would.
-        let scope = principal(&ctx).map_or(Scope::Read, |p| p.scope);
+        let scope = self.authorize(&ctx, true)?.map_or(Scope::Read, |p| p.scope);
         let offset = match request.and_then(|r| r.cursor) {
             Some(c) => decode_cursor(&c)
                 .ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
@@ -144,7 +222,10 @@ impl ServerHandler for NibMcp {
             .take(TOOLS_PAGE_SIZE)
             .cloned()
             .collect();
-        let mut result = ListToolsResult::with_all_items(page);
+        // The list depends on the caller's scope: private, and stable for a while.
+        let mut result = ListToolsResult::with_all_items(page)
+            .with_ttl_ms(TOOLS_TTL_MS)
+            .with_cache_scope(CacheScope::Private);
         if offset + TOOLS_PAGE_SIZE < all.len() {
             result.next_cursor = Some(encode_cursor(offset + TOOLS_PAGE_SIZE));
         }
@@ -156,11 +237,23 @@ impl ServerHandler for NibMcp {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
-        let Some(principal) = principal(&ctx) else {
-            // The HTTP layer never lets an unauthenticated tools/call through.
-            return Err(ErrorData::invalid_request("authentication required", None));
-        };
         let name = request.name.as_ref();
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(result) = fixtures::call(name, &ctx) {
+            return result;
+        }
+        // An unknown name is a protocol error whoever asks: it reveals nothing tools/list
+        // does not, and it is a malformed request, which the design answers before auth.
+        let Some(tool) = tools::find(name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool: {name}"),
+                None,
+            ));
+        };
+        let principal = self.authorize(&ctx, false)?.ok_or_else(unauthenticated)?;
+        if !principal.scope.allows(tool.scope) {
+            return Err(insufficient_scope(name, tool.scope));
+        }
         let args = request.arguments.unwrap_or_default();
         match self.dispatch.call(principal, name, args).await {
             Ok(value) => Ok(CallToolResult::structured(value).into()),
@@ -180,6 +273,9 @@ impl ServerHandler for NibMcp {
         }
     }
 }
+
+#[cfg(feature = "conformance-fixtures")]
+mod fixtures;
 
 #[cfg(test)]
 mod tests {
