@@ -20,6 +20,18 @@ pub struct PageFiles {
     pub txt: Option<PathBuf>,
 }
 
+impl PageFiles {
+    /// The file a page-level message names: the OCR file, else the ink.
+    pub fn first_file(&self) -> PathBuf {
+        [&self.md, &self.txt, &self.png, &self.pdf]
+            .into_iter()
+            .flatten()
+            .next()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
 /// Why one page was not imported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportFailure {
@@ -137,26 +149,20 @@ fn fail(path: &Path, reason: impl Into<String>) -> ImportFailure {
 pub fn read_page(files: &PageFiles) -> Result<PageDraft, ImportFailure> {
     let read =
         |path: &Path| std::fs::read(path).map_err(|e| fail(path, format!("cannot read: {e}")));
-    let pdf = match &files.pdf {
-        Some(p) => {
-            let bytes = read(p)?;
-            if !bytes.starts_with(PDF_MAGIC) {
-                return Err(fail(p, "not a PDF file (it does not start with %PDF-)"));
-            }
-            Some(bytes)
+    // Ink files must be what their extension says: a mislabelled file fails its page.
+    let ink = |path: &Option<PathBuf>,
+               magic: &[u8],
+               what: &str|
+     -> Result<Option<Vec<u8>>, ImportFailure> {
+        let Some(p) = path else { return Ok(None) };
+        let bytes = read(p)?;
+        if !bytes.starts_with(magic) {
+            return Err(fail(p, format!("not a {what} file (bad signature)")));
         }
-        None => None,
+        Ok(Some(bytes))
     };
-    let png = match &files.png {
-        Some(p) => {
-            let bytes = read(p)?;
-            if !bytes.starts_with(PNG_MAGIC) {
-                return Err(fail(p, "not a PNG file (bad signature)"));
-            }
-            Some(bytes)
-        }
-        None => None,
-    };
+    let pdf = ink(&files.pdf, PDF_MAGIC, "PDF")?;
+    let png = ink(&files.png, PNG_MAGIC, "PNG")?;
     let ocr_file = files
         .md
         .as_ref()
@@ -180,12 +186,7 @@ pub fn read_page(files: &PageFiles) -> Result<PageDraft, ImportFailure> {
         }
         None => None,
     };
-    let first = [&files.md, &files.txt, &files.png, &files.pdf]
-        .into_iter()
-        .flatten()
-        .next()
-        .cloned()
-        .unwrap_or_default();
+    let first = files.first_file();
     let date = match date.or_else(|| stem_date(&files.stem)) {
         Some(d) => d,
         None => {
@@ -212,12 +213,7 @@ impl Notebook {
         files: &PageFiles,
     ) -> Result<SavedPage, ImportFailure> {
         let draft = read_page(files)?;
-        let first = [&files.md, &files.txt, &files.png, &files.pdf]
-            .into_iter()
-            .flatten()
-            .next()
-            .cloned()
-            .unwrap_or_default();
+        let first = files.first_file();
         self.import_page(user, draft).await.map_err(|e| match e {
             NotebookError::Invalid(reason) => fail(&first, reason),
             other => {
