@@ -1,0 +1,384 @@
+# One role per function, each with only what its code uses. The rules below are asserted by
+# tests/infra/test_infra.py, so loosening one fails `make test-infra`:
+#
+# - Every DynamoDB statement carries a dynamodb:LeadingKeys condition naming the partition-key
+#   prefixes (DESIGN §5) that function may touch: mcp only tokens, rate windows and OAuth grants
+#   (TOK#, RL#, GRANT#); oauth only CLIENT#, CODE#, RT#, GRANT# and USER# (sign-in accounts); the
+#   class functions only user partitions (U#). No role may Scan (a Scan has no leading key, so the
+#   condition would not hold it back).
+# - The data key (users' data keys) is usable by pages, tasks and ingest only, for
+#   GenerateDataKey and Decrypt only, and only under the {"user_id": ...} encryption context.
+#   mcp and oauth have no statement on it.
+# - The storage key is usable by a role only through the service that encrypts with it
+#   (kms:ViaService): a role can read an encrypted item or object, never decrypt on its own.
+# - tasks has no S3 permission. pages may read page images (u/). ingest reads uploads/ and
+#   writes u/.
+# - Only mcp may invoke pages and tasks (no other role has lambda:InvokeFunction, and no
+#   resource-based permission lets anything else in, API Gateway included).
+# - Each role writes only to its own log group.
+
+data "aws_iam_policy_document" "lambda_assume" {
+  statement {
+    effect  = "Allow"
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [local.account_id]
+    }
+  }
+}
+
+resource "aws_iam_role" "fn" {
+  for_each           = local.functions
+  name               = "${each.value.function_name}-role"
+  description        = "Execution role of the ${each.value.function_name} function"
+  assume_role_policy = data.aws_iam_policy_document.lambda_assume.json
+}
+
+locals {
+  table_arns      = [aws_dynamodb_table.main.arn]
+  table_and_index = [aws_dynamodb_table.main.arn, "${aws_dynamodb_table.main.arn}/index/gsi1"]
+  pages_objects   = "${aws_s3_bucket.pages.arn}/u/*"
+  upload_objects  = "${aws_s3_bucket.pages.arn}/uploads/*"
+}
+
+# ---------------------------------------------------------------------------------------------
+# What every function needs: its own log group, and X-Ray (tracing is on for all of them).
+
+data "aws_iam_policy_document" "base" {
+  for_each = local.functions
+
+  statement {
+    sid       = "OwnLogGroup"
+    effect    = "Allow"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.fn[each.key].arn}:*"]
+  }
+
+  # X-Ray's write actions support no resource-level restriction.
+  statement {
+    sid       = "Tracing"
+    effect    = "Allow"
+    actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
+    resources = ["*"]
+  }
+}
+
+resource "aws_iam_role_policy" "base" {
+  for_each = local.functions
+  name     = "logs-and-tracing"
+  role     = aws_iam_role.fn[each.key].id
+  policy   = data.aws_iam_policy_document.base[each.key].json
+}
+
+# ---------------------------------------------------------------------------------------------
+# mcp: the front. Tokens, rate windows and grant revocation checks; forwards tools/call.
+
+data "aws_iam_policy_document" "mcp" {
+  statement {
+    sid    = "TokensRateWindowsGrants"
+    effect = "Allow"
+    # GetItem: the token or grant; PutItem: the token's last_used_at (a conditional put, at
+    # most hourly); UpdateItem: the rate-window counters.
+    actions = [
+      "dynamodb:BatchGetItem",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:UpdateItem",
+    ]
+    resources = local.table_arns
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["TOK#*", "RL#*", "GRANT#*"]
+    }
+  }
+
+  statement {
+    sid       = "TableEncryptionThroughDynamoDB"
+    effect    = "Allow"
+    actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*"]
+    resources = [aws_kms_key.storage.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["dynamodb.${local.region}.amazonaws.com"]
+    }
+  }
+
+  statement {
+    sid       = "ForwardToClassFunctions"
+    effect    = "Allow"
+    actions   = ["lambda:InvokeFunction"]
+    resources = [local.function_arns.pages, local.function_arns.tasks]
+  }
+}
+
+# ---------------------------------------------------------------------------------------------
+# pages: list_pages, get_page, search_pages, search, fetch. Reads; writes only a user's first
+# data-key item (the key vault creates it on first use, even on a read).
+
+data "aws_iam_policy_document" "pages" {
+  statement {
+    sid       = "UserPartitions"
+    effect    = "Allow"
+    actions   = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem"]
+    resources = local.table_and_index
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["U#*"]
+    }
+  }
+
+  statement {
+    sid       = "UserDataKeys"
+    effect    = "Allow"
+    actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
+    resources = [aws_kms_key.data.arn]
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "kms:EncryptionContextKeys"
+      values   = ["user_id"]
+    }
+    condition {
+      test     = "Null"
+      variable = "kms:EncryptionContext:user_id"
+      values   = ["false"]
+    }
+  }
+
+  # Presigned GET URLs are signed with this role, so S3 checks this role's permission when the
+  # client fetches the image.
+  statement {
+    sid       = "ReadPageImages"
+    effect    = "Allow"
+    actions   = ["s3:GetObject"]
+    resources = [local.pages_objects]
+  }
+
+  statement {
+    sid       = "StorageEncryptionThroughServices"
+    effect    = "Allow"
+    actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*"]
+    resources = [aws_kms_key.storage.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["dynamodb.${local.region}.amazonaws.com", "s3.${local.region}.amazonaws.com"]
+    }
+  }
+}
+
+# ---------------------------------------------------------------------------------------------
+# tasks: list_tasks, create_task, update_task_status. DynamoDB and KMS; no S3 at all.
+
+data "aws_iam_policy_document" "tasks" {
+  statement {
+    sid    = "UserPartitions"
+    effect = "Allow"
+    actions = [
+      "dynamodb:BatchGetItem",
+      "dynamodb:ConditionCheckItem",
+      "dynamodb:DeleteItem",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+      "dynamodb:UpdateItem",
+    ]
+    resources = local.table_and_index
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["U#*"]
+    }
+  }
+
+  statement {
+    sid       = "UserDataKeys"
+    effect    = "Allow"
+    actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
+    resources = [aws_kms_key.data.arn]
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "kms:EncryptionContextKeys"
+      values   = ["user_id"]
+    }
+    condition {
+      test     = "Null"
+      variable = "kms:EncryptionContext:user_id"
+      values   = ["false"]
+    }
+  }
+
+  statement {
+    sid       = "TableEncryptionThroughDynamoDB"
+    effect    = "Allow"
+    actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*"]
+    resources = [aws_kms_key.storage.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["dynamodb.${local.region}.amazonaws.com"]
+    }
+  }
+}
+
+# ---------------------------------------------------------------------------------------------
+# ingest: S3 ObjectCreated on uploads/ -> the import path: reads the upload, writes the page
+# image under u/ and the page, its tasks and its postings to the table.
+
+data "aws_iam_policy_document" "ingest" {
+  statement {
+    sid    = "UserPartitions"
+    effect = "Allow"
+    actions = [
+      "dynamodb:BatchGetItem",
+      "dynamodb:ConditionCheckItem",
+      "dynamodb:DeleteItem",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+      "dynamodb:UpdateItem",
+    ]
+    resources = local.table_and_index
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["U#*"]
+    }
+  }
+
+  statement {
+    sid       = "UserDataKeys"
+    effect    = "Allow"
+    actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
+    resources = [aws_kms_key.data.arn]
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "kms:EncryptionContextKeys"
+      values   = ["user_id"]
+    }
+    condition {
+      test     = "Null"
+      variable = "kms:EncryptionContext:user_id"
+      values   = ["false"]
+    }
+  }
+
+  statement {
+    sid       = "ReadUploads"
+    effect    = "Allow"
+    actions   = ["s3:GetObject"]
+    resources = [local.upload_objects]
+  }
+
+  statement {
+    sid       = "WritePageImages"
+    effect    = "Allow"
+    actions   = ["s3:PutObject"]
+    resources = [local.pages_objects]
+  }
+
+  statement {
+    sid       = "StorageEncryptionThroughServices"
+    effect    = "Allow"
+    actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*"]
+    resources = [aws_kms_key.storage.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values = [
+        "dynamodb.${local.region}.amazonaws.com",
+        "s3.${local.region}.amazonaws.com",
+        "sqs.${local.region}.amazonaws.com",
+      ]
+    }
+  }
+
+  # Lambda sends events that failed every retry here, with this role.
+  statement {
+    sid       = "DeadLetters"
+    effect    = "Allow"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.ingest_dlq.arn]
+  }
+}
+
+# ---------------------------------------------------------------------------------------------
+# oauth: metadata, registration, authorize (sign-in and consent), token, revoke.
+
+data "aws_iam_policy_document" "oauth" {
+  statement {
+    sid    = "OAuthItems"
+    effect = "Allow"
+    actions = [
+      "dynamodb:BatchGetItem",
+      "dynamodb:ConditionCheckItem",
+      "dynamodb:DeleteItem",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+      "dynamodb:UpdateItem",
+    ]
+    resources = local.table_arns
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*"]
+    }
+  }
+
+  statement {
+    sid       = "TableEncryptionThroughDynamoDB"
+    effect    = "Allow"
+    actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*"]
+    resources = [aws_kms_key.storage.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["dynamodb.${local.region}.amazonaws.com"]
+    }
+  }
+
+  statement {
+    sid       = "SignAccessTokens"
+    effect    = "Allow"
+    actions   = ["kms:Sign"]
+    resources = [aws_kms_key.signing.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:SigningAlgorithm"
+      values   = ["ECDSA_SHA_256"]
+    }
+  }
+
+  statement {
+    sid       = "PublishPublicKey"
+    effect    = "Allow"
+    actions   = ["kms:GetPublicKey"]
+    resources = [aws_kms_key.signing.arn]
+  }
+}
+
+locals {
+  function_policies = {
+    mcp    = data.aws_iam_policy_document.mcp.json
+    pages  = data.aws_iam_policy_document.pages.json
+    tasks  = data.aws_iam_policy_document.tasks.json
+    ingest = data.aws_iam_policy_document.ingest.json
+    oauth  = data.aws_iam_policy_document.oauth.json
+  }
+}
+
+resource "aws_iam_role_policy" "fn" {
+  for_each = local.function_policies
+  name     = "${local.functions[each.key].function_name}-access"
+  role     = aws_iam_role.fn[each.key].id
+  policy   = each.value
+}

@@ -1,0 +1,80 @@
+# Names and per-function settings, in one place.
+
+locals {
+  account_id = data.aws_caller_identity.current.account_id
+  partition  = data.aws_partition.current.partition
+  region     = data.aws_region.current.name
+
+  table_name  = var.name_prefix
+  bucket_name = "${var.name_prefix}-pages-${local.account_id}-${local.region}"
+
+  # The connector's base URL (NIB_PUBLIC_URL): the OAuth issuer and the MCP resource is
+  # "${local.public_url}/mcp". With a custom domain the execute-api endpoint is disabled.
+  public_url = var.custom_domain != "" ? "https://${var.custom_domain}" : aws_apigatewayv2_api.http.api_endpoint
+
+  # Defaults per function; var.memory_mb, var.timeout_seconds and var.reserved_concurrency
+  # override them one function at a time.
+  #   mcp:    the front (auth, rate limits, lifecycle, forwarding); waits for a class function.
+  #   pages:  reads, decrypts and ranks (search reads every posting of each term).
+  #   tasks:  small reads and transactions.
+  #   ingest: S3 events on uploads/; parses and indexes a page. Asynchronous, so slow is fine.
+  #   oauth:  argon2 password hashing on sign-in wants memory (and the CPU that comes with it).
+  default_settings = {
+    mcp    = { memory_mb = 256, timeout_seconds = 29, reserved_concurrency = 10 }
+    pages  = { memory_mb = 512, timeout_seconds = 25, reserved_concurrency = 10 }
+    tasks  = { memory_mb = 256, timeout_seconds = 25, reserved_concurrency = 5 }
+    ingest = { memory_mb = 1024, timeout_seconds = 300, reserved_concurrency = 2 }
+    oauth  = { memory_mb = 512, timeout_seconds = 15, reserved_concurrency = 5 }
+  }
+
+  functions = {
+    for name, d in local.default_settings : name => {
+      function_name        = "${var.name_prefix}-${name}"
+      memory_mb            = lookup(var.memory_mb, name, d.memory_mb)
+      timeout_seconds      = lookup(var.timeout_seconds, name, d.timeout_seconds)
+      reserved_concurrency = lookup(var.reserved_concurrency, name, d.reserved_concurrency)
+      zip                  = "${path.module}/${var.lambda_artifacts_dir}/${name}/bootstrap.zip"
+    }
+  }
+
+  # Built from the names rather than read from the functions, so the roles' policies (which
+  # name them) can be in place before the functions are created.
+  function_arns = {
+    for name, f in local.functions :
+    name => "arn:${local.partition}:lambda:${local.region}:${local.account_id}:function:${f.function_name}"
+  }
+
+  # Every function gets the same base configuration (the Rust config reads it once at cold
+  # start). Naming a resource is not access to it: each role's policy in iam.tf decides that,
+  # e.g. tasks sees NIB_BUCKET but has no S3 permission, and mcp sees NIB_KMS_KEY_ID but cannot
+  # use the key.
+  common_environment = {
+    NIB_TABLE             = aws_dynamodb_table.main.name
+    NIB_BUCKET            = aws_s3_bucket.pages.bucket
+    NIB_KMS_KEY_ID        = aws_kms_key.data.arn
+    NIB_ASSET_TTL_SECONDS = tostring(var.asset_ttl_seconds)
+    NIB_PUBLIC_URL        = local.public_url
+    RUST_LOG              = var.log_level
+    NIB_LOG_FORMAT        = "json"
+  }
+
+  # What only some functions need. The JWT verification key is passed to mcp as configuration
+  # (the PEM of the KMS signing key's public half), so mcp verifies tokens offline and needs no
+  # KMS permission at all; NIB_SIGNING_KEY_ID is the JWT `kid` and, for oauth, the key it signs
+  # with (kms:Sign).
+  extra_environment = {
+    mcp = {
+      NIB_PAGES_FUNCTION     = local.functions.pages.function_name
+      NIB_TASKS_FUNCTION     = local.functions.tasks.function_name
+      NIB_SIGNING_KEY_ID     = aws_kms_key.signing.arn
+      NIB_SIGNING_PUBLIC_KEY = data.aws_kms_public_key.signing.public_key_pem
+    }
+    pages  = {}
+    tasks  = {}
+    ingest = {}
+    oauth = {
+      NIB_SIGNING_KEY_ID     = aws_kms_key.signing.arn
+      NIB_SIGNING_PUBLIC_KEY = data.aws_kms_public_key.signing.public_key_pem
+    }
+  }
+}

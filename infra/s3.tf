@@ -1,0 +1,118 @@
+# Page images (u/{user}/pages/{page_id}.{pdf|png}) and uploads (uploads/{user}/...), DESIGN §7.
+# Never public: clients get presigned GET URLs from pages. Encrypted with the storage key
+# (a bucket key keeps the KMS calls few), TLS only, versioned.
+
+resource "aws_s3_bucket" "pages" {
+  #checkov:skip=CKV_AWS_18:Server access logs would need a second bucket for a single-user notebook; every object read is a presigned URL from a get_page call, which the API access log already records; CloudTrail data events can be turned on when an audit trail of object reads is wanted.
+  #checkov:skip=CKV_AWS_144:No cross-region replication: versioning and PITR cover mistakes; a second region doubles cost and needs the keys replicated too (multi-region keys), which a personal deployment does not warrant.
+  bucket = local.bucket_name
+}
+
+resource "aws_s3_bucket_public_access_block" "pages" {
+  bucket                  = aws_s3_bucket.pages.id
+  block_public_acls       = true
+  block_public_policy     = true
+  ignore_public_acls      = true
+  restrict_public_buckets = true
+}
+
+resource "aws_s3_bucket_ownership_controls" "pages" {
+  bucket = aws_s3_bucket.pages.id
+  rule {
+    object_ownership = "BucketOwnerEnforced"
+  }
+}
+
+resource "aws_s3_bucket_server_side_encryption_configuration" "pages" {
+  bucket = aws_s3_bucket.pages.id
+  rule {
+    apply_server_side_encryption_by_default {
+      sse_algorithm     = "aws:kms"
+      kms_master_key_id = aws_kms_key.storage.arn
+    }
+    bucket_key_enabled = true
+  }
+}
+
+resource "aws_s3_bucket_versioning" "pages" {
+  bucket = aws_s3_bucket.pages.id
+  versioning_configuration {
+    status = "Enabled"
+  }
+}
+
+resource "aws_s3_bucket_lifecycle_configuration" "pages" {
+  bucket = aws_s3_bucket.pages.id
+
+  # Uploads are inputs: ingest copies each to u/ within seconds; what is left is a failure
+  # (see the ingest DLQ) or garbage.
+  rule {
+    id     = "expire-uploads"
+    status = "Enabled"
+    filter {
+      prefix = "uploads/"
+    }
+    expiration {
+      days = var.upload_expiry_days
+    }
+    noncurrent_version_expiration {
+      noncurrent_days = 1
+    }
+  }
+
+  rule {
+    id     = "expire-old-versions"
+    status = "Enabled"
+    filter {}
+    noncurrent_version_expiration {
+      noncurrent_days = var.noncurrent_version_expiry_days
+    }
+    expiration {
+      expired_object_delete_marker = true
+    }
+    abort_incomplete_multipart_upload {
+      days_after_initiation = 1
+    }
+  }
+
+  depends_on = [aws_s3_bucket_versioning.pages]
+}
+
+data "aws_iam_policy_document" "pages_bucket" {
+  statement {
+    sid       = "DenyInsecureTransport"
+    effect    = "Deny"
+    actions   = ["s3:*"]
+    resources = [aws_s3_bucket.pages.arn, "${aws_s3_bucket.pages.arn}/*"]
+    principals {
+      type        = "*"
+      identifiers = ["*"]
+    }
+    condition {
+      test     = "Bool"
+      variable = "aws:SecureTransport"
+      values   = ["false"]
+    }
+  }
+}
+
+resource "aws_s3_bucket_policy" "pages" {
+  bucket = aws_s3_bucket.pages.id
+  policy = data.aws_iam_policy_document.pages_bucket.json
+
+  # A bucket policy put before the public access block could be judged public and refused.
+  depends_on = [aws_s3_bucket_public_access_block.pages]
+}
+
+# A new upload starts the import.
+resource "aws_s3_bucket_notification" "pages" {
+  bucket = aws_s3_bucket.pages.id
+
+  lambda_function {
+    lambda_function_arn = aws_lambda_function.fn["ingest"].arn
+    events              = ["s3:ObjectCreated:*"]
+    filter_prefix       = "uploads/"
+  }
+
+  depends_on = [aws_lambda_permission.s3_ingest]
+}
