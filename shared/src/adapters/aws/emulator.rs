@@ -1,0 +1,393 @@
+//! A local AWS for tests and for trying nib without an account: moto's server, started from
+//! the project's `.venv` (`make tools-python` installs it), listening on 127.0.0.1 on a port
+//! the kernel picks.
+//!
+//! moto is run through `.venv/bin/python` with the same WSGI application as `moto_server`, but
+//! served by one thread: DynamoDB applies each request atomically, and a single-threaded
+//! server is how moto does that too (its threaded server may interleave two conditional
+//! writes). Port 0 avoids racing other processes for a free port, and the server exits when
+//! its standard input closes, so it never outlives the process that started it, even one
+//! that is killed.
+//!
+//! [`Emulator::shared`] is one server per process (one per test binary, or per test under
+//! nextest); [`Emulator::fresh`] provisions a new table and bucket with random names on it, so
+//! tests stay isolated. [`provision_table`] creates the table exactly as the deployment must:
+//! `pk`/`sk`, the `gsi1` index (projection ALL) and TTL on `expires_at`.
+
+use std::error::Error;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::{Intercept, SharedInterceptor};
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+use tokio::sync::OnceCell;
+
+use super::AwsClients;
+use super::dynamo::GSI1;
+use crate::config::{AwsConfig, Secret, StaticCredentials};
+
+/// Serves moto's application on 127.0.0.1, port 0, one request at a time; prints the port;
+/// exits when stdin closes.
+const LAUNCHER: &str = r#"
+import logging, os, sys, threading
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+from werkzeug.serving import make_server
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication, MotoRequestHandler, create_backend_app)
+app = DomainDispatcherApplication(create_backend_app)
+server = make_server("127.0.0.1", 0, app, threaded=False, request_handler=MotoRequestHandler)
+server.socket.listen(1024)  # a burst of concurrent clients waits in the backlog, not in SYN retries
+def exit_with_parent():
+    sys.stdin.read()
+    os._exit(0)
+threading.Thread(target=exit_with_parent, daemon=True).start()
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmulatorError {
+    #[error("moto is not installed ({0} is missing): run `make tools-python`")]
+    NotInstalled(PathBuf),
+    #[error("cannot start moto's server")]
+    Spawn(#[source] std::io::Error),
+    #[error("moto's server did not start ({0}); run `make tools-python` to reinstall it")]
+    Startup(String),
+    #[error("cannot create the emulator's {what}")]
+    Provision {
+        what: &'static str,
+        #[source]
+        source: Box<dyn Error + Send + Sync>,
+    },
+}
+
+fn provision_error(
+    what: &'static str,
+) -> impl FnOnce(Box<dyn Error + Send + Sync>) -> EmulatorError {
+    move |source| EmulatorError::Provision { what, source }
+}
+
+/// A running moto server, and a KMS key on it that [`Emulator::fresh`] configs share.
+pub struct Emulator {
+    endpoint: String,
+    kms_key_id: String,
+    process: Mutex<Option<(Child, ChildStdout)>>,
+}
+
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulator")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The project's Python virtual environment: `$NIB_VENV`, else `.venv` at the top of the
+/// repository this crate was built from.
+pub fn venv_dir() -> PathBuf {
+    std::env::var_os("NIB_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv")))
+}
+
+/// A random name for a table or bucket (lowercase, so it suits both).
+fn random_name() -> String {
+    format!("nib-{}", hex::encode(rand::random::<[u8; 8]>()))
+}
+
+static SHARED: OnceCell<Emulator> = OnceCell::const_new();
+
+impl Emulator {
+    /// Starts a new server (and its KMS key); it stops when this value is dropped.
+    pub async fn start() -> Result<Emulator, EmulatorError> {
+        let venv = venv_dir();
+        let marker = venv.join("bin/moto_server");
+        if !marker.exists() {
+            return Err(EmulatorError::NotInstalled(marker));
+        }
+        let mut child = Command::new(venv.join("bin/python"))
+            .arg("-c")
+            .arg(LAUNCHER)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(EmulatorError::Spawn)?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        // moto takes a second or two to import; read its port off the async threads.
+        let read = tokio::task::spawn_blocking(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let read = reader.read_line(&mut line);
+            (read, line, reader.into_inner())
+        })
+        .await
+        .map_err(|e| EmulatorError::Startup(e.to_string()))?;
+        let (read, line, stdout) = read;
+        let port: Option<u16> = read.ok().and_then(|_| line.trim().parse().ok());
+        let Some(port) = port else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(EmulatorError::Startup(format!(
+                "it printed {:?} instead of its port",
+                line.trim()
+            )));
+        };
+        let mut emulator = Emulator {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            kms_key_id: String::new(),
+            process: Mutex::new(Some((child, stdout))),
+        };
+        emulator.kms_key_id = emulator.create_key().await?;
+        Ok(emulator)
+    }
+
+    /// One server for the whole process, started on first use.
+    pub async fn shared() -> Result<&'static Emulator, EmulatorError> {
+        SHARED.get_or_try_init(Emulator::start).await
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The KMS key that [`Emulator::fresh`] configs use.
+    pub fn kms_key_id(&self) -> &str {
+        &self.kms_key_id
+    }
+
+    /// A configuration pointing at this server, with its fixed test credentials.
+    pub fn config(&self, table: &str, bucket: &str, kms_key_id: &str) -> AwsConfig {
+        AwsConfig {
+            table: table.into(),
+            bucket: bucket.into(),
+            kms_key_id: kms_key_id.into(),
+            asset_ttl_seconds: 3600,
+            key_cache_size: 1024,
+            key_cache_ttl: std::time::Duration::from_secs(900),
+            endpoint_url: Some(self.endpoint.clone()),
+            region: Some("us-east-1".into()),
+            credentials: Some(StaticCredentials {
+                access_key_id: "testing".into(),
+                secret_access_key: Secret::new("testing"),
+            }),
+        }
+    }
+
+    /// A new, empty table and bucket (random names), with the shared KMS key.
+    pub async fn fresh(&self) -> Result<AwsConfig, EmulatorError> {
+        let config = self.config(&random_name(), &random_name(), &self.kms_key_id);
+        let clients = AwsClients::connect(&config).await;
+        provision_table(&clients.dynamodb, &config.table).await?;
+        provision_bucket(&clients.s3, &config.bucket).await?;
+        Ok(config)
+    }
+
+    /// Like [`Emulator::fresh`], with a KMS key of its own (to disable it, say).
+    pub async fn fresh_with_own_key(&self) -> Result<AwsConfig, EmulatorError> {
+        let mut config = self.fresh().await?;
+        config.kms_key_id = self.create_key().await?;
+        Ok(config)
+    }
+
+    /// A new symmetric KMS key; returns its id.
+    pub async fn create_key(&self) -> Result<String, EmulatorError> {
+        let config = self.config("unused", "unused", "unused");
+        let clients = AwsClients::connect(&config).await;
+        let out = clients
+            .kms
+            .create_key()
+            .description("nib test key")
+            .send()
+            .await
+            .map_err(|e| provision_error("KMS key")(Box::new(e)))?;
+        out.key_metadata
+            .map(|m| m.key_id)
+            .ok_or_else(|| provision_error("KMS key")("no key metadata".into()))
+    }
+
+    /// Kills the server now (tests of failures); later requests fail to connect.
+    pub fn stop(&self) {
+        let process = self
+            .process
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((mut child, _stdout)) = process {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Creates the table of DESIGN §5: string keys `pk`/`sk`, the index `gsi1` on
+/// `gsi1pk`/`gsi1sk` with every attribute projected, on-demand capacity, and TTL on
+/// `expires_at`. The deployment's infrastructure must define the same.
+pub async fn provision_table(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<(), EmulatorError> {
+    let fail = |e: Box<dyn Error + Send + Sync>| provision_error("table")(e);
+    let attr = |name: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .map_err(|e| fail(Box::new(e)))
+    };
+    let key = |name: &str, kind: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .map_err(|e| fail(Box::new(e)))
+    };
+    let index = GlobalSecondaryIndex::builder()
+        .index_name(GSI1)
+        .key_schema(key("gsi1pk", KeyType::Hash)?)
+        .key_schema(key("gsi1sk", KeyType::Range)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::All)
+                .build(),
+        )
+        .build()
+        .map_err(|e| fail(Box::new(e)))?;
+    client
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attr("pk")?)
+        .attribute_definitions(attr("sk")?)
+        .attribute_definitions(attr("gsi1pk")?)
+        .attribute_definitions(attr("gsi1sk")?)
+        .key_schema(key("pk", KeyType::Hash)?)
+        .key_schema(key("sk", KeyType::Range)?)
+        .global_secondary_indexes(index)
+        .send()
+        .await
+        .map_err(|e| fail(Box::new(e)))?;
+    client
+        .update_time_to_live()
+        .table_name(table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .enabled(true)
+                .attribute_name("expires_at")
+                .build()
+                .map_err(|e| fail(Box::new(e)))?,
+        )
+        .send()
+        .await
+        .map_err(|e| fail(Box::new(e)))?;
+    Ok(())
+}
+
+/// Creates a bucket (in us-east-1, which takes no location constraint).
+pub async fn provision_bucket(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+) -> Result<(), EmulatorError> {
+    client
+        .create_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| provision_error("bucket")(Box::new(e)))?;
+    Ok(())
+}
+
+type Action = Arc<dyn Fn() -> Result<(), BoxError> + Send + Sync>;
+
+/// Fault injection for tests: an interceptor that runs an action just before a request of a
+/// given operation is sent. An action that returns an error fails the request there (nothing
+/// reaches the service); one that kills the emulator makes the request meet a dead server.
+#[derive(Clone, Default)]
+pub struct Faults {
+    rules: Arc<Mutex<Vec<(String, String, Action)>>>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults").finish_non_exhaustive()
+    }
+}
+
+impl Faults {
+    pub fn new() -> Faults {
+        Faults::default()
+    }
+
+    /// Runs `action` before every attempt of `service`'s `operation` (e.g. "DynamoDB",
+    /// "TransactWriteItems").
+    pub fn on(
+        &self,
+        service: &str,
+        operation: &str,
+        action: impl Fn() -> Result<(), BoxError> + Send + Sync + 'static,
+    ) {
+        self.lock()
+            .push((service.into(), operation.into(), Arc::new(action)));
+    }
+
+    /// Fails every request of `service`'s `operation` before it is sent.
+    pub fn fail(&self, service: &str, operation: &str) {
+        self.on(service, operation, || Err("injected fault".into()));
+    }
+
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
+    pub fn interceptor(&self) -> SharedInterceptor {
+        SharedInterceptor::new(self.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, String, Action)>> {
+        self.rules.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Intercept for Faults {
+    fn name(&self) -> &'static str {
+        "nib::Faults"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let Some(meta) = cfg.load::<Metadata>() else {
+            return Ok(());
+        };
+        let actions: Vec<Action> = self
+            .lock()
+            .iter()
+            .filter(|(s, o, _)| s == meta.service() && o == meta.name())
+            .map(|(_, _, a)| a.clone())
+            .collect();
+        for action in actions {
+            action()?;
+        }
+        Ok(())
+    }
+}

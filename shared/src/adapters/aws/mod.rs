@@ -1,0 +1,148 @@
+//! The AWS adapters: the ports over DynamoDB, S3 and KMS (DESIGN §5-§7), and the SDK clients
+//! they share.
+//!
+//! # Layout
+//!
+//! - [`dynamo`]: `DynamoStore`, the `Store` port over one table.
+//! - [`s3`]: `S3Assets`, page images with presigned GET and PUT URLs.
+//! - [`kms`]: `KmsKeys`, envelope keys with the user id as encryption context.
+//! - [`calls`]: `CallCounter`, the SDK interceptor that counts requests per operation.
+//! - [`emulator`]: moto's server on 127.0.0.1 with a provisioned table, bucket and key, for the
+//!   tests and for trying nib without an AWS account.
+//!
+//! # Clients
+//!
+//! [`AwsClients::connect`] builds the three clients once per process (at cold start on Lambda)
+//! from [`AwsConfig`]: the SDK's credential and region chains unless the config fixes them,
+//! the standard retry mode (3 attempts, throttling and 5xx retried with backoff), bounded
+//! timeouts (per attempt and per operation on AWS; per operation only on an emulator, which
+//! queues a burst of requests behind one thread), and one HTTPS client on rustls with *ring* (the SDK's default client would
+//! build aws-lc-rs, a C library, on every clean build). With `AWS_ENDPOINT_URL` set every
+//! service goes to that endpoint and S3 uses path-style addressing, as emulators need.
+
+pub mod calls;
+pub mod dynamo;
+pub mod emulator;
+pub mod kms;
+pub mod s3;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use aws_config::BehaviorVersion;
+use aws_config::timeout::TimeoutConfig;
+use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
+
+pub use calls::{CallCounter, CallCounts};
+pub use dynamo::DynamoStore;
+pub use kms::KmsKeys;
+pub use s3::S3Assets;
+
+use crate::config::AwsConfig;
+
+/// The region used with an endpoint URL when none is configured (emulators ignore it, but
+/// request signing needs one).
+const EMULATOR_REGION: &str = "us-east-1";
+
+/// The SDK clients of one process, and the counter of the requests they send.
+#[derive(Debug, Clone)]
+pub struct AwsClients {
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub s3: aws_sdk_s3::Client,
+    /// Signs S3 URLs only. It has no interceptors: presigning sends nothing, so it must not
+    /// count (or fail) like a request.
+    pub s3_presigner: aws_sdk_s3::Client,
+    pub kms: aws_sdk_kms::Client,
+    /// Requests sent by `dynamodb`, `s3` and `kms`.
+    pub calls: CallCounter,
+}
+
+impl AwsClients {
+    pub async fn connect(config: &AwsConfig) -> AwsClients {
+        Self::connect_with(config, Vec::new()).await
+    }
+
+    /// Like [`AwsClients::connect`], with more interceptors on the request-sending clients
+    /// (tests inject faults this way).
+    pub async fn connect_with(config: &AwsConfig, extra: Vec<SharedInterceptor>) -> AwsClients {
+        let http_client = aws_smithy_http_client::Builder::new()
+            .tls_provider(Provider::Rustls(CryptoMode::Ring))
+            .build_https();
+        let timeouts = if config.endpoint_url.is_none() {
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(3))
+                .operation_attempt_timeout(Duration::from_secs(10))
+                // Below API Gateway's 30 s limit on a whole request.
+                .operation_timeout(Duration::from_secs(25))
+                .build()
+        } else {
+            // An emulator on this machine serves one request at a time: under a burst its
+            // queue, not a fault, makes requests slow, so only the whole operation is bounded.
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(3))
+                .operation_timeout(Duration::from_secs(120))
+                .build()
+        };
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(http_client)
+            .timeout_config(timeouts);
+        if let Some(url) = &config.endpoint_url {
+            loader = loader.endpoint_url(url);
+        }
+        let region = config
+            .region
+            .clone()
+            .or_else(|| config.endpoint_url.as_ref().map(|_| EMULATOR_REGION.into()));
+        if let Some(region) = region {
+            loader = loader.region(aws_config::Region::new(region));
+        }
+        if let Some(creds) = &config.credentials {
+            loader = loader.credentials_provider(aws_credential_types::Credentials::new(
+                &creds.access_key_id,
+                creds.secret_access_key.expose(),
+                None,
+                None,
+                "nib-static",
+            ));
+        }
+        let sdk = loader.load().await;
+        let calls = CallCounter::new();
+        let interceptors: Vec<SharedInterceptor> =
+            std::iter::once(SharedInterceptor::new(calls.clone()))
+                .chain(extra)
+                .collect();
+
+        let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
+        let mut s3 = aws_sdk_s3::config::Builder::from(&sdk);
+        let mut kms = aws_sdk_kms::config::Builder::from(&sdk);
+        for interceptor in &interceptors {
+            dynamodb.push_interceptor(interceptor.clone());
+            s3.push_interceptor(interceptor.clone());
+            kms.push_interceptor(interceptor.clone());
+        }
+        let path_style = config.endpoint_url.is_some();
+        let presigner = aws_sdk_s3::config::Builder::from(&sdk).force_path_style(path_style);
+        AwsClients {
+            dynamodb: aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
+            s3: aws_sdk_s3::Client::from_conf(s3.force_path_style(path_style).build()),
+            s3_presigner: aws_sdk_s3::Client::from_conf(presigner.build()),
+            kms: aws_sdk_kms::Client::from_conf(kms.build()),
+            calls,
+        }
+    }
+
+    pub fn store(&self, config: &AwsConfig) -> DynamoStore {
+        DynamoStore::new(self.dynamodb.clone(), &config.table)
+    }
+
+    pub fn assets(&self, config: &AwsConfig) -> S3Assets {
+        S3Assets::new(self.s3.clone(), self.s3_presigner.clone(), &config.bucket)
+    }
+
+    pub fn keys(&self, config: &AwsConfig) -> KmsKeys {
+        KmsKeys::new(self.kms.clone(), &config.kms_key_id)
+    }
+}

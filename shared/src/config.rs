@@ -1,0 +1,265 @@
+//! Typed configuration of the AWS back end, read once from the environment at start-up.
+//!
+//! Every variable is read and checked here, so a process with a missing or malformed one stops
+//! before serving anything, with a message naming the variable. Credentials are not ours to
+//! read: the SDK's default chain finds them (environment, profile, the Lambda or ECS role). Only
+//! tests and the emulator set static credentials, and their secret never prints: `Debug` shows
+//! `[redacted]` in its place.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `NIB_TABLE` | the DynamoDB table (DESIGN §5) | required |
+//! | `NIB_BUCKET` | the S3 bucket of page images (DESIGN §7) | required |
+//! | `NIB_KMS_KEY_ID` | the KMS key that wraps users' data keys (id, ARN or alias) | required |
+//! | `NIB_ASSET_TTL_SECONDS` | lifetime of presigned page-image URLs | 3600 |
+//! | `NIB_KEY_CACHE_SIZE` | how many users' unwrapped keys a process keeps | 1024 |
+//! | `NIB_KEY_CACHE_SECONDS` | how long an unwrapped key is kept before KMS is asked again | 900 |
+//! | `AWS_ENDPOINT_URL` | one endpoint for every service (the emulator) | AWS's own |
+//! | `AWS_REGION` | the region | the SDK's chain; `us-east-1` with an endpoint URL |
+
+use std::fmt;
+use std::time::Duration;
+
+/// S3 refuses SigV4 presigned URLs that live longer than seven days.
+pub const MAX_ASSET_TTL_SECONDS: u64 = 7 * 24 * 3600;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error(
+        "the environment variable {0} must be set (see the README, \"Running against AWS or the emulator\")"
+    )]
+    Missing(&'static str),
+    #[error("the environment variable {name} is invalid: {reason}")]
+    Invalid { name: &'static str, reason: String },
+}
+
+/// A string that never prints.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value itself, for the one place that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Fixed credentials, for the emulator and tests; production uses the SDK's default chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticCredentials {
+    pub access_key_id: String,
+    pub secret_access_key: Secret,
+}
+
+/// Everything the AWS back end needs to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsConfig {
+    pub table: String,
+    pub bucket: String,
+    pub kms_key_id: String,
+    /// Lifetime of presigned GET URLs, returned as `signed_url_ttl_seconds`.
+    pub asset_ttl_seconds: u64,
+    /// Most users whose unwrapped data keys the `Vault` keeps in memory.
+    pub key_cache_size: usize,
+    /// How long the `Vault` keeps an unwrapped key before asking KMS again.
+    pub key_cache_ttl: Duration,
+    /// One endpoint for DynamoDB, S3 and KMS (the emulator); `None` on AWS.
+    pub endpoint_url: Option<String>,
+    /// `None`: the SDK's region chain (`AWS_REGION`, the profile, the Lambda environment).
+    pub region: Option<String>,
+    /// `None`: the SDK's default credential chain.
+    pub credentials: Option<StaticCredentials>,
+}
+
+impl AwsConfig {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<AwsConfig, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads variables through `lookup` (the environment, or a map in tests). Empty values
+    /// count as unset.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<AwsConfig, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let required = |name: &'static str| get(name).ok_or(ConfigError::Missing(name));
+        let config = AwsConfig {
+            table: required("NIB_TABLE")?,
+            bucket: required("NIB_BUCKET")?,
+            kms_key_id: required("NIB_KMS_KEY_ID")?,
+            asset_ttl_seconds: number(get("NIB_ASSET_TTL_SECONDS"), "NIB_ASSET_TTL_SECONDS", 3600)?,
+            key_cache_size: number(get("NIB_KEY_CACHE_SIZE"), "NIB_KEY_CACHE_SIZE", 1024)?,
+            key_cache_ttl: Duration::from_secs(number(
+                get("NIB_KEY_CACHE_SECONDS"),
+                "NIB_KEY_CACHE_SECONDS",
+                900,
+            )?),
+            endpoint_url: get("AWS_ENDPOINT_URL"),
+            region: get("AWS_REGION"),
+            credentials: None,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the values that have limits, naming the variable of the first one out of range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_ASSET_TTL_SECONDS).contains(&self.asset_ttl_seconds) {
+            return Err(ConfigError::Invalid {
+                name: "NIB_ASSET_TTL_SECONDS",
+                reason: format!(
+                    "{} is outside 1..={MAX_ASSET_TTL_SECONDS} (S3 presigned URLs live at most 7 days)",
+                    self.asset_ttl_seconds
+                ),
+            });
+        }
+        if self.key_cache_size == 0 {
+            return Err(ConfigError::Invalid {
+                name: "NIB_KEY_CACHE_SIZE",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.key_cache_ttl.is_zero() {
+            return Err(ConfigError::Invalid {
+                name: "NIB_KEY_CACHE_SECONDS",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if let Some(url) = &self.endpoint_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(ConfigError::Invalid {
+                name: "AWS_ENDPOINT_URL",
+                reason: "must start with http:// or https://".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn number<T: std::str::FromStr>(
+    value: Option<String>,
+    name: &'static str,
+    default: T,
+) -> Result<T, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|_| ConfigError::Invalid {
+            name,
+            reason: format!("{v:?} is not a whole number"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        let map: HashMap<&str, &str> = vars.iter().copied().collect();
+        move |name| map.get(name).map(|v| (*v).to_owned())
+    }
+
+    const REQUIRED: [(&str, &str); 3] = [
+        ("NIB_TABLE", "nib"),
+        ("NIB_BUCKET", "nib-pages"),
+        ("NIB_KMS_KEY_ID", "alias/nib"),
+    ];
+
+    #[test]
+    fn defaults_apply_when_only_the_required_variables_are_set() {
+        let config = AwsConfig::from_lookup(lookup(&REQUIRED)).unwrap();
+        assert_eq!(config.table, "nib");
+        assert_eq!(config.bucket, "nib-pages");
+        assert_eq!(config.kms_key_id, "alias/nib");
+        assert_eq!(config.asset_ttl_seconds, 3600);
+        assert_eq!(config.key_cache_size, 1024);
+        assert_eq!(config.key_cache_ttl, Duration::from_secs(900));
+        assert_eq!(config.endpoint_url, None);
+        assert_eq!(config.credentials, None);
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let mut vars = REQUIRED.to_vec();
+        vars.extend([
+            ("NIB_ASSET_TTL_SECONDS", "60"),
+            ("NIB_KEY_CACHE_SIZE", "7"),
+            ("NIB_KEY_CACHE_SECONDS", "30"),
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
+            ("AWS_REGION", "eu-west-1"),
+        ]);
+        let config = AwsConfig::from_lookup(lookup(&vars)).unwrap();
+        assert_eq!(config.asset_ttl_seconds, 60);
+        assert_eq!(config.key_cache_size, 7);
+        assert_eq!(config.key_cache_ttl, Duration::from_secs(30));
+        assert_eq!(
+            config.endpoint_url.as_deref(),
+            Some("http://127.0.0.1:5000")
+        );
+        assert_eq!(config.region.as_deref(), Some("eu-west-1"));
+    }
+
+    #[test]
+    fn a_missing_variable_is_named() {
+        for (i, (name, _)) in REQUIRED.iter().enumerate() {
+            let mut vars = REQUIRED.to_vec();
+            vars.remove(i);
+            let err = AwsConfig::from_lookup(lookup(&vars)).unwrap_err();
+            assert_eq!(err, ConfigError::Missing(name));
+            assert!(err.to_string().contains(name), "{err}");
+            // Set but empty is missing too.
+            vars.push((name, " "));
+            assert_eq!(
+                AwsConfig::from_lookup(lookup(&vars)).unwrap_err(),
+                ConfigError::Missing(name)
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_values_are_named() {
+        for (name, value) in [
+            ("NIB_ASSET_TTL_SECONDS", "an hour"),
+            ("NIB_ASSET_TTL_SECONDS", "0"),
+            ("NIB_ASSET_TTL_SECONDS", "604801"),
+            ("NIB_KEY_CACHE_SIZE", "-1"),
+            ("NIB_KEY_CACHE_SIZE", "0"),
+            ("NIB_KEY_CACHE_SECONDS", "0"),
+            ("AWS_ENDPOINT_URL", "127.0.0.1:5000"),
+        ] {
+            let mut vars = REQUIRED.to_vec();
+            vars.push((name, value));
+            match AwsConfig::from_lookup(lookup(&vars)) {
+                Err(e @ ConfigError::Invalid { name: n, .. }) if n == name => {
+                    assert!(e.to_string().contains(name), "{e}");
+                }
+                other => panic!("{name}={value}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn debug_never_shows_the_secret() {
+        let mut config = AwsConfig::from_lookup(lookup(&REQUIRED)).unwrap();
+        config.credentials = Some(StaticCredentials {
+            access_key_id: "AKIDEXAMPLE".into(),
+            secret_access_key: Secret::new("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+        });
+        let shown = format!("{config:?} {config:#?}");
+        assert!(!shown.contains("wJalrXUtnFEMI"), "{shown}");
+        assert!(shown.contains("[redacted]"));
+        assert!(shown.contains("AKIDEXAMPLE"));
+    }
+}
