@@ -1,8 +1,12 @@
-//! Who is calling and what they may do: scopes, the verified principal, API tokens and signed
-//! session ids. Tokens are verified here; the HTTP layer only asks.
+//! Who is calling and what they may do: scopes, the verified principal, API tokens, signed
+//! session ids, user passwords, and the OAuth authorization server whose JWT access tokens the
+//! MCP endpoint accepts beside API tokens. Credentials are verified here; the HTTP layer only
+//! asks.
 
+pub mod oauth;
 pub mod sessions;
 pub mod tokens;
+pub mod users;
 
 use std::fmt;
 

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 
 use super::HttpConfig;
 use crate::auth::Scope;
+use crate::auth::oauth::OAuthError;
+use crate::telemetry;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -33,6 +35,16 @@ pub enum HttpError {
     MissingSession,
     #[error("{tool} needs the {scope} scope")]
     InsufficientScope { tool: String, scope: Scope },
+    #[error(
+        "rate limit exceeded: at most {max} requests per {} for this token; retry after {retry_after_secs} s",
+        window_name(*window_secs)
+    )]
+    RateLimited {
+        id: Option<Value>,
+        max: u64,
+        window_secs: u64,
+        retry_after_secs: u64,
+    },
     #[error("internal error")]
     Internal,
 }
@@ -50,6 +62,7 @@ impl HttpError {
             HttpError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             HttpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             HttpError::UnknownSession => StatusCode::NOT_FOUND,
+            HttpError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             HttpError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -72,6 +85,7 @@ impl HttpError {
             HttpError::UnknownSession => "session_not_found",
             HttpError::MissingSession => "session_required",
             HttpError::InsufficientScope { .. } => "insufficient_scope",
+            HttpError::RateLimited { .. } => "rate_limited",
             HttpError::Internal => "internal_error",
         }
     }
@@ -88,6 +102,16 @@ impl HttpError {
                 "jsonrpc": "2.0", "id": id.clone().unwrap_or(Value::Null),
                 "error": { "code": -32600, "message": message, "data": { "correlationId": correlation_id } }
             }),
+            HttpError::RateLimited {
+                id,
+                retry_after_secs,
+                ..
+            } => json!({
+                "jsonrpc": "2.0", "id": id.clone().unwrap_or(Value::Null),
+                "error": { "code": RATE_LIMITED_CODE, "message": message, "data": {
+                    "retryAfterSeconds": retry_after_secs, "correlationId": correlation_id
+                } }
+            }),
             _ => {
                 json!({ "error": self.code(), "message": message, "correlationId": correlation_id })
             }
@@ -96,7 +120,7 @@ impl HttpError {
         let headers = response.headers_mut();
         let challenge = match &self {
             HttpError::Unauthorized { invalid_token } => Some(format!(
-                "Bearer resource_metadata=\"{}\"{}",
+                "Bearer resource_metadata=\"{}\", scope=\"read write\"{}",
                 config.resource_metadata_url(),
                 if *invalid_token {
                     ", error=\"invalid_token\""
@@ -116,6 +140,56 @@ impl HttpError {
         if matches!(self, HttpError::MethodNotAllowed) {
             headers.insert(header::ALLOW, HeaderValue::from_static("POST"));
         }
+        if let HttpError::RateLimited {
+            retry_after_secs, ..
+        } = self
+        {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        }
         response
     }
+}
+
+/// The JSON-RPC error code of a rate-limited request (implementation-defined server error).
+pub const RATE_LIMITED_CODE: i64 = -32029;
+
+fn window_name(secs: u64) -> String {
+    match secs {
+        60 => "minute".into(),
+        3600 => "hour".into(),
+        s => format!("{s} s"),
+    }
+}
+
+/// An OAuth error as RFC 6749 §5.2 wants it: `{error, error_description}`, 400, or 401 with a
+/// Basic challenge for client authentication failures, 500 (logged with its cause, never shown)
+/// for our own. Never cached.
+pub fn oauth_error_response(error: &OAuthError, correlation_id: &str) -> Response {
+    let status = match error {
+        OAuthError::InvalidClient => StatusCode::UNAUTHORIZED,
+        e if e.is_internal() => {
+            tracing::error!(correlation_id, error = %telemetry::chain(e), "oauth request failed");
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let mut description = error.description();
+    if error.is_internal() {
+        description = format!("{description} (correlation id {correlation_id})");
+    }
+    let body = json!({ "error": error.code(), "error_description": description });
+    let mut response = (status, axum::Json(body)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    if matches!(error, OAuthError::InvalidClient) {
+        headers.insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"nib\""),
+        );
+    }
+    if let Ok(v) = HeaderValue::from_str(correlation_id) {
+        headers.insert("x-correlation-id", v);
+    }
+    response
 }

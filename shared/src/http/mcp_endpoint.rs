@@ -1,4 +1,10 @@
 //! `/mcp`: our checks in the fixed order, then rmcp.
+//!
+//! Authentication takes either credential: an API token (`nib_live_...`, one store read) or an
+//! OAuth access token (a JWT: signature, issuer, audience and lifetime checked locally, then
+//! one read of its grant, so a revoked grant is refused at once). Anything else, expired or
+//! revoked is a 401 with the challenge, never a tool result, so clients know to refresh.
+//! Authenticated requests then count against the credential's rate limits (429).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,8 +18,11 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use super::{HttpError, HttpState};
-use crate::auth::Principal;
+use crate::auth::oauth::jwt::Verifier;
+use crate::auth::tokens::{self, TokenError};
+use crate::auth::{Principal, Scope};
 use crate::mcp::{CorrelationId, SUPPORTED_VERSIONS};
+use crate::ports::RateDecision;
 use crate::telemetry;
 
 const LEGACY_DEFAULT_VERSION: &str = "2025-03-26";
@@ -280,9 +289,9 @@ async fn check_and_forward(
 
     // 4. Authentication.
     let principal: Option<Principal> = match bearer(&parts.headers) {
-        Some(token) => match st.tokens.verify(token).await {
+        Some(token) => match authenticate(st, token).await {
             Ok(p) => Some(p),
-            Err(crate::auth::tokens::TokenError::Invalid) => {
+            Err(TokenError::Invalid) => {
                 return Err(HttpError::Unauthorized {
                     invalid_token: true,
                 });
@@ -325,6 +334,25 @@ async fn check_and_forward(
                 None => return Err(HttpError::MissingSession),
             }
         }
+    }
+
+    // Rate limits, per credential.
+    if let Some(p) = &principal {
+        let writes = messages.iter().any(is_write_call);
+        rate_limit(st, p, writes, cid).await.map_err(|e| match e {
+            HttpError::RateLimited {
+                max,
+                window_secs,
+                retry_after_secs,
+                ..
+            } => HttpError::RateLimited {
+                id: messages.first().and_then(|m| m.get("id").cloned()),
+                max,
+                window_secs,
+                retry_after_secs,
+            },
+            other => other,
+        })?;
     }
 
     // Hand over to rmcp. We never stream, so both media types are acceptable to it.
@@ -403,6 +431,66 @@ async fn check_and_forward(
         response.headers_mut().insert(SESSION_HEADER, v);
     }
     Ok(response)
+}
+
+/// The caller of a bearer token: an API token, or an access token of our authorization server.
+async fn authenticate(st: &HttpState, token: &str) -> Result<Principal, TokenError> {
+    if token.starts_with(tokens::PREFIX) {
+        return st.tokens.verify(token).await;
+    }
+    match &st.oauth {
+        Some(oauth) if Verifier::looks_like_jwt(token) => oauth.verifier.verify(token).await,
+        _ => Err(TokenError::Invalid),
+    }
+}
+
+/// True for a `tools/call` of a tool that needs more than the read scope.
+fn is_write_call(message: &Value) -> bool {
+    message.get("method").and_then(Value::as_str) == Some("tools/call")
+        && message
+            .pointer("/params/name")
+            .and_then(Value::as_str)
+            .and_then(crate::tools::find)
+            .is_some_and(|t| t.scope > Scope::Read)
+}
+
+/// Counts the request against the credential's limits (and its write limits for a write).
+/// A limiter that cannot be reached lets the request through: limits protect capacity, not
+/// data, and the request would need the same store anyway.
+async fn rate_limit(
+    st: &HttpState,
+    principal: &Principal,
+    writes: bool,
+    cid: &str,
+) -> Result<(), HttpError> {
+    let limits = &st.config.rate_limits;
+    let mut checks = vec![(principal.credential_id.clone(), limits.all())];
+    if writes {
+        checks.push((format!("{}#w", principal.credential_id), limits.writes()));
+    }
+    for (key, windows) in checks {
+        if windows.is_empty() {
+            continue;
+        }
+        match st.limiter.hit(&key, &windows).await {
+            Ok(RateDecision::Allowed) => {}
+            Ok(RateDecision::Limited {
+                window,
+                retry_after_secs,
+            }) => {
+                return Err(HttpError::RateLimited {
+                    id: None,
+                    max: window.max,
+                    window_secs: window.secs,
+                    retry_after_secs,
+                });
+            }
+            Err(e) => {
+                tracing::warn!(correlation_id = cid, error = %telemetry::chain(&e), "rate limiter unavailable");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The handler's request for authentication or a higher scope, as the HTTP error to answer.

@@ -5,10 +5,16 @@
 //! then hands each JSON-RPC message to rmcp's Streamable HTTP service, which speaks the
 //! protocol. What rmcp does not do, this layer does: authentication before anything else (so a
 //! bare GET sees the 401 challenge), JSON error bodies with correlation ids, JSON-RPC batches
-//! for 2025-03-26, signed session ids, scope checks that answer 403, and one log line per request.
+//! for 2025-03-26, signed session ids, scope checks that answer 403, per-token rate limits that
+//! answer 429, and one log line per request.
+//!
+//! With an authorization server (`HttpState::oauth`), `oauth.rs` adds its endpoints, the
+//! protected resource metadata names it, and `/mcp` accepts its JWT access tokens beside
+//! `nib_live_` API tokens.
 
 mod errors;
 mod mcp_endpoint;
+mod oauth;
 
 use std::sync::Arc;
 
@@ -21,13 +27,14 @@ use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use serde::Deserialize;
 
-pub use errors::HttpError;
+pub use errors::{HttpError, RATE_LIMITED_CODE, oauth_error_response};
 
 use crate::adapters::local_assets::{FetchError, LocalAssets};
+use crate::auth::oauth::{OAuth, OAuthConfig, metadata};
 use crate::auth::sessions::SessionSigner;
 use crate::auth::tokens::Tokens;
 use crate::mcp::NibMcp;
-use crate::ports::Clock;
+use crate::ports::{Clock, RateLimiter, Window};
 
 /// The biggest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 2_000_000;
@@ -46,13 +53,62 @@ pub struct HttpConfig {
     /// Issue and require signed `Mcp-Session-Id`s (eras before 2026-07-28).
     pub sessions: bool,
     pub max_body_bytes: usize,
+    /// Per-credential request limits on `/mcp`.
+    pub rate_limits: RateLimits,
+    /// The authorization server's settings; `None` runs without one (API tokens only).
+    pub oauth: Option<OAuthConfig>,
+}
+
+/// Requests per credential (API token, or OAuth grant) on `/mcp`; 0 means no limit. Writes
+/// (calls of write tools) also count against the write limits when those are set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimits {
+    pub per_minute: u64,
+    pub per_hour: u64,
+    pub writes_per_minute: u64,
+    pub writes_per_hour: u64,
+}
+
+impl RateLimits {
+    /// No limits (the library's default; `nib serve` sets [`RateLimits::DEFAULT`]).
+    pub const OFF: RateLimits = RateLimits {
+        per_minute: 0,
+        per_hour: 0,
+        writes_per_minute: 0,
+        writes_per_hour: 0,
+    };
+
+    /// 60 requests a minute and 1,000 an hour, writes not counted apart.
+    pub const DEFAULT: RateLimits = RateLimits {
+        per_minute: 60,
+        per_hour: 1000,
+        writes_per_minute: 0,
+        writes_per_hour: 0,
+    };
+
+    fn windows(minute: u64, hour: u64) -> Vec<Window> {
+        [(60, minute), (3600, hour)]
+            .into_iter()
+            .filter(|(_, max)| *max > 0)
+            .map(|(secs, max)| Window { secs, max })
+            .collect()
+    }
+
+    /// The windows of all requests.
+    pub fn all(&self) -> Vec<Window> {
+        Self::windows(self.per_minute, self.per_hour)
+    }
+
+    /// The windows of write requests.
+    pub fn writes(&self) -> Vec<Window> {
+        Self::windows(self.writes_per_minute, self.writes_per_hour)
+    }
 }
 
 impl HttpConfig {
     /// Local defaults: loopback hosts and origins only.
     pub fn local(public_url: String) -> Self {
         HttpConfig {
-            public_url,
             allowed_hosts: vec!["127.0.0.1".into(), "localhost".into(), "[::1]".into()],
             allowed_origins: vec![
                 "http://127.0.0.1".into(),
@@ -62,6 +118,9 @@ impl HttpConfig {
             public_discovery: false,
             sessions: false,
             max_body_bytes: MAX_BODY_BYTES,
+            rate_limits: RateLimits::OFF,
+            oauth: Some(OAuthConfig::new(&public_url)),
+            public_url,
         }
     }
 
@@ -84,6 +143,10 @@ pub struct HttpState {
     pub sessions: Option<SessionSigner>,
     pub assets: Option<Arc<LocalAssets>>,
     pub clock: Arc<dyn Clock>,
+    /// The authorization server, when `config.oauth` is set.
+    pub oauth: Option<Arc<OAuth>>,
+    /// Counts requests for `config.rate_limits` (and sign-in attempts).
+    pub limiter: Arc<dyn RateLimiter>,
 }
 
 /// Builds rmcp's service: stateless, JSON responses, no SSE, our own checks in front.
@@ -107,33 +170,37 @@ pub fn mcp_service(handler: NibMcp, max_body_bytes: usize) -> McpService {
 }
 
 pub fn router(state: Arc<HttpState>) -> Router {
-    Router::new()
+    let with_oauth = state.oauth.is_some();
+    let router = Router::new()
         .route("/mcp", any(mcp_endpoint::handle))
         .route(
             "/.well-known/oauth-protected-resource",
-            get(protected_resource),
+            get(protected_resource).options(oauth::preflight),
         )
         .route(
             "/.well-known/oauth-protected-resource/mcp",
-            get(protected_resource),
+            get(protected_resource).options(oauth::preflight),
         )
         .route("/assets/{*path}", get(asset))
-        .route("/healthz", get(|| async { "ok" }))
-        .with_state(state)
+        .route("/healthz", get(|| async { "ok" }));
+    let router = if with_oauth {
+        router.merge(oauth::routes())
+    } else {
+        router
+    };
+    router.with_state(state)
 }
 
-/// RFC 9728 protected resource metadata. Until nib runs its own authorization server the list
-/// of authorization servers is empty and clients use `nib token create` bearer tokens.
+/// RFC 9728 protected resource metadata: names nib's own authorization server when it runs
+/// one; without it the list is empty and clients use `nib token create` bearer tokens.
 async fn protected_resource(State(st): State<Arc<HttpState>>) -> Response {
-    let body = serde_json::json!({
-        "resource": format!("{}/mcp", st.config.public_url),
-        "authorization_servers": [],
-        "scopes_supported": ["read", "write", "admin"],
-        "bearer_methods_supported": ["header"],
-        "resource_name": "nib notebook",
-    });
+    let issuer = st.oauth.as_ref().map(|o| o.config.issuer.as_str());
+    let body = metadata::protected_resource(&st.config.public_url, issuer);
     (
-        [(header::CACHE_CONTROL, "public, max-age=300")],
+        [
+            (header::CACHE_CONTROL, "public, max-age=300"),
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        ],
         axum::Json(body),
     )
         .into_response()

@@ -1,0 +1,296 @@
+//! nib's OAuth 2.1 authorization server, for its own MCP resource only (DESIGN §3 `oauth`).
+//!
+//! # Layout
+//!
+//! - [`metadata`]: RFC 8414 authorization server metadata and RFC 9728 protected resource
+//!   metadata.
+//! - [`clients`]: dynamic registration (RFC 7591), pre-registered clients, redirect URI rules.
+//! - [`cimd`]: client ID metadata documents (an HTTPS URL as `client_id`), fetched and cached.
+//! - [`authorize`]: the authorization request, CSRF tokens of the consent form, and the code.
+//! - [`token`]: the token endpoint (code exchange, refresh rotation) and revocation (RFC 7009).
+//! - [`jwt`]: EdDSA access tokens (RFC 9068 shape), their verification, and the JWKS.
+//! - [`grants`]: one grant per user consent; what `nib grant list/revoke` shows and revokes.
+//!
+//! Store items (DESIGN §5): `CLIENT#{id}` / `CLIENT`, `CODE#{sha256(code)}` / `CODE`,
+//! `RT#{sha256(token)}` / `RT`, `GRANT#{id}` / `GRANT` (GSI `U#{user}#GRANTS`). Codes and
+//! refresh tokens carry `expires_at`, so the table forgets them by TTL. Secrets (codes, refresh
+//! tokens, client secrets) are stored only as SHA-256 hashes.
+//!
+//! Errors are [`OAuthError`]s with the RFC 6749 codes; `crate::http` turns them into responses
+//! in one place and never shows an internal cause.
+
+pub mod authorize;
+pub mod cimd;
+pub mod clients;
+pub mod grants;
+pub mod jwt;
+pub mod metadata;
+pub mod token;
+
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+use zeroize::Zeroizing;
+
+use super::Scope;
+use super::users::Users;
+use crate::ports::{Clock, Store, StoreError};
+
+/// The longest an access token may live.
+pub const MAX_ACCESS_TTL_SECS: i64 = 3600;
+
+/// Settings of the authorization server.
+#[derive(Debug, Clone)]
+pub struct OAuthConfig {
+    /// The issuer identifier: the public base URL, no trailing slash (`http://127.0.0.1:8787`).
+    pub issuer: String,
+    /// The one protected resource, the `aud` of every access token (`{issuer}/mcp`).
+    pub resource: String,
+    /// Access token lifetime, at most [`MAX_ACCESS_TTL_SECS`].
+    pub access_ttl_secs: i64,
+    /// Refresh token lifetime; each refresh issues a new one with a fresh lifetime.
+    pub refresh_ttl_secs: i64,
+    /// Authorization code lifetime.
+    pub code_ttl_secs: i64,
+    /// Accept `http://127.0.0.1/...` / `http://localhost/...` client ID metadata documents
+    /// (development and tests only; the specification requires HTTPS).
+    pub allow_http_loopback_client_ids: bool,
+}
+
+impl OAuthConfig {
+    /// The defaults for a server at `public_url`: 1 h access tokens, 30 day refresh tokens,
+    /// 60 s codes.
+    pub fn new(public_url: &str) -> Self {
+        let issuer = public_url.trim_end_matches('/').to_owned();
+        OAuthConfig {
+            resource: format!("{issuer}/mcp"),
+            issuer,
+            access_ttl_secs: MAX_ACCESS_TTL_SECS,
+            refresh_ttl_secs: 30 * 24 * 3600,
+            code_ttl_secs: 60,
+            allow_http_loopback_client_ids: false,
+        }
+    }
+
+    pub fn endpoint(&self, path: &str) -> String {
+        format!("{}{path}", self.issuer)
+    }
+}
+
+/// An OAuth failure, named by its RFC 6749 / 7591 / 8707 error code.
+#[derive(Debug, thiserror::Error)]
+pub enum OAuthError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// Unknown client, or wrong or missing credentials: the client learns nothing more.
+    #[error("client authentication failed")]
+    InvalidClient,
+    #[error("{0}")]
+    InvalidGrant(&'static str),
+    #[error("{0}")]
+    UnauthorizedClient(&'static str),
+    #[error("grant_type {0} is not supported")]
+    UnsupportedGrantType(String),
+    #[error("response_type must be code")]
+    UnsupportedResponseType,
+    #[error("{0}")]
+    InvalidScope(String),
+    #[error("{0}")]
+    InvalidTarget(String),
+    #[error("{0}")]
+    AccessDenied(&'static str),
+    #[error("{0}")]
+    InvalidRedirectUri(String),
+    #[error("{0}")]
+    InvalidClientMetadata(String),
+    #[error("store unavailable")]
+    Store(#[from] StoreError),
+    #[error("a stored record is corrupt")]
+    Corrupt(#[from] serde_json::Error),
+    #[error("{0}")]
+    Internal(&'static str),
+}
+
+impl OAuthError {
+    /// The `error` value of the response.
+    pub fn code(&self) -> &'static str {
+        match self {
+            OAuthError::InvalidRequest(_) => "invalid_request",
+            OAuthError::InvalidClient => "invalid_client",
+            OAuthError::InvalidGrant(_) => "invalid_grant",
+            OAuthError::UnauthorizedClient(_) => "unauthorized_client",
+            OAuthError::UnsupportedGrantType(_) => "unsupported_grant_type",
+            OAuthError::UnsupportedResponseType => "unsupported_response_type",
+            OAuthError::InvalidScope(_) => "invalid_scope",
+            OAuthError::InvalidTarget(_) => "invalid_target",
+            OAuthError::AccessDenied(_) => "access_denied",
+            OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
+            OAuthError::InvalidClientMetadata(_) => "invalid_client_metadata",
+            OAuthError::Store(_) | OAuthError::Corrupt(_) | OAuthError::Internal(_) => {
+                "server_error"
+            }
+        }
+    }
+
+    /// True for our own failures: logged with their cause, shown only as `server_error`.
+    pub fn is_internal(&self) -> bool {
+        self.code() == "server_error"
+    }
+
+    /// The `error_description` a client may see.
+    pub fn description(&self) -> String {
+        if self.is_internal() {
+            "internal error".into()
+        } else {
+            self.to_string()
+        }
+    }
+}
+
+/// `len` random bytes, base64url without padding.
+pub(crate) fn random_secret(len: usize) -> String {
+    let mut bytes = vec![0u8; len];
+    rand::Rng::fill(&mut rand::rng(), &mut bytes[..]);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A random password for the first start: 20 characters from an alphabet without look-alikes.
+pub fn random_password() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let mut rng = rand::rng();
+    (0..20)
+        .map(|_| ALPHABET[rand::Rng::random_range(&mut rng, 0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// The SHA-256 of a secret, hex: how codes, refresh tokens and client secrets are stored.
+pub(crate) fn sha256_hex(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// A 32-byte key for one purpose, derived from the authorization server's secret.
+fn derive(secret: &[u8; 32], label: &str) -> Zeroizing<[u8; 32]> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("any key length");
+    mac.update(b"nib/oauth\x1f");
+    mac.update(label.as_bytes());
+    Zeroizing::new(mac.finalize().into_bytes().into())
+}
+
+/// Parses a space-separated scope list; the grant holds the highest scope named (each scope
+/// includes those below it). Empty means `default`.
+pub fn parse_scope(requested: Option<&str>, default: Scope) -> Result<Scope, OAuthError> {
+    let mut best: Option<Scope> = None;
+    for word in requested.unwrap_or("").split(' ').filter(|w| !w.is_empty()) {
+        let scope = Scope::parse(word)
+            .ok_or_else(|| OAuthError::InvalidScope(format!("unknown scope {word:?}")))?;
+        best = Some(best.map_or(scope, |b| b.max(scope)));
+    }
+    Ok(best.unwrap_or(default))
+}
+
+/// The scope string of a grant: every scope it includes (`write` -> `read write`).
+pub fn scope_string(scope: Scope) -> String {
+    Scope::ALL
+        .iter()
+        .filter(|s| scope.allows(**s))
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The scope a client gets when it asks for none: read and write, not admin.
+pub const DEFAULT_SCOPE: Scope = Scope::Write;
+
+/// The authorization server: every endpoint's logic over the store, independent of HTTP.
+pub struct OAuth {
+    pub config: OAuthConfig,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    pub users: Users,
+    pub clients: clients::Clients,
+    pub grants: grants::Grants,
+    signer: jwt::Signer,
+    pub verifier: jwt::Verifier,
+    csrf_key: Zeroizing<[u8; 32]>,
+}
+
+impl std::fmt::Debug for OAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuth")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OAuth {
+    /// `secret` is the server's 32-byte OAuth secret (derived from `master.key` locally, a
+    /// KMS-wrapped secret on AWS): the JWT signing key and the CSRF key are derived from it, so
+    /// no key material sits in configuration.
+    pub fn new(
+        config: OAuthConfig,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        secret: &[u8; 32],
+    ) -> Self {
+        let signer = jwt::Signer::from_seed(&derive(secret, "jwt-ed25519/v1"));
+        let grants = grants::Grants::new(store.clone(), clock.clone());
+        let verifier = signer.verifier(&config, grants.clone(), clock.clone());
+        OAuth {
+            users: Users::new(store.clone(), clock.clone()),
+            clients: clients::Clients::new(
+                store.clone(),
+                clock.clone(),
+                cimd::Fetcher::new(clock.clone(), config.allow_http_loopback_client_ids),
+            ),
+            grants,
+            signer,
+            verifier,
+            csrf_key: derive(secret, "csrf/v1"),
+            config,
+            store,
+            clock,
+        }
+    }
+
+    /// The public keys access tokens are signed with (RFC 7517).
+    pub fn jwks(&self) -> serde_json::Value {
+        self.signer.jwks()
+    }
+
+    /// Signs arbitrary access token claims with the server's key: for operators' tooling and
+    /// tests (the token endpoint is the only place that issues tokens to clients).
+    pub fn sign_access_token(&self, claims: &jwt::AccessClaims) -> String {
+        self.signer.sign(claims)
+    }
+
+    /// True when `resource` names our MCP endpoint (a trailing slash is forgiven).
+    pub(crate) fn is_our_resource(&self, resource: &str) -> bool {
+        resource.trim_end_matches('/') == self.config.resource.trim_end_matches('/')
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_parse_to_the_highest() {
+        assert_eq!(parse_scope(None, Scope::Read).unwrap(), Scope::Read);
+        assert_eq!(
+            parse_scope(Some("read write"), Scope::Read).unwrap(),
+            Scope::Write
+        );
+        assert_eq!(
+            parse_scope(Some("admin read"), Scope::Read).unwrap(),
+            Scope::Admin
+        );
+        assert!(matches!(
+            parse_scope(Some("read openid"), Scope::Read),
+            Err(OAuthError::InvalidScope(_))
+        ));
+        assert_eq!(scope_string(Scope::Write), "read write");
+    }
+}

@@ -1,0 +1,547 @@
+//! The authorization server's HTTP endpoints (the `oauth` function on AWS, DESIGN §3):
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /.well-known/oauth-authorization-server`, `/.well-known/openid-configuration` | RFC 8414 metadata |
+//! | `POST /oauth/register` | RFC 7591 dynamic client registration |
+//! | `GET /oauth/authorize` | the sign-in and consent page (or an error page, or an error redirect) |
+//! | `POST /oauth/authorize` | the consent form: CSRF check, password, then the code redirect |
+//! | `POST /oauth/token` | authorization code and refresh token grants |
+//! | `POST /oauth/revoke` | RFC 7009 revocation |
+//! | `GET /oauth/jwks.json` | the access token signing key |
+//!
+//! The logic is in `crate::auth::oauth`; this file parses requests and shapes responses. OAuth
+//! errors become responses in `errors::oauth_error_response`, pages in `error_page`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use askama::Template;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use super::HttpState;
+use super::errors::oauth_error_response;
+use crate::auth::Scope;
+use crate::auth::oauth::authorize::{AuthorizeError, AuthorizeParams, AuthorizeRequest};
+use crate::auth::oauth::clients::{ClientKind, RegistrationRequest};
+use crate::auth::oauth::metadata::{self, AUTHORIZE_PATH};
+use crate::auth::oauth::token::{basic_credentials, form_fields};
+use crate::auth::oauth::{OAuth, OAuthError};
+use crate::ports::{RateDecision, Window};
+use crate::telemetry;
+
+/// The CSRF cookie of the consent form.
+const CSRF_COOKIE: &str = "nib_csrf";
+/// The largest registration or form body accepted.
+const MAX_FORM_BYTES: usize = 16 * 1024;
+/// Sign-in attempts per user name: a brake on password guessing.
+const LOGIN_LIMITS: [Window; 2] = [
+    Window { secs: 60, max: 10 },
+    Window {
+        secs: 3600,
+        max: 100,
+    },
+];
+/// Dynamic registrations per server: a brake on filling the table with clients.
+const REGISTER_LIMITS: [Window; 2] = [
+    Window { secs: 60, max: 30 },
+    Window {
+        secs: 3600,
+        max: 300,
+    },
+];
+
+pub(super) fn routes() -> Router<Arc<HttpState>> {
+    Router::new()
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(server_metadata).options(preflight),
+        )
+        .route(
+            "/.well-known/openid-configuration",
+            get(server_metadata).options(preflight),
+        )
+        .route(metadata::REGISTER_PATH, post(register).options(preflight))
+        .route(AUTHORIZE_PATH, get(authorize_page).post(authorize_submit))
+        .route(metadata::TOKEN_PATH, post(token).options(preflight))
+        .route(metadata::REVOKE_PATH, post(revoke).options(preflight))
+        .route(metadata::JWKS_PATH, get(jwks).options(preflight))
+        .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
+}
+
+fn oauth(st: &HttpState) -> &OAuth {
+    st.oauth
+        .as_deref()
+        .expect("OAuth routes are mounted only with an authorization server")
+}
+
+/// Browser-based clients (MCP Inspector) call discovery, registration and the token endpoint
+/// from another origin; none of these use cookies, so any origin may.
+fn cors(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("www-authenticate"),
+    );
+    response
+}
+
+pub(super) async fn preflight() -> Response {
+    let mut r = cors(StatusCode::NO_CONTENT.into_response());
+    let h = r.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, OPTIONS"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("authorization, content-type, mcp-protocol-version"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("86400"),
+    );
+    r
+}
+
+fn json_no_store(status: StatusCode, body: serde_json::Value) -> Response {
+    let mut r = (status, axum::Json(body)).into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r.headers_mut()
+        .insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    cors(r)
+}
+
+async fn server_metadata(State(st): State<Arc<HttpState>>) -> Response {
+    cors(
+        (
+            [(header::CACHE_CONTROL, "public, max-age=300")],
+            axum::Json(metadata::authorization_server(&oauth(&st).config)),
+        )
+            .into_response(),
+    )
+}
+
+async fn jwks(State(st): State<Arc<HttpState>>) -> Response {
+    cors(
+        (
+            [(header::CACHE_CONTROL, "public, max-age=300")],
+            axum::Json(oauth(&st).jwks()),
+        )
+            .into_response(),
+    )
+}
+
+fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Counts a hit; true when over the limit (a limiter failure lets the request through).
+async fn limited(st: &HttpState, key: &str, windows: &[Window]) -> bool {
+    match st.limiter.hit(key, windows).await {
+        Ok(RateDecision::Allowed) => false,
+        Ok(RateDecision::Limited { .. }) => true,
+        Err(e) => {
+            tracing::warn!(error = %telemetry::chain(&e), "rate limiter unavailable");
+            false
+        }
+    }
+}
+
+async fn register(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let cid = telemetry::correlation_id();
+    if media_type(&headers) != "application/json" {
+        return oauth_error_response(
+            &OAuthError::InvalidClientMetadata("the body must be application/json".into()),
+            &cid,
+        );
+    }
+    let request: RegistrationRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(_) => {
+            return oauth_error_response(
+                &OAuthError::InvalidClientMetadata("the body is not valid client metadata".into()),
+                &cid,
+            );
+        }
+    };
+    if limited(&st, "oauth-register", &REGISTER_LIMITS).await {
+        let mut r = json_no_store(
+            StatusCode::TOO_MANY_REQUESTS,
+            serde_json::json!({ "error": "temporarily_unavailable", "error_description": "too many registrations; try again later" }),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+        return r;
+    }
+    match oauth(&st)
+        .clients
+        .register(request, ClientKind::Dynamic)
+        .await
+    {
+        Ok(registered) => {
+            tracing::info!(client_id = %registered.record.client_id, "client registered");
+            json_no_store(StatusCode::CREATED, registered.response())
+        }
+        Err(e) => oauth_error_response(&e, &cid),
+    }
+}
+
+/// The form's HTML, with the headers every page of ours carries.
+fn html(status: StatusCode, body: String) -> Response {
+    let mut r = (status, axum::response::Html(body)).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    r
+}
+
+#[derive(Template)]
+#[template(path = "oauth_error.html")]
+struct ErrorPage<'a> {
+    title: &'a str,
+    message: String,
+    code: &'a str,
+}
+
+/// An error page: used whenever the redirect URI cannot be trusted, so nothing redirects.
+fn error_page(status: StatusCode, title: &str, error: &OAuthError, cid: &str) -> Response {
+    if error.is_internal() {
+        tracing::error!(correlation_id = cid, error = %telemetry::chain(error), "authorization failed");
+    }
+    let page = ErrorPage {
+        title,
+        message: if error.is_internal() {
+            format!("Something went wrong on our side (correlation id {cid}).")
+        } else {
+            error.description()
+        },
+        code: error.code(),
+    };
+    match page.render() {
+        Ok(body) => html(status, body),
+        Err(_) => status.into_response(),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "consent.html")]
+struct ConsentPage<'a> {
+    client_name: String,
+    unverified: bool,
+    issuer: &'a str,
+    resource: &'a str,
+    redirect_host: String,
+    scopes: Vec<(&'static str, &'static str)>,
+    hidden: Vec<(&'static str, &'a str)>,
+    csrf: String,
+    action: &'static str,
+    username: &'a str,
+    error: Option<&'a str>,
+}
+
+fn scope_lines(scope: Scope) -> Vec<(&'static str, &'static str)> {
+    Scope::ALL
+        .iter()
+        .filter(|s| scope.allows(**s))
+        .map(|s| match s {
+            Scope::Read => ("read", "list, read and search your pages and tasks"),
+            Scope::Write => ("write", "create tasks and change their status"),
+            Scope::Admin => ("admin", "everything above, and administrative tools"),
+        })
+        .collect()
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+        .filter(|v| {
+            v.len() >= 16
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+/// What the consent page says besides the request: the user name typed and an error, if any.
+struct Feedback<'a> {
+    username: &'a str,
+    error: Option<&'a str>,
+    status: StatusCode,
+}
+
+const FRESH: Feedback<'static> = Feedback {
+    username: "",
+    error: None,
+    status: StatusCode::OK,
+};
+
+/// Renders the consent page for a valid request, setting the CSRF cookie when it is missing.
+fn consent(
+    st: &HttpState,
+    req: &AuthorizeRequest,
+    params: &AuthorizeParams,
+    existing_cookie: Option<&str>,
+    feedback: Feedback<'_>,
+) -> Response {
+    let oauth = oauth(st);
+    let cookie_value = existing_cookie
+        .map(str::to_owned)
+        .unwrap_or_else(OAuth::new_csrf_cookie);
+    let page = ConsentPage {
+        client_name: req.client.display_name(),
+        unverified: req.client.kind == ClientKind::Dynamic,
+        issuer: &oauth.config.issuer,
+        resource: &req.resource,
+        redirect_host: req.redirect_host(),
+        scopes: scope_lines(req.scope),
+        hidden: params.present(),
+        csrf: oauth.csrf_token(&cookie_value, params),
+        action: AUTHORIZE_PATH,
+        username: feedback.username,
+        error: feedback.error,
+    };
+    let Ok(body) = page.render() else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let mut r = html(feedback.status, body);
+    if existing_cookie.is_none() {
+        let secure = if st.config.public_url.starts_with("https://") {
+            "; Secure"
+        } else {
+            ""
+        };
+        let c = format!(
+            "{CSRF_COOKIE}={cookie_value}; Path=/oauth; HttpOnly; SameSite=Strict; Max-Age=3600{secure}"
+        );
+        if let Ok(v) = HeaderValue::from_str(&c) {
+            r.headers_mut().insert(header::SET_COOKIE, v);
+        }
+    }
+    r
+}
+
+fn see_other(location: &str) -> Response {
+    match HeaderValue::from_str(location) {
+        Ok(v) => {
+            let mut r = StatusCode::SEE_OTHER.into_response();
+            r.headers_mut().insert(header::LOCATION, v);
+            r.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            r
+        }
+        Err(_) => StatusCode::BAD_REQUEST.into_response(),
+    }
+}
+
+/// What a failed validation answers: an error page, or the error sent back to the client.
+fn refused(oauth: &OAuth, e: AuthorizeError, cid: &str) -> Response {
+    match e {
+        AuthorizeError::Page(error) => {
+            let status = if error.is_internal() {
+                StatusCode::INTERNAL_SERVER_ERROR
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            error_page(status, "This sign-in request cannot be used", &error, cid)
+        }
+        AuthorizeError::Redirect {
+            redirect_uri,
+            state,
+            error,
+        } => see_other(&oauth.error_redirect(&redirect_uri, state.as_deref(), &error)),
+    }
+}
+
+async fn authorize_page(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let cid = telemetry::correlation_id();
+    let oauth = oauth(&st);
+    let query = query.unwrap_or_default();
+    let params = match AuthorizeParams::from_pairs(url::form_urlencoded::parse(query.as_bytes())) {
+        Ok((p, _)) => p,
+        Err(e) => return refused(oauth, AuthorizeError::Page(e), &cid),
+    };
+    match oauth.validate_authorize(&params).await {
+        Ok(req) => consent(&st, &req, &params, cookie(&headers, CSRF_COOKIE), FRESH),
+        Err(e) => refused(oauth, e, &cid),
+    }
+}
+
+async fn authorize_submit(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let cid = telemetry::correlation_id();
+    let oauth = oauth(&st);
+    let form_error = |message: &str| {
+        error_page(
+            StatusCode::BAD_REQUEST,
+            "This sign-in request cannot be used",
+            &OAuthError::InvalidRequest(message.into()),
+            &cid,
+        )
+    };
+    if media_type(&headers) != "application/x-www-form-urlencoded" {
+        return form_error("the consent form must be sent as a form");
+    }
+    let (params, fields) = match AuthorizeParams::from_pairs(url::form_urlencoded::parse(&body)) {
+        Ok(x) => x,
+        Err(e) => return refused(oauth, AuthorizeError::Page(e), &cid),
+    };
+    let fields: HashMap<String, String> = fields.into_iter().collect();
+    let req = match oauth.validate_authorize(&params).await {
+        Ok(r) => r,
+        Err(e) => return refused(oauth, e, &cid),
+    };
+    let cookie_value = cookie(&headers, CSRF_COOKIE);
+    if !oauth.check_csrf(
+        cookie_value,
+        fields.get("csrf_token").map(String::as_str),
+        &params,
+    ) {
+        tracing::warn!(correlation_id = %cid, client_id = %req.client.client_id, "consent form without a valid CSRF token");
+        return error_page(
+            StatusCode::FORBIDDEN,
+            "This form has expired",
+            &OAuthError::AccessDenied(
+                "the consent form expired or was not sent from this page; start the connection again from your app",
+            ),
+            &cid,
+        );
+    }
+    match fields.get("decision").map(String::as_str) {
+        Some("deny") => return see_other(&oauth.deny(&req)),
+        Some("approve") => {}
+        _ => return form_error("choose Approve or Deny"),
+    }
+    let username = fields.get("username").map(String::as_str).unwrap_or("");
+    let password = fields.get("password").map(String::as_str).unwrap_or("");
+    let retry = |message: &str, status| {
+        let feedback = Feedback {
+            username,
+            error: Some(message),
+            status,
+        };
+        consent(&st, &req, &params, cookie_value, feedback)
+    };
+    let login_key = format!("login#{}", username.trim().to_ascii_lowercase());
+    if limited(&st, &login_key, &LOGIN_LIMITS).await {
+        return retry(
+            "Too many sign-in attempts for this user; wait a minute and try again.",
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+    }
+    let user = match oauth.users.check(username, password).await {
+        Ok(Some(user)) => user,
+        Ok(None) => {
+            tracing::info!(correlation_id = %cid, "sign-in refused");
+            return retry("Wrong user name or password.", StatusCode::UNAUTHORIZED);
+        }
+        Err(e) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "sign-in failed");
+            return error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Sign-in failed",
+                &OAuthError::Internal("user store"),
+                &cid,
+            );
+        }
+    };
+    match oauth.approve(&req, &user).await {
+        Ok(location) => see_other(&location),
+        Err(e) => error_page(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Sign-in failed",
+            &e,
+            &cid,
+        ),
+    }
+}
+
+/// A token or revocation request: its form fields and its Basic credentials, if any.
+type TokenRequest = (HashMap<String, String>, Option<(String, String)>);
+
+fn token_request(headers: &HeaderMap, body: &Bytes) -> Result<TokenRequest, OAuthError> {
+    if media_type(headers) != "application/x-www-form-urlencoded" {
+        return Err(OAuthError::InvalidRequest(
+            "the body must be application/x-www-form-urlencoded".into(),
+        ));
+    }
+    let form = form_fields(url::form_urlencoded::parse(body))?;
+    let basic = match headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(basic_credentials)
+    {
+        Some(result) => Some(result?),
+        None => None,
+    };
+    Ok((form, basic))
+}
+
+async fn token(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let cid = telemetry::correlation_id();
+    let result = match token_request(&headers, &body) {
+        Ok((form, basic)) => oauth(&st).token(&form, basic).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(t) => json_no_store(StatusCode::OK, t.json()),
+        Err(e) => {
+            tracing::info!(correlation_id = %cid, error = e.code(), "token request refused");
+            cors(oauth_error_response(&e, &cid))
+        }
+    }
+}
+
+async fn revoke(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let cid = telemetry::correlation_id();
+    let result = match token_request(&headers, &body) {
+        Ok((form, basic)) => oauth(&st).revoke_token(&form, basic).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => cors((StatusCode::OK, [(header::CACHE_CONTROL, "no-store")], "").into_response()),
+        Err(e) => cors(oauth_error_response(&e, &cid)),
+    }
+}

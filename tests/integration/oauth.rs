@@ -1,0 +1,1360 @@
+//! The OAuth authorization server over real HTTP: discovery, registration, the consent page,
+//! codes, tokens, refresh rotation, revocation, client ID metadata documents, and the MCP
+//! endpoint's handling of our JWTs, with a negative test for every rule. Time is a test clock
+//! that the tests move; nothing sleeps.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use hmac::Mac;
+use nib::adapters::rate_limit::InMemoryRateLimiter;
+use nib::app::{App, LocalOptions};
+use nib::auth::oauth::OAuthConfig;
+use nib::auth::oauth::jwt::AccessClaims;
+use nib::domain::UserId;
+use nib::ports::Clock;
+use reqwest::Url;
+use serde_json::{Value, json};
+use sha2::Digest;
+
+use crate::helpers::{LATEST_LEGACY, Options, TestApp, initialize};
+
+const PASSWORD: &str = "correct horse battery staple";
+const VERIFIER: &str = "nib-test-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
+const REDIRECT: &str = "http://127.0.0.1:45678/callback";
+
+/// System time moved by an offset the test controls.
+#[derive(Default)]
+struct TestClock(AtomicI64);
+
+impl TestClock {
+    fn advance(&self, secs: i64) {
+        self.0.fetch_add(secs, Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> SystemTime {
+        let offset = self.0.load(Ordering::SeqCst);
+        SystemTime::now() + Duration::from_secs(offset as u64)
+    }
+}
+
+fn challenge(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()))
+}
+
+/// A server with a test clock, a password for the default user, and an HTTP client that does
+/// not follow redirects.
+struct Env {
+    app: TestApp,
+    clock: Arc<TestClock>,
+    http: reqwest::Client,
+    _data: tempfile::TempDir,
+}
+
+type Params = Vec<(String, String)>;
+
+impl Env {
+    async fn new() -> Env {
+        Env::with(Options {
+            import_sample: false,
+            ..Options::default()
+        })
+        .await
+    }
+
+    async fn with(options: Options) -> Env {
+        let data = tempfile::tempdir().unwrap();
+        let mut app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+        let clock = Arc::new(TestClock::default());
+        app.clock = clock.clone();
+        app.limiter = Arc::new(InMemoryRateLimiter::new(clock.clone()));
+        let user = UserId::parse("default").unwrap();
+        app.ensure_user(&user).await.unwrap();
+        app.users()
+            .set_password(&user, PASSWORD, true)
+            .await
+            .unwrap();
+        let app = TestApp::spawn_over(app, options).await;
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        Env {
+            app,
+            clock,
+            http,
+            _data: data,
+        }
+    }
+
+    fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.app.base)
+    }
+
+    /// The server's own authorization server (same key), to craft tokens.
+    fn oauth(&self) -> nib::auth::oauth::OAuth {
+        self.app.app.oauth(OAuthConfig::new(&self.app.base))
+    }
+
+    async fn register(&self, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(self.at("/oauth/register"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A public client (`none`) with one redirect URI.
+    async fn public_client(&self) -> String {
+        let (status, body) = self
+            .register(json!({
+                "client_name": "Test Client", "redirect_uris": [REDIRECT],
+                "token_endpoint_auth_method": "none", "application_type": "native"
+            }))
+            .await;
+        assert_eq!(status, 201, "{body}");
+        body["client_id"].as_str().unwrap().to_owned()
+    }
+
+    /// A complete, valid authorization request.
+    fn params(&self, client_id: &str) -> Params {
+        [
+            ("response_type", "code"),
+            ("client_id", client_id),
+            ("redirect_uri", REDIRECT),
+            ("state", "st4te"),
+            ("code_challenge", &challenge(VERIFIER)),
+            ("code_challenge_method", "S256"),
+            ("resource", &self.app.url),
+            ("scope", "read write"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    }
+
+    async fn get_authorize(&self, params: &Params) -> reqwest::Response {
+        self.http
+            .get(self.at("/oauth/authorize"))
+            .query(params)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Opens the consent page: its CSRF cookie, the form's token and the HTML.
+    async fn consent(&self, params: &Params) -> (String, String, String) {
+        let r = self.get_authorize(params).await;
+        assert_eq!(r.status(), 200);
+        let cookie = r
+            .headers()
+            .get("set-cookie")
+            .expect("a CSRF cookie")
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_owned();
+        let html = r.text().await.unwrap();
+        let csrf = field(&html, "csrf_token").expect("a csrf_token field");
+        (cookie, csrf, html)
+    }
+
+    async fn submit(
+        &self,
+        params: &Params,
+        cookie: Option<&str>,
+        extra: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut form = params.clone();
+        form.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let mut req = self.http.post(self.at("/oauth/authorize")).form(&form);
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// Runs the consent page as a person would and returns the redirect it ends with.
+    async fn authorize(&self, params: &Params) -> Url {
+        let (cookie, csrf, _) = self.consent(params).await;
+        let r = self
+            .submit(
+                params,
+                Some(&cookie),
+                &[
+                    ("csrf_token", &csrf),
+                    ("username", "default"),
+                    ("password", PASSWORD),
+                    ("decision", "approve"),
+                ],
+            )
+            .await;
+        assert_eq!(r.status(), 303, "{}", r.text().await.unwrap());
+        location(&r)
+    }
+
+    async fn code(&self, client_id: &str) -> String {
+        let url = self.authorize(&self.params(client_id)).await;
+        query(&url, "code").expect("a code")
+    }
+
+    async fn token(&self, form: &[(&str, &str)], basic: Option<(&str, &str)>) -> (u16, Value) {
+        let mut req = self.http.post(self.at("/oauth/token")).form(form);
+        if let Some((id, secret)) = basic {
+            req = req.header(
+                "authorization",
+                format!("Basic {}", STANDARD.encode(format!("{id}:{secret}"))),
+            );
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status().as_u16();
+        if status == 200 {
+            assert_eq!(r.headers()["cache-control"], "no-store");
+        }
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn exchange(&self, client_id: &str, code: &str) -> (u16, Value) {
+        self.token(
+            &[
+                ("grant_type", "authorization_code"),
+                ("code", code),
+                ("redirect_uri", REDIRECT),
+                ("code_verifier", VERIFIER),
+                ("client_id", client_id),
+                ("resource", &self.app.url),
+            ],
+            None,
+        )
+        .await
+    }
+
+    async fn refresh(&self, client_id: &str, refresh_token: &str) -> (u16, Value) {
+        self.token(
+            &[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", refresh_token),
+                ("client_id", client_id),
+            ],
+            None,
+        )
+        .await
+    }
+
+    /// A public client and a fresh token response for it.
+    async fn tokens(&self) -> (String, Value) {
+        let client = self.public_client().await;
+        let code = self.code(&client).await;
+        let (status, body) = self.exchange(&client, &code).await;
+        assert_eq!(status, 200, "{body}");
+        (client, body)
+    }
+
+    /// A `tools/call` on /mcp with this bearer token: status, `WWW-Authenticate`, body.
+    async fn call(&self, token: &str, tool: &str, args: Value) -> (u16, String, Value) {
+        let r = self
+            .app
+            .post_anon()
+            .bearer_auth(token)
+            .header("mcp-protocol-version", LATEST_LEGACY)
+            .json(&json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": { "name": tool, "arguments": args } }))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let challenge = r
+            .headers()
+            .get("www-authenticate")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        (status, challenge, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Asserts the token is refused with a 401 and the invalid_token challenge.
+    async fn assert_refused(&self, token: &str) {
+        let (status, challenge, body) = self.call(token, "list_pages", json!({})).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(
+            challenge.contains("error=\"invalid_token\"")
+                && challenge.contains("resource_metadata="),
+            "{challenge}"
+        );
+        assert!(body.get("result").is_none(), "never a tool result: {body}");
+    }
+}
+
+/// The value of a form field in the page.
+fn field(html: &str, name: &str) -> Option<String> {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html.find(&marker)? + marker.len();
+    Some(html[start..].split('"').next()?.to_owned())
+}
+
+fn location(r: &reqwest::Response) -> Url {
+    Url::parse(r.headers()["location"].to_str().unwrap()).unwrap()
+}
+
+fn query(url: &Url, name: &str) -> Option<String> {
+    url.query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+fn set(params: &mut Params, name: &str, value: Option<&str>) {
+    params.retain(|(k, _)| k != name);
+    if let Some(v) = value {
+        params.push((name.to_owned(), v.to_owned()));
+    }
+}
+
+#[tokio::test]
+async fn discovery_documents_name_the_authorization_server() {
+    let env = Env::new().await;
+    let issuer = env.app.base.clone();
+    for path in [
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+    ] {
+        let m: Value = env
+            .http
+            .get(env.at(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(m["issuer"], issuer.as_str());
+        assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]));
+        assert_eq!(m["client_id_metadata_document_supported"], true);
+        assert_eq!(m["authorization_response_iss_parameter_supported"], true);
+        assert_eq!(m["scopes_supported"], json!(["read", "write", "admin"]));
+        assert_eq!(
+            m["grant_types_supported"],
+            json!(["authorization_code", "refresh_token"])
+        );
+        assert_eq!(
+            m["token_endpoint_auth_methods_supported"],
+            json!(["none", "client_secret_post", "client_secret_basic"])
+        );
+        for endpoint in [
+            "authorization_endpoint",
+            "token_endpoint",
+            "registration_endpoint",
+            "revocation_endpoint",
+            "jwks_uri",
+        ] {
+            assert!(
+                m[endpoint].as_str().unwrap().starts_with(&issuer),
+                "{endpoint}"
+            );
+        }
+    }
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let prm: Value = env
+            .http
+            .get(env.at(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(prm["resource"], env.app.url.as_str());
+        assert_eq!(prm["authorization_servers"], json!([issuer]));
+    }
+    let jwks: Value = env
+        .http
+        .get(env.at("/oauth/jwks.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(jwks["keys"][0]["kty"], "OKP");
+    assert_eq!(jwks["keys"][0]["alg"], "EdDSA");
+    // The 401 challenge that starts a connector's flow points at the metadata.
+    let r = env
+        .app
+        .post_anon()
+        .json(&initialize(LATEST_LEGACY))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(
+        r.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("/.well-known/oauth-protected-resource/mcp")
+    );
+}
+
+#[tokio::test]
+async fn registration_follows_rfc7591_and_always_grants_refresh() {
+    let env = Env::new().await;
+    // Asking only for authorization_code still gets refresh_token: connectors need it.
+    let (status, body) = env
+        .register(json!({
+            "client_name": "Claude", "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"],
+            "grant_types": ["authorization_code"], "token_endpoint_auth_method": "client_secret_post",
+            "application_type": "web"
+        }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        body["grant_types"],
+        json!(["authorization_code", "refresh_token"])
+    );
+    assert_eq!(body["application_type"], "web");
+    assert_eq!(body["token_endpoint_auth_method"], "client_secret_post");
+    assert!(body["client_secret"].as_str().unwrap().len() >= 32);
+    assert_eq!(body["client_secret_expires_at"], 0);
+
+    let (status, body) = env
+        .register(json!({ "redirect_uris": ["http://127.0.0.1/cb"], "token_endpoint_auth_method": "none", "application_type": "native" }))
+        .await;
+    assert_eq!(status, 201);
+    assert!(body.get("client_secret").is_none());
+    assert_eq!(body["application_type"], "native");
+
+    for (bad, error) in [
+        (json!({ "redirect_uris": [] }), "invalid_redirect_uri"),
+        (
+            json!({ "redirect_uris": ["http://evil.example/cb"] }),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({ "redirect_uris": ["javascript:alert(1)"] }),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({ "redirect_uris": ["https://a.example/cb#frag"] }),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({ "redirect_uris": ["https://a.example/cb"], "token_endpoint_auth_method": "private_key_jwt" }),
+            "invalid_client_metadata",
+        ),
+        (
+            json!({ "redirect_uris": ["https://a.example/cb"], "grant_types": ["client_credentials"] }),
+            "invalid_client_metadata",
+        ),
+        (
+            json!({ "redirect_uris": ["https://a.example/cb"], "application_type": "tv" }),
+            "invalid_client_metadata",
+        ),
+    ] {
+        let (status, body) = env.register(bad.clone()).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (400, Some(error)),
+            "{bad}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_client_connects_calls_a_tool_and_refreshes() {
+    let env = Env::new().await;
+    let client = env.public_client().await;
+    let params = env.params(&client);
+    let (_, _, html) = env.consent(&params).await;
+    assert!(html.contains("Test Client"), "the page names the client");
+    assert!(html.contains("127.0.0.1:45678"), "and the redirect host");
+    assert!(html.contains("<strong>read</strong>") && html.contains("<strong>write</strong>"));
+    assert!(!html.contains("<strong>admin</strong>"));
+    assert!(!html.contains("<script"), "no JavaScript");
+
+    let back = env.authorize(&params).await;
+    assert_eq!(
+        format!("{}://{}{}", back.scheme(), back.authority(), back.path()),
+        REDIRECT
+    );
+    assert_eq!(query(&back, "state").as_deref(), Some("st4te"));
+    assert_eq!(query(&back, "iss").as_deref(), Some(env.app.base.as_str()));
+    let code = query(&back, "code").unwrap();
+
+    let (status, tokens) = env.exchange(&client, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(tokens["token_type"], "Bearer");
+    assert_eq!(tokens["scope"], "read write");
+    assert!(tokens["expires_in"].as_i64().unwrap() <= 3600);
+    let access = tokens["access_token"].as_str().unwrap();
+    let refresh = tokens["refresh_token"].as_str().unwrap();
+
+    // The JWT's claims: audience is the MCP resource, issuer is us, a jti, at most an hour.
+    let claims: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(access.split('.').nth(1).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(claims["aud"], env.app.url.as_str());
+    assert_eq!(claims["iss"], env.app.base.as_str());
+    assert!(claims["jti"].is_string());
+    assert!(claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap() <= 3600);
+
+    let (status, _, body) = env.call(access, "list_pages", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["isError"], false);
+    // API tokens keep working beside OAuth.
+    let (status, _, _) = env.call(&env.app.token, "list_pages", json!({})).await;
+    assert_eq!(status, 200);
+
+    // Refresh rotates.
+    let (status, next) = env.refresh(&client, refresh).await;
+    assert_eq!(status, 200, "{next}");
+    let access2 = next["access_token"].as_str().unwrap();
+    let refresh2 = next["refresh_token"].as_str().unwrap();
+    assert_ne!(refresh2, refresh);
+    assert_eq!(env.call(access2, "list_pages", json!({})).await.0, 200);
+    // The grant is listed for the user.
+    let grants = env
+        .oauth()
+        .grants
+        .list(&UserId::parse("default").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(grants.len(), 1);
+    assert_eq!(grants[0].client_name, "Test Client");
+}
+
+#[tokio::test]
+async fn reusing_a_rotated_refresh_token_revokes_the_grant() {
+    let env = Env::new().await;
+    let (client, first) = env.tokens().await;
+    let refresh1 = first["refresh_token"].as_str().unwrap();
+    let (_, second) = env.refresh(&client, refresh1).await;
+    let access2 = second["access_token"].as_str().unwrap().to_owned();
+    let refresh2 = second["refresh_token"].as_str().unwrap().to_owned();
+    // Someone replays the old one: refused, and everything of the grant dies.
+    let (status, body) = env.refresh(&client, refresh1).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    env.assert_refused(&access2).await;
+    let (status, body) = env.refresh(&client, &refresh2).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    // A refresh token is bound to its client.
+    let (other, tokens) = env.tokens().await;
+    let _ = other;
+    let (status, body) = env
+        .refresh(&client, tokens["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+}
+
+#[tokio::test]
+async fn refresh_tokens_live_for_weeks_and_then_expire() {
+    let env = Env::new().await;
+    let (client, tokens) = env.tokens().await;
+    let access = tokens["access_token"].as_str().unwrap();
+    // Three weeks later the access token is long expired (401, so the client refreshes)...
+    env.clock.advance(21 * 24 * 3600);
+    env.assert_refused(access).await;
+    // ...and the refresh token still works, and rotates into a fresh 30 days.
+    let (status, next) = env
+        .refresh(&client, tokens["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(status, 200, "{next}");
+    assert_eq!(
+        env.call(
+            next["access_token"].as_str().unwrap(),
+            "list_pages",
+            json!({})
+        )
+        .await
+        .0,
+        200
+    );
+    env.clock.advance(29 * 24 * 3600);
+    let (status, next) = env
+        .refresh(&client, next["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(status, 200, "{next}");
+    // Unused for 31 days: gone.
+    env.clock.advance(31 * 24 * 3600);
+    let (status, body) = env
+        .refresh(&client, next["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+}
+
+/// Exchanges a code as a confidential client would: secret in the body (`post`), in a Basic
+/// header (`basic`), or not at all (`none`).
+async fn exchange_as(env: &Env, id: &str, code: &str, how: &str, secret: &str) -> (u16, Value) {
+    let mut form = vec![
+        ("grant_type", "authorization_code"),
+        ("code", code),
+        ("redirect_uri", REDIRECT),
+        ("code_verifier", VERIFIER),
+    ];
+    let mut basic = None;
+    match how {
+        "post" => form.extend([("client_id", id), ("client_secret", secret)]),
+        "basic" => basic = Some((id, secret)),
+        _ => form.push(("client_id", id)),
+    }
+    env.token(&form, basic).await
+}
+
+#[tokio::test]
+async fn confidential_clients_authenticate_by_post_or_basic() {
+    let env = Env::new().await;
+    for method in ["client_secret_post", "client_secret_basic"] {
+        let (_, reg) = env
+            .register(json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": method, "client_name": method }))
+            .await;
+        let id = reg["client_id"].as_str().unwrap();
+        let secret = reg["client_secret"].as_str().unwrap();
+        // Either method works, whichever was registered.
+        for how in ["post", "basic"] {
+            let code = env.code(id).await;
+            let (status, body) = exchange_as(&env, id, &code, how, secret).await;
+            assert_eq!(status, 200, "{method} via {how}: {body}");
+        }
+        // A wrong or missing secret is invalid_client (401).
+        for (how, s) in [("post", "wrong"), ("basic", "wrong"), ("none", "")] {
+            let code = env.code(id).await;
+            let (status, body) = exchange_as(&env, id, &code, how, s).await;
+            assert_eq!(
+                (status, body["error"].as_str()),
+                (401, Some("invalid_client")),
+                "{method} via {how}"
+            );
+        }
+    }
+    // An unknown client too.
+    let (status, body) = env
+        .token(
+            &[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", "x"),
+                ("client_id", "nope"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (401, Some("invalid_client"))
+    );
+}
+
+#[tokio::test]
+async fn codes_are_single_use_and_bound_to_client_redirect_and_verifier() {
+    let env = Env::new().await;
+    let client = env.public_client().await;
+
+    // Wrong verifier: refused, and the code is burnt.
+    let code = env.code(&client).await;
+    let (status, body) = env
+        .token(
+            &[
+                ("grant_type", "authorization_code"),
+                ("code", &code),
+                ("redirect_uri", REDIRECT),
+                (
+                    "code_verifier",
+                    "wrong-verifier-wrong-verifier-wrong-verifier-123",
+                ),
+                ("client_id", &client),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    assert_eq!(env.exchange(&client, &code).await.0, 400, "burnt");
+
+    // Wrong redirect URI.
+    let code = env.code(&client).await;
+    let (status, body) = env
+        .token(
+            &[
+                ("grant_type", "authorization_code"),
+                ("code", &code),
+                ("redirect_uri", "http://127.0.0.1:45678/other"),
+                ("code_verifier", VERIFIER),
+                ("client_id", &client),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+
+    // Another client's code.
+    let code = env.code(&client).await;
+    let other = env.public_client().await;
+    let (status, body) = env.exchange(&other, &code).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+
+    // Expired after 60 s.
+    let code = env.code(&client).await;
+    env.clock.advance(61);
+    let (status, body) = env.exchange(&client, &code).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+
+    // Reused: the second exchange fails and revokes what the first one issued.
+    let code = env.code(&client).await;
+    let (status, tokens) = env.exchange(&client, &code).await;
+    assert_eq!(status, 200);
+    let access = tokens["access_token"].as_str().unwrap();
+    assert_eq!(env.call(access, "list_pages", json!({})).await.0, 200);
+    let (status, body) = env.exchange(&client, &code).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    env.assert_refused(access).await;
+    let (status, _) = env
+        .refresh(&client, tokens["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(status, 400);
+
+    // Unknown grant types and missing parameters.
+    let (status, body) = env
+        .token(&[("grant_type", "password"), ("client_id", &client)], None)
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("unsupported_grant_type"))
+    );
+    let (status, body) = env
+        .token(
+            &[("grant_type", "authorization_code"), ("client_id", &client)],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_request"))
+    );
+}
+
+#[tokio::test]
+async fn untrusted_redirects_get_an_error_page_never_a_redirect() {
+    let env = Env::new().await;
+    let client = env.public_client().await;
+    let cases: Vec<(&str, Option<&str>, Option<&str>)> = vec![
+        ("redirect_uri", Some("https://evil.example/callback"), None),
+        (
+            "redirect_uri",
+            Some("http://127.0.0.1:45678/callback/../evil"),
+            None,
+        ),
+        (
+            "redirect_uri",
+            Some("http://127.0.0.2:45678/callback"),
+            None,
+        ),
+        ("client_id", Some("nib_client_unknown"), None),
+        ("client_id", None, None),
+        // A plain-http metadata document URL that is not loopback: refused without a fetch.
+        ("client_id", Some("http://example.com/client.json"), None),
+    ];
+    for (name, value, _) in cases {
+        let mut params = env.params(&client);
+        set(&mut params, name, value);
+        let r = env.get_authorize(&params).await;
+        assert_eq!(r.status(), 400, "{name}={value:?}");
+        assert!(r.headers().get("location").is_none());
+        let html = r.text().await.unwrap();
+        assert!(html.contains("cannot be used"), "{html}");
+    }
+    // A duplicated parameter is refused too.
+    let mut params = env.params(&client);
+    params.push(("redirect_uri".into(), "https://evil.example/cb".into()));
+    let r = env.get_authorize(&params).await;
+    assert_eq!(r.status(), 400);
+    assert!(r.headers().get("location").is_none());
+    // The consent POST is judged the same way.
+    let mut params = env.params(&client);
+    set(
+        &mut params,
+        "redirect_uri",
+        Some("https://evil.example/callback"),
+    );
+    let r = env.submit(&params, None, &[("decision", "deny")]).await;
+    assert_eq!(r.status(), 400);
+    assert!(r.headers().get("location").is_none());
+
+    // A loopback redirect may use another port (RFC 8252).
+    let mut params = env.params(&client);
+    set(
+        &mut params,
+        "redirect_uri",
+        Some("http://127.0.0.1:1234/callback"),
+    );
+    assert_eq!(env.get_authorize(&params).await.status(), 200);
+}
+
+#[tokio::test]
+async fn request_errors_go_back_to_a_verified_redirect_uri() {
+    let env = Env::new().await;
+    let client = env.public_client().await;
+    let cases: Vec<(&str, Option<&str>, &str)> = vec![
+        ("code_challenge", None, "invalid_request"),
+        ("code_challenge_method", Some("plain"), "invalid_request"),
+        ("code_challenge_method", None, "invalid_request"),
+        ("code_challenge", Some("too-short"), "invalid_request"),
+        ("resource", None, "invalid_target"),
+        (
+            "resource",
+            Some("https://other.example/mcp"),
+            "invalid_target",
+        ),
+        ("scope", Some("read openid"), "invalid_scope"),
+        ("response_type", Some("token"), "unsupported_response_type"),
+    ];
+    for (name, value, error) in cases {
+        let mut params = env.params(&client);
+        set(&mut params, name, value);
+        let r = env.get_authorize(&params).await;
+        assert_eq!(r.status(), 303, "{name}={value:?}");
+        let back = location(&r);
+        assert!(back.as_str().starts_with(REDIRECT));
+        assert_eq!(
+            query(&back, "error").as_deref(),
+            Some(error),
+            "{name}={value:?}"
+        );
+        assert_eq!(query(&back, "state").as_deref(), Some("st4te"));
+        assert_eq!(query(&back, "iss").as_deref(), Some(env.app.base.as_str()));
+        assert!(query(&back, "code").is_none());
+    }
+}
+
+#[tokio::test]
+async fn the_consent_form_needs_its_csrf_token_cookie_and_the_password() {
+    let env = Env::new().await;
+    let client = env.public_client().await;
+    let params = env.params(&client);
+    let (cookie, csrf, _) = env.consent(&params).await;
+    let approve = |csrf: &'static str| {
+        [
+            ("csrf_token", csrf),
+            ("username", "default"),
+            ("password", PASSWORD),
+            ("decision", "approve"),
+        ]
+    };
+    let csrf: &'static str = Box::leak(csrf.into_boxed_str());
+
+    // No token, a token without its cookie, a forged token, another cookie.
+    let without = [
+        ("username", "default"),
+        ("password", PASSWORD),
+        ("decision", "approve"),
+    ];
+    for (c, extra) in [
+        (Some(cookie.as_str()), &without[..]),
+        (None, &approve(csrf)[..]),
+        (Some(cookie.as_str()), &approve("99999999999.AAAA")[..]),
+        (
+            Some("nib_csrf=AAAAAAAAAAAAAAAAAAAAAAAA"),
+            &approve(csrf)[..],
+        ),
+    ] {
+        let r = env.submit(&params, c, extra).await;
+        assert_eq!(r.status(), 403);
+        assert!(r.headers().get("location").is_none());
+    }
+    // A token made for other parameters (say, a smaller scope) does not fit.
+    let mut admin = params.clone();
+    set(&mut admin, "scope", Some("admin"));
+    let r = env.submit(&admin, Some(&cookie), &approve(csrf)).await;
+    assert_eq!(r.status(), 403);
+    // An expired form.
+    env.clock.advance(3600);
+    let r = env.submit(&params, Some(&cookie), &approve(csrf)).await;
+    assert_eq!(r.status(), 403);
+
+    // A wrong password shows the page again, without a redirect.
+    let (cookie, csrf, _) = env.consent(&params).await;
+    let r = env
+        .submit(
+            &params,
+            Some(&cookie),
+            &[
+                ("csrf_token", &csrf),
+                ("username", "default"),
+                ("password", "wrong password"),
+                ("decision", "approve"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("location").is_none());
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("Wrong user name or password")
+    );
+    let r = env
+        .submit(
+            &params,
+            Some(&cookie),
+            &[
+                ("csrf_token", &csrf),
+                ("username", "nobody"),
+                ("password", PASSWORD),
+                ("decision", "approve"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 401);
+    // Deny sends access_denied back.
+    let r = env
+        .submit(
+            &params,
+            Some(&cookie),
+            &[("csrf_token", &csrf), ("decision", "deny")],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(
+        query(&location(&r), "error").as_deref(),
+        Some("access_denied")
+    );
+}
+
+#[tokio::test]
+async fn forged_expired_foreign_and_revoked_access_tokens_get_401() {
+    let env = Env::new().await;
+    let (client, tokens) = env.tokens().await;
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    let parts: Vec<&str> = access.split('.').collect();
+    let mut claims: AccessClaims =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
+    let oauth = env.oauth();
+
+    // Our own key, another audience.
+    let mut foreign = claims.clone();
+    foreign.aud = "https://other.example/mcp".into();
+    env.assert_refused(&oauth.sign_access_token(&foreign)).await;
+    // Another issuer.
+    let mut foreign = claims.clone();
+    foreign.iss = "https://evil.example".into();
+    env.assert_refused(&oauth.sign_access_token(&foreign)).await;
+    // Tampered: a raised scope under the old signature.
+    claims.scope = "read write admin".into();
+    let tampered = format!(
+        "{}.{}.{}",
+        parts[0],
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).unwrap()),
+        parts[2]
+    );
+    env.assert_refused(&tampered).await;
+    // alg: none.
+    let none = format!(
+        "{}.{}.",
+        URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"at+jwt"}"#),
+        parts[1]
+    );
+    env.assert_refused(&none).await;
+    // HS256 keyed with our public key (algorithm confusion).
+    let jwks: Value = env
+        .http
+        .get(env.at("/oauth/jwks.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let public = URL_SAFE_NO_PAD
+        .decode(jwks["keys"][0]["x"].as_str().unwrap())
+        .unwrap();
+    let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"at+jwt"}"#);
+    let signing_input = format!("{header}.{}", parts[1]);
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&public).unwrap();
+    mac.update(signing_input.as_bytes());
+    let hs = format!(
+        "{signing_input}.{}",
+        URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+    );
+    env.assert_refused(&hs).await;
+    // Garbage that looks like neither kind of token.
+    env.assert_refused("not-a-token").await;
+
+    // The genuine token works until its grant is revoked (`nib grant revoke`).
+    assert_eq!(env.call(&access, "list_pages", json!({})).await.0, 200);
+    let grant = env
+        .oauth()
+        .grants
+        .list(&UserId::parse("default").unwrap())
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    env.oauth()
+        .grants
+        .revoke(&grant.grant_id, None, "test")
+        .await
+        .unwrap();
+    env.assert_refused(&access).await;
+    let (status, _) = env
+        .refresh(&client, tokens["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(status, 400);
+
+    // Expiry, on the server's clock.
+    let (_, tokens) = env.tokens().await;
+    let access = tokens["access_token"].as_str().unwrap();
+    assert_eq!(env.call(access, "list_pages", json!({})).await.0, 200);
+    env.clock.advance(3600);
+    env.assert_refused(access).await;
+}
+
+#[tokio::test]
+async fn the_revocation_endpoint_ends_the_grant() {
+    let env = Env::new().await;
+    for kind in ["refresh_token", "access_token"] {
+        let (client, tokens) = env.tokens().await;
+        let access = tokens["access_token"].as_str().unwrap();
+        let r = env
+            .http
+            .post(env.at("/oauth/revoke"))
+            .form(&[
+                ("token", tokens[kind].as_str().unwrap()),
+                ("token_type_hint", kind),
+                ("client_id", &client),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        env.assert_refused(access).await;
+        let (status, _) = env
+            .refresh(&client, tokens["refresh_token"].as_str().unwrap())
+            .await;
+        assert_eq!(status, 400, "{kind}");
+    }
+    // Unknown tokens are not errors; another client cannot revoke ours.
+    let (client, tokens) = env.tokens().await;
+    let other = env.public_client().await;
+    for (token, who) in [
+        ("nib_rt_unknown", client.as_str()),
+        (tokens["refresh_token"].as_str().unwrap(), other.as_str()),
+    ] {
+        let r = env
+            .http
+            .post(env.at("/oauth/revoke"))
+            .form(&[("token", token), ("client_id", who)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(
+        env.call(
+            tokens["access_token"].as_str().unwrap(),
+            "list_pages",
+            json!({})
+        )
+        .await
+        .0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_read_grant_is_asked_to_step_up_for_write_tools() {
+    let env = Env::new().await;
+    let client = env.public_client().await;
+    let mut params = env.params(&client);
+    set(&mut params, "scope", Some("read"));
+    let code = query(&env.authorize(&params).await, "code").unwrap();
+    let (status, tokens) = env.exchange(&client, &code).await;
+    assert_eq!(status, 200);
+    assert_eq!(tokens["scope"], "read");
+    let access = tokens["access_token"].as_str().unwrap();
+    let (status, challenge, body) = env
+        .call(
+            access,
+            "create_task",
+            json!({ "target_date": "2026-06-20", "text": "x" }),
+        )
+        .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"write\""),
+        "{challenge}"
+    );
+    assert_eq!(env.call(access, "list_tasks", json!({})).await.0, 200);
+    // Refreshing cannot widen the scope.
+    let (status, body) = env
+        .token(
+            &[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", tokens["refresh_token"].as_str().unwrap()),
+                ("client_id", &client),
+                ("scope", "read write"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_scope"))
+    );
+}
+
+#[tokio::test]
+async fn a_pre_registered_client_connects_without_the_unverified_warning() {
+    use nib::auth::oauth::clients::{ClientKind, RegistrationRequest};
+    let env = Env::new().await;
+    let registered = env
+        .oauth()
+        .clients
+        .register(
+            RegistrationRequest {
+                redirect_uris: Some(vec![REDIRECT.into()]),
+                token_endpoint_auth_method: Some("none".into()),
+                client_name: Some("Operator's App".into()),
+                ..Default::default()
+            },
+            ClientKind::Preregistered,
+        )
+        .await
+        .unwrap();
+    let client = registered.record.client_id;
+    let (_, _, html) = env.consent(&env.params(&client)).await;
+    assert!(
+        html.contains("Operator&#39;s App") || html.contains("Operator&#x27;s App"),
+        "escaped: {html}"
+    );
+    assert!(!html.contains("has not verified"));
+    let code = env.code(&client).await;
+    let (status, tokens) = env.exchange(&client, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+}
+
+#[tokio::test]
+async fn the_consent_page_escapes_what_clients_send() {
+    let env = Env::new().await;
+    let (_, body) = env
+        .register(json!({ "client_name": "<script>alert(1)</script>", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" }))
+        .await;
+    let mut params = env.params(body["client_id"].as_str().unwrap());
+    set(&mut params, "state", Some("\"><script>x</script>"));
+    let (_, _, html) = env.consent(&params).await;
+    assert!(!html.contains("<script"), "{html}");
+    assert!(
+        html.contains("&#60;script&#62;alert(1)") || html.contains("&lt;script&gt;alert(1)"),
+        "the name is shown, escaped"
+    );
+}
+
+/// Serves a client ID metadata document at `http://127.0.0.1:PORT/client.json`.
+async fn metadata_document_server(name: &str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/client.json", listener.local_addr().unwrap());
+    let doc = json!({
+        "client_id": url, "client_name": name, "redirect_uris": [REDIRECT],
+        "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token"]
+    });
+    let router = axum::Router::new().route(
+        "/client.json",
+        axum::routing::get(move || {
+            let doc = doc.clone();
+            async move { axum::Json(doc) }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    url
+}
+
+#[tokio::test]
+async fn a_url_client_id_is_resolved_as_a_metadata_document() {
+    let env = Env::with(Options {
+        import_sample: false,
+        dev_http_client_ids: true,
+        ..Options::default()
+    })
+    .await;
+    let client = metadata_document_server("Metadata Doc App").await;
+    let params = env.params(&client);
+    let (_, _, html) = env.consent(&params).await;
+    assert!(html.contains("Metadata Doc App"));
+    assert!(
+        !html.contains("has not verified"),
+        "its name is bound to its URL"
+    );
+    let code = query(&env.authorize(&params).await, "code").unwrap();
+    let (status, tokens) = env.exchange(&client, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(
+        env.call(
+            tokens["access_token"].as_str().unwrap(),
+            "list_pages",
+            json!({})
+        )
+        .await
+        .0,
+        200
+    );
+    // A redirect URI the document does not list is refused with a page.
+    let mut params = env.params(&client);
+    set(&mut params, "redirect_uri", Some("https://evil.example/cb"));
+    assert_eq!(env.get_authorize(&params).await.status(), 400);
+}
+
+#[tokio::test]
+async fn http_metadata_documents_need_the_development_option() {
+    let env = Env::new().await;
+    let client = metadata_document_server("Local App").await;
+    let r = env.get_authorize(&env.params(&client)).await;
+    assert_eq!(r.status(), 400);
+    assert!(r.headers().get("location").is_none());
+    assert!(r.text().await.unwrap().contains("cannot be used"));
+}
+
+#[tokio::test]
+async fn sign_in_attempts_are_limited_per_user() {
+    let env = Env::new().await;
+    let client = env.public_client().await;
+    let params = env.params(&client);
+    let (cookie, csrf, _) = env.consent(&params).await;
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        let r = env
+            .submit(
+                &params,
+                Some(&cookie),
+                &[
+                    ("csrf_token", &csrf),
+                    ("username", "default"),
+                    ("password", "guess"),
+                    ("decision", "approve"),
+                ],
+            )
+            .await;
+        statuses.push(r.status().as_u16());
+    }
+    assert_eq!(statuses[..10], [401; 10]);
+    assert_eq!(statuses[10], 429);
+}
+
+/// The CLI: `nib user create/passwd`, `nib client add/list`, `nib grant list/revoke`.
+#[tokio::test]
+async fn the_cli_manages_users_clients_and_grants() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let data = tempfile::tempdir().unwrap();
+    let nib = |args: &[&str], stdin: Option<&str>| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nib"))
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, _, err) = nib(
+        &["user", "create", "alice", "--password-stdin"],
+        Some("short\n"),
+    );
+    assert!(!ok && err.contains("at least 8"), "{err}");
+    let (ok, _, err) = nib(
+        &["user", "create", "alice", "--password-stdin"],
+        Some("alice's long password\n"),
+    );
+    assert!(ok, "{err}");
+    let (ok, _, err) = nib(
+        &["user", "create", "alice", "--password-stdin"],
+        Some("another password\n"),
+    );
+    assert!(!ok && err.contains("already has a password"), "{err}");
+    let (ok, _, err) = nib(
+        &["user", "passwd", "alice", "--password-stdin"],
+        Some("another password\n"),
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = nib(
+        &[
+            "client",
+            "add",
+            "--name",
+            "Conformance",
+            "--redirect-uri",
+            "http://127.0.0.1:3000/callback",
+        ],
+        None,
+    );
+    assert!(ok, "{err}");
+    let client_id = out.trim().to_owned();
+    assert!(client_id.starts_with("nib_client_"));
+    let (ok, out, _) = nib(&["client", "list"], None);
+    assert!(ok && out.contains(&client_id) && out.contains("pre-registered"));
+    let (ok, out, _) = nib(&["grant", "list", "--user", "alice"], None);
+    assert!(ok && out.lines().count() == 1, "{out}");
+    let (ok, _, err) = nib(&["grant", "revoke", "gr_nope", "--user", "alice"], None);
+    assert!(!ok && err.contains("no grant"), "{err}");
+
+    // The password works on a server over the same data.
+    let app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+    let users = app.users();
+    assert_eq!(
+        users.check("alice", "another password").await.unwrap(),
+        Some(UserId::parse("alice").unwrap())
+    );
+    assert_eq!(
+        users.check("alice", "alice's long password").await.unwrap(),
+        None
+    );
+}

@@ -1,0 +1,240 @@
+//! Per-credential rate limits on /mcp over real HTTP: exact under concurrency (both limiter
+//! implementations), the 429 shape, per-token isolation, write limits, and window resets. The
+//! clock is pinned so that no window boundary falls inside a test.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use nib::adapters::rate_limit::{InMemoryRateLimiter, StoreRateLimiter};
+use nib::app::{App, LocalOptions};
+use nib::auth::Scope;
+use nib::http::{RATE_LIMITED_CODE, RateLimits};
+use nib::ports::{Clock, RateLimiter};
+use serde_json::{Value, json};
+
+use crate::helpers::{LATEST_LEGACY, Options, TestApp};
+
+/// A clock pinned to the start of a minute (and of an hour), moved only by the test.
+struct PinnedClock(AtomicI64);
+
+impl PinnedClock {
+    fn new() -> Arc<PinnedClock> {
+        Arc::new(PinnedClock(AtomicI64::new(1_800_000_000 / 3600 * 3600)))
+    }
+
+    fn advance(&self, secs: i64) {
+        self.0.fetch_add(secs, Ordering::SeqCst);
+    }
+}
+
+impl Clock for PinnedClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(self.0.load(Ordering::SeqCst) as u64)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Limiter {
+    Memory,
+    Store,
+}
+
+struct Env {
+    app: TestApp,
+    clock: Arc<PinnedClock>,
+    _data: tempfile::TempDir,
+}
+
+async fn spawn(limits: RateLimits, limiter: Limiter) -> Env {
+    let data = tempfile::tempdir().unwrap();
+    let mut app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+    let clock = PinnedClock::new();
+    app.limiter = match limiter {
+        Limiter::Memory => {
+            Arc::new(InMemoryRateLimiter::new(clock.clone())) as Arc<dyn RateLimiter>
+        }
+        Limiter::Store => Arc::new(StoreRateLimiter::new(app.store.clone(), clock.clone())),
+    };
+    let app = TestApp::spawn_over(
+        app,
+        Options {
+            import_sample: false,
+            rate_limits: limits,
+            ..Options::default()
+        },
+    )
+    .await;
+    Env {
+        app,
+        clock,
+        _data: data,
+    }
+}
+
+async fn call(env: &Env, token: &str, tool: &str, args: Value) -> reqwest::Response {
+    env.app
+        .post_anon()
+        .bearer_auth(token)
+        .header("mcp-protocol-version", LATEST_LEGACY)
+        .json(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": { "name": tool, "arguments": args } }))
+        .send()
+        .await
+        .unwrap()
+}
+
+fn per_minute(n: u64) -> RateLimits {
+    RateLimits {
+        per_minute: n,
+        ..RateLimits::OFF
+    }
+}
+
+/// 200 concurrent tool calls on a limit of 60: exactly 60 succeed and 140 get 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exactly_the_limit_passes_under_concurrency() {
+    for limiter in [Limiter::Memory, Limiter::Store] {
+        let env = spawn(per_minute(60), limiter).await;
+        let calls =
+            (0..200).map(|_| call(&env, &env.app.token, "list_pages", json!({ "limit": 1 })));
+        let statuses: Vec<u16> = futures::future::join_all(calls)
+            .await
+            .iter()
+            .map(|r| r.status().as_u16())
+            .collect();
+        let ok = statuses.iter().filter(|s| **s == 200).count();
+        let limited = statuses.iter().filter(|s| **s == 429).count();
+        assert_eq!((ok, limited), (60, 140), "{statuses:?}");
+    }
+}
+
+#[tokio::test]
+async fn over_the_limit_is_429_with_retry_after_and_a_json_rpc_error() {
+    let env = spawn(
+        RateLimits {
+            per_minute: 3,
+            per_hour: 5,
+            ..RateLimits::OFF
+        },
+        Limiter::Memory,
+    )
+    .await;
+    env.clock.advance(20);
+    for _ in 0..3 {
+        assert_eq!(
+            call(&env, &env.app.token, "list_tasks", json!({}))
+                .await
+                .status(),
+            200
+        );
+    }
+    let r = call(&env, &env.app.token, "list_tasks", json!({})).await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["retry-after"], "40");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["id"], 9);
+    assert_eq!(body["error"]["code"], RATE_LIMITED_CODE);
+    assert_eq!(body["error"]["data"]["retryAfterSeconds"], 40);
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("retry after 40 s") && message.contains("per minute"),
+        "{message}"
+    );
+
+    // Another token has its own counters.
+    let other = env.app.token_for("default", Scope::Read).await;
+    assert_eq!(
+        call(&env, &other, "list_tasks", json!({})).await.status(),
+        200
+    );
+
+    // The next minute opens again, until the hour's limit.
+    env.clock.advance(40);
+    for _ in 0..2 {
+        assert_eq!(
+            call(&env, &env.app.token, "list_tasks", json!({}))
+                .await
+                .status(),
+            200
+        );
+    }
+    let r = call(&env, &env.app.token, "list_tasks", json!({})).await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["retry-after"], (3600 - 60).to_string());
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("per hour")
+    );
+}
+
+#[tokio::test]
+async fn writes_can_be_limited_apart_from_reads() {
+    let env = spawn(
+        RateLimits {
+            per_minute: 100,
+            writes_per_minute: 2,
+            ..RateLimits::OFF
+        },
+        Limiter::Memory,
+    )
+    .await;
+    for i in 0..2 {
+        let r = call(
+            &env,
+            &env.app.token,
+            "create_task",
+            json!({ "target_date": "2026-06-20", "text": format!("task {i}") }),
+        )
+        .await;
+        assert_eq!(r.status(), 200);
+    }
+    let r = call(
+        &env,
+        &env.app.token,
+        "create_task",
+        json!({ "target_date": "2026-06-20", "text": "one too many" }),
+    )
+    .await;
+    assert_eq!(r.status(), 429);
+    // Reads go on.
+    assert_eq!(
+        call(&env, &env.app.token, "list_tasks", json!({}))
+            .await
+            .status(),
+        200
+    );
+}
+
+#[tokio::test]
+async fn no_limits_by_default_in_the_library_and_unauthenticated_requests_are_not_counted() {
+    let env = spawn(per_minute(1), Limiter::Memory).await;
+    // A request without a token is refused by authentication, not counted.
+    for _ in 0..3 {
+        let r = env
+            .app
+            .post_anon()
+            .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401);
+    }
+    assert_eq!(
+        call(&env, &env.app.token, "list_tasks", json!({}))
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(
+        call(&env, &env.app.token, "list_tasks", json!({}))
+            .await
+            .status(),
+        429
+    );
+    assert_eq!(RateLimits::DEFAULT.all().len(), 2);
+    assert!(RateLimits::OFF.all().is_empty());
+}
