@@ -25,12 +25,18 @@ NPM_STAMP := $(NPM_DIR)/.installed
 VENV := .venv
 VENV_STAMP := $(VENV)/.installed
 
-.PHONY: help tools tools-node tools-python build test run lint bench clean-tools
+# checkov (Terraform static analysis) in a venv of its own: its pins conflict with moto's.
+# Pinned by tests/tools/requirements-infra.txt + constraints-infra.txt.
+VENV_INFRA := .venv-infra
+VENV_INFRA_STAMP := $(VENV_INFRA)/.installed
+
+.PHONY: help tools tools-node tools-python tools-browser build test run lint bench clean-tools \
+	bench-build bench-micro bench-load bench-cold bench-report tools-bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
 
-tools: tools-node tools-python ## install all test tools (no-op when up to date)
+tools: tools-node tools-python tools-infra ## install all test tools (no-op when up to date)
 
 tools-node: $(NPM_STAMP) ## install Node 22 and the pinned npm test tools into .tools/
 
@@ -59,18 +65,35 @@ $(VENV_STAMP): tests/tools/requirements.txt tests/tools/constraints.txt
 	$(VENV)/bin/pip install --disable-pip-version-check --quiet -r tests/tools/requirements.txt
 	touch $@
 
-clean-tools: ## remove .tools/ and .venv/ (the next `make tools` reinstalls them)
-	rm -rf .tools $(VENV)
+tools-infra: $(VENV_INFRA_STAMP) ## create .venv-infra with the pinned checkov
+
+$(VENV_INFRA_STAMP): tests/tools/requirements-infra.txt tests/tools/constraints-infra.txt
+	rm -rf $(VENV_INFRA)
+	$(PYTHON3) -m venv $(VENV_INFRA)
+	echo '*' > $(VENV_INFRA)/.gitignore  # ignored by itself, as Python >= 3.13 venvs are
+	$(VENV_INFRA)/bin/pip install --disable-pip-version-check --quiet -r tests/tools/requirements-infra.txt
+	touch $@
+
+clean-tools: ## remove .tools/, .venv/ and .venv-infra/ (the next `make tools` reinstalls them)
+	rm -rf .tools $(VENV) $(VENV_INFRA)
 
 build: ## compile everything, tests included
 	$(CARGO) build --workspace --all-targets
 
 # Builds the binaries, then runs every suite even when an earlier one fails, and fails if any
-# did: Rust tests (nextest when installed), the MCP conformance suite, then real MCP clients.
+# did: Rust tests (nextest when installed), the MCP conformance suite, real MCP clients, then the
+# OAuth flow with the TypeScript SDK in headless Chromium and the suite's authorization checks.
 # The conformance run uses a build with the suite's diagnostic fixture tools
 # (feature conformance-fixtures, kept as target/debug/nib-conformance); everything else uses the
 # plain target/debug/nib. Cargo keeps both feature sets' artifacts, so switching only re-links.
-test: tools ## install tools, build, run all tests
+# Debian's Chromium and ChromeDriver drive the OAuth consent page in tests/oauth (playwright-core
+# uses /usr/bin/chromium; nothing downloads a browser of its own). Installed only when missing.
+tools-browser: ## install Debian's chromium and chromium-driver when missing
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
+
+test: tools tools-browser ## install tools, build, run all tests
 	$(CARGO) build -p nib-cli --features conformance-fixtures
 	cp target/debug/nib target/debug/nib-conformance
 	$(CARGO) build --workspace --bins
@@ -82,6 +105,8 @@ test: tools ## install tools, build, run all tests
 	fi; \
 	NIB_BIN=target/debug/nib-conformance tests/conformance/run.sh || failed="$$failed conformance"; \
 	tests/clients/run.sh || failed="$$failed clients"; \
+	tests/oauth/run.sh || failed="$$failed oauth"; \
+	$(MAKE) --no-print-directory test-infra || failed="$$failed infra"; \
 	if [[ -n "$$failed" ]]; then echo "make test: FAILED:$$failed"; exit 1; fi
 
 run: ## import the sample notebook and serve it locally
@@ -92,5 +117,84 @@ lint: ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-bench: ## benchmarks (not yet)
-	@echo "bench: not yet"
+# ---- Benchmarks ---------------------------------------------------------------------------
+# `make bench` runs them all and writes BENCHMARKS.md, a row of bench/history.csv and
+# bench/search_latency.png. Results of the parts go to $(BENCH_OUT) (ignored, under target/).
+# Everything only ever talks to 127.0.0.1, and every run is bounded in time.
+BENCH_TARGET := $(or $(CARGO_TARGET_DIR),target)
+BENCH_OUT := $(BENCH_TARGET)/bench
+BENCH_PAGES ?= 10000
+BENCH_SECONDS ?= 10
+BENCH_VENV_STAMP := $(VENV)/.installed-bench
+
+bench: ## all benchmarks, then BENCHMARKS.md + bench/history.csv + bench/search_latency.png
+	@mkdir -p $(BENCH_OUT) && rm -f $(BENCH_OUT)/*.json
+	@echo "{\"loadavg\": \"$$(cut -d' ' -f1 /proc/loadavg)\"}" > $(BENCH_OUT)/start.json
+	$(MAKE) bench-micro bench-load bench-cold
+	$(MAKE) bench-report
+
+tools-bench: $(BENCH_VENV_STAMP) ## add the report's Python packages (matplotlib) to .venv
+
+$(BENCH_VENV_STAMP): bench/requirements.txt $(VENV_STAMP)
+	$(VENV)/bin/pip install --disable-pip-version-check --quiet -r bench/requirements.txt \
+		-c tests/tools/constraints.txt
+	touch $@
+
+# Release builds of nib, the Lambda functions (functions/*/, once they exist) and the bench
+# tools (bench/: page generator, floor server, cold-start harness); none of the latter ship.
+bench-build:
+	$(CARGO) build --release --workspace --bins
+
+bench-micro: ## criterion micro benchmarks (the 100k-page search store is built once, cached in target/)
+	@mkdir -p $(BENCH_OUT)
+	CRITERION_HOME=$(abspath $(BENCH_OUT))/criterion NIB_BENCH_OUT=$(abspath $(BENCH_OUT)) \
+		$(CARGO) bench -p nib-shared --bench parser --bench crypto --bench search --bench dispatch
+
+bench-load: bench-build ## nib serve vs the floor server under wrk at c=1/16/64, and the import rate
+	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+	$(PYTHON3) bench/load.py --nib $(BENCH_TARGET)/release/nib \
+		--floor $(BENCH_TARGET)/release/nib-floor --gen $(BENCH_TARGET)/release/nib-bench-gen \
+		--out $(BENCH_OUT) --pages $(BENCH_PAGES) --duration $(BENCH_SECONDS)
+
+bench-cold: bench-build ## cold start of each functions/*/ binary (and nib serve), median of 20
+	$(PYTHON3) bench/cold.py --target $(BENCH_TARGET) --out $(BENCH_OUT)
+
+bench-report: tools-bench ## BENCHMARKS.md, bench/history.csv and the plot from $(BENCH_OUT)
+	$(VENV)/bin/python bench/report.py --out $(BENCH_OUT)
+
+# ---- AWS deployment (infra/, see infra/README.md) -----------------------------------------
+.PHONY: tools-infra test-infra lambdas deploy
+
+# The Terraform checks, no AWS account needed: formatting, checkov (every skipped check says
+# why, inline), and the least-privilege policy tests on the parsed HCL. All three run even when
+# one fails. terraform is only needed for the format check; without it that check is skipped,
+# loudly.
+test-infra: tools-python tools-infra ## terraform fmt -check, checkov and the IAM policy tests on infra/
+	@failed=""; \
+	if command -v terraform >/dev/null; then \
+		terraform fmt -check -recursive -diff infra || failed="$$failed terraform-fmt"; \
+	else \
+		echo "test-infra: SKIPPED terraform fmt -check (terraform is not on PATH)"; \
+	fi; \
+	$(VENV_INFRA)/bin/checkov -d infra --framework terraform --compact --quiet --skip-download \
+		|| failed="$$failed checkov"; \
+	PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/python -m pytest -p no:cacheprovider tests/infra -q \
+		|| failed="$$failed infra-policy"; \
+	if [[ -n "$$failed" ]]; then echo "test-infra: FAILED:$$failed"; exit 1; fi
+
+# Every function of functions/*/ as target/lambda/<name>/bootstrap.zip, which infra/ uploads.
+lambdas: ## build the Lambda functions (arm64 zips in target/lambda/)
+	@echo "lambdas: TODO (issue 5, item 2): install cargo-lambda from PyPI into the venv, then run"
+	@echo "         cargo lambda build --release --arm64 --output-format zip"
+	@exit 1
+# TODO: cargo lambda build --release --arm64 --output-format zip
+
+# Builds the functions, creates or updates the whole stack in the AWS account of the current
+# credentials (AWS_PROFILE / AWS_REGION as usual), then prints the connector URL. Needs AWS
+# credentials and the registry of Terraform providers, so it cannot run on the development
+# machines; see infra/README.md. TF_APPLY_FLAGS=-auto-approve skips the confirmation.
+TF_APPLY_FLAGS ?=
+deploy: lambdas ## build the functions, terraform apply infra/, print the connector URL
+	terraform -chdir=infra init -input=false
+	terraform -chdir=infra apply $(TF_APPLY_FLAGS)
+	@echo "nib: connector URL $$(terraform -chdir=infra output -raw connector_url)"

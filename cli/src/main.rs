@@ -12,8 +12,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use nib::app::{App, DEFAULT_USER, LocalOptions};
 use nib::auth::Scope;
+use nib::auth::oauth::clients::{ClientKind, RegistrationRequest};
+use nib::auth::oauth::{MAX_ACCESS_TTL_SECS, OAuthConfig, scope_string};
+use nib::config::AwsConfig;
 use nib::domain::UserId;
-use nib::http::HttpConfig;
+use nib::http::{HttpConfig, RateLimits};
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +47,75 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Users' sign-in passwords (the OAuth consent page asks for them).
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+    /// Pre-register, list and remove OAuth clients.
+    Client {
+        #[command(subcommand)]
+        command: ClientCommand,
+    },
+    /// List and revoke what users approved on the consent page (OAuth grants).
+    Grant {
+        #[command(subcommand)]
+        command: GrantCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Create a user with a password (asked twice, or one line on stdin with --password-stdin).
+    Create {
+        name: String,
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Change a user's password.
+    Passwd {
+        name: String,
+        #[arg(long)]
+        password_stdin: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClientCommand {
+    /// Register a client by hand (for apps that cannot register themselves); prints its id.
+    Add {
+        /// The name the consent page shows.
+        #[arg(long)]
+        name: String,
+        /// An allowed redirect URI (repeat for more); loopback http URIs may vary the port.
+        #[arg(long = "redirect-uri", required = true)]
+        redirect_uris: Vec<String>,
+        /// Issue a client secret (printed once); without it the client is public (PKCE only).
+        #[arg(long)]
+        confidential: bool,
+        /// `native` for desktop apps with private-use URI schemes.
+        #[arg(long, default_value = "web", value_parser = ["web", "native"])]
+        application_type: String,
+    },
+    /// List the stored clients.
+    List,
+    /// Forget a client.
+    Remove { client_id: String },
+}
+
+#[derive(Subcommand)]
+enum GrantCommand {
+    /// List a user's grants.
+    List {
+        #[arg(long, default_value = DEFAULT_USER)]
+        user: String,
+    },
+    /// Revoke a grant: its access and refresh tokens stop working at once.
+    Revoke {
+        grant_id: String,
+        #[arg(long, default_value = DEFAULT_USER)]
+        user: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -69,6 +141,55 @@ struct ServeArgs {
     /// Lifetime of signed page-image URLs, in seconds.
     #[arg(long, default_value_t = 3600, env = "NIB_ASSET_TTL_SECONDS")]
     asset_ttl_seconds: u64,
+    /// Where the notebook lives: `local` (the data directory) or `aws` (DynamoDB, S3 and KMS,
+    /// from NIB_TABLE, NIB_BUCKET, NIB_KMS_KEY_ID and the usual AWS_* variables; set
+    /// AWS_ENDPOINT_URL for an emulator).
+    #[arg(long, value_enum, default_value_t = Backend::Local, env = "NIB_BACKEND")]
+    backend: Backend,
+    #[command(flatten)]
+    limits: RateLimitArgs,
+    #[command(flatten)]
+    oauth: OAuthArgs,
+}
+
+/// Requests per credential (API token or OAuth grant) on /mcp; 0 turns a limit off.
+#[derive(clap::Args)]
+struct RateLimitArgs {
+    /// Requests per minute.
+    #[arg(long, default_value_t = 60, env = "NIB_RATE_PER_MINUTE")]
+    rate_per_minute: u64,
+    /// Requests per hour.
+    #[arg(long, default_value_t = 1000, env = "NIB_RATE_PER_HOUR")]
+    rate_per_hour: u64,
+    /// Write tool calls per minute, counted apart (0: only the limits above).
+    #[arg(long, default_value_t = 0, env = "NIB_WRITE_RATE_PER_MINUTE")]
+    write_rate_per_minute: u64,
+    /// Write tool calls per hour, counted apart.
+    #[arg(long, default_value_t = 0, env = "NIB_WRITE_RATE_PER_HOUR")]
+    write_rate_per_hour: u64,
+}
+
+#[derive(clap::Args)]
+struct OAuthArgs {
+    /// Run without the OAuth authorization server (API tokens only).
+    #[arg(long, env = "NIB_NO_OAUTH", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    no_oauth: bool,
+    /// Access token lifetime in seconds (at most 3600).
+    #[arg(long, default_value_t = 3600, env = "NIB_ACCESS_TOKEN_TTL_SECONDS")]
+    access_token_ttl_seconds: i64,
+    /// Refresh token lifetime in seconds (each refresh starts a new one).
+    #[arg(long, default_value_t = 30 * 24 * 3600, env = "NIB_REFRESH_TOKEN_TTL_SECONDS")]
+    refresh_token_ttl_seconds: i64,
+    /// Development only: accept client ID metadata documents at http://127.0.0.1 or
+    /// http://localhost URLs (the specification requires https).
+    #[arg(long, env = "NIB_DEV_HTTP_CLIENT_IDS", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    dev_http_client_ids: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Backend {
+    Local,
+    Aws,
 }
 
 #[derive(Subcommand)]
@@ -133,6 +254,9 @@ async fn run(command: Command, data_dir: &Path) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve(args, data_dir).await,
         Command::Import { dir, user } => import(&dir, &user_id(&user)?, data_dir).await,
         Command::Token { command } => token(command, data_dir).await,
+        Command::User { command } => user(command, data_dir).await,
+        Command::Client { command } => client(command, data_dir).await,
+        Command::Grant { command } => grant(command, data_dir).await,
     }
 }
 
@@ -147,19 +271,60 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| format!("http://{addr}"))
         .trim_end_matches('/')
         .to_owned();
-    let app = open(
-        data_dir,
-        LocalOptions {
-            public_url: public_url.clone(),
-            asset_ttl_seconds: args.asset_ttl_seconds,
-        },
-    )?;
+    let (app, data_place) = match args.backend {
+        Backend::Local => {
+            let app = open(
+                data_dir,
+                LocalOptions {
+                    public_url: public_url.clone(),
+                    asset_ttl_seconds: args.asset_ttl_seconds,
+                },
+            )?;
+            (app, data_dir.display().to_string())
+        }
+        Backend::Aws => {
+            let mut config = AwsConfig::from_env().context("cannot configure the AWS back end")?;
+            config.asset_ttl_seconds = args.asset_ttl_seconds;
+            let place = format!("the DynamoDB table {}", config.table);
+            let app = App::open_aws(config)
+                .await
+                .context("cannot open the AWS back end")?;
+            (app, place)
+        }
+    };
     let first = app.first_start().await?;
     let mut config = HttpConfig::local(public_url.clone());
     config.public_discovery = args.public_discovery;
     config.sessions = args.sessions;
     config.allowed_hosts.extend(args.allowed_hosts);
     config.allowed_origins.extend(args.allowed_origins);
+    config.rate_limits = RateLimits {
+        per_minute: args.limits.rate_per_minute,
+        per_hour: args.limits.rate_per_hour,
+        writes_per_minute: args.limits.write_rate_per_minute,
+        writes_per_hour: args.limits.write_rate_per_hour,
+    };
+    if args.oauth.no_oauth {
+        config.oauth = None;
+    }
+    if let Some(oauth) = &mut config.oauth {
+        anyhow::ensure!(
+            (1..=MAX_ACCESS_TTL_SECS).contains(&args.oauth.access_token_ttl_seconds),
+            "--access-token-ttl-seconds must be between 1 and {MAX_ACCESS_TTL_SECS}"
+        );
+        anyhow::ensure!(
+            args.oauth.refresh_token_ttl_seconds > 0,
+            "--refresh-token-ttl-seconds must be positive"
+        );
+        oauth.access_ttl_secs = args.oauth.access_token_ttl_seconds;
+        oauth.refresh_ttl_secs = args.oauth.refresh_token_ttl_seconds;
+        oauth.allow_http_loopback_client_ids = args.oauth.dev_http_client_ids;
+    }
+    let password = if config.oauth.is_some() {
+        app.first_password().await?
+    } else {
+        None
+    };
     if let Some(host) = public_url
         .split_once("://")
         .map(|(_, rest)| rest.split('/').next().unwrap_or(rest).to_owned())
@@ -175,12 +340,19 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
             "nib: token for user {} ({}): {}",
             t.record.user, t.record.scope, t.token
         ),
+        None if args.backend == Backend::Aws => {
+            println!("nib: data in {data_place}; its first start printed a token")
+        }
         None => println!(
-            "nib: data in {}; create a token with `nib token create --scope read` (while the server is stopped)",
-            data_dir.display()
+            "nib: data in {data_place}; create a token with `nib token create --scope read` (while the server is stopped)"
         ),
     }
-    tracing::info!(%addr, data_dir = %data_dir.display(), "listening");
+    if let Some(p) = password {
+        println!(
+            "nib: password for user {DEFAULT_USER} (OAuth sign-in page): {p}  (change it with `nib user passwd {DEFAULT_USER}`)"
+        );
+    }
+    tracing::info!(%addr, data = %data_place, "listening");
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown())
         .await
@@ -298,6 +470,170 @@ async fn token(command: TokenCommand, data_dir: &Path) -> anyhow::Result<ExitCod
             let user = user_id(&user)?;
             let t = app.tokens.revoke(&user, &token_id).await?;
             println!("revoked {}", t.token_id);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A new password: one line on stdin, or typed twice at a prompt that does not echo.
+fn read_password(from_stdin: bool) -> anyhow::Result<String> {
+    if from_stdin {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("cannot read the password from stdin")?;
+        return Ok(line.trim_end_matches(['\n', '\r']).to_owned());
+    }
+    let first = rpassword::prompt_password("New password: ").context("cannot read the password")?;
+    let again = rpassword::prompt_password("Again: ").context("cannot read the password")?;
+    anyhow::ensure!(first == again, "the passwords differ");
+    Ok(first)
+}
+
+async fn user(command: UserCommand, data_dir: &Path) -> anyhow::Result<ExitCode> {
+    let (name, from_stdin, create) = match command {
+        UserCommand::Create {
+            name,
+            password_stdin,
+        } => (name, password_stdin, true),
+        UserCommand::Passwd {
+            name,
+            password_stdin,
+        } => (name, password_stdin, false),
+    };
+    let user = user_id(&name)?;
+    let app = open(data_dir, LocalOptions::default())?;
+    if create {
+        app.ensure_user(&user).await?;
+    }
+    let password = read_password(from_stdin)?;
+    app.users().set_password(&user, &password, create).await?;
+    eprintln!(
+        "{} the password of user {user}",
+        if create { "set" } else { "changed" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The authorization server over the data directory (its URLs do not matter here).
+fn oauth(app: &App) -> nib::auth::oauth::OAuth {
+    app.oauth(OAuthConfig::new("http://127.0.0.1"))
+}
+
+fn date(unix: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .map(|d| d.date().to_string())
+        .unwrap_or_default()
+}
+
+async fn client(command: ClientCommand, data_dir: &Path) -> anyhow::Result<ExitCode> {
+    let app = open(data_dir, LocalOptions::default())?;
+    let oauth = oauth(&app);
+    match command {
+        ClientCommand::Add {
+            name,
+            redirect_uris,
+            confidential,
+            application_type,
+        } => {
+            let request = RegistrationRequest {
+                redirect_uris: Some(redirect_uris),
+                token_endpoint_auth_method: Some(
+                    if confidential {
+                        "client_secret_basic"
+                    } else {
+                        "none"
+                    }
+                    .into(),
+                ),
+                client_name: Some(name),
+                application_type: Some(application_type),
+                ..Default::default()
+            };
+            let registered = oauth
+                .clients
+                .register(request, ClientKind::Preregistered)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.code(), e.description()))?;
+            println!("{}", registered.record.client_id);
+            if let Some(secret) = registered.client_secret {
+                println!("{secret}");
+                eprintln!("client id, then its secret (shown only once)");
+            }
+        }
+        ClientCommand::List => {
+            println!(
+                "{:<40} {:<16} {:<11} NAME / REDIRECT URIS",
+                "ID", "KIND", "CREATED"
+            );
+            for c in oauth.clients.list().await? {
+                let kind = match c.kind {
+                    ClientKind::Dynamic => "registered",
+                    ClientKind::Preregistered => "pre-registered",
+                    ClientKind::MetadataDocument => "metadata-doc",
+                };
+                println!(
+                    "{:<40} {:<16} {:<11} {} {}",
+                    c.client_id,
+                    kind,
+                    date(c.created_at),
+                    c.display_name(),
+                    c.redirect_uris.join(" ")
+                );
+            }
+        }
+        ClientCommand::Remove { client_id } => {
+            anyhow::ensure!(
+                oauth.clients.remove(&client_id).await?,
+                "no client with id {client_id}"
+            );
+            println!("removed {client_id}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn grant(command: GrantCommand, data_dir: &Path) -> anyhow::Result<ExitCode> {
+    let app = open(data_dir, LocalOptions::default())?;
+    let oauth = oauth(&app);
+    match command {
+        GrantCommand::List { user } => {
+            let user = user_id(&user)?;
+            println!(
+                "{:<20} {:<11} {:<11} {:<11} {:<8} CLIENT",
+                "ID", "SCOPE", "CREATED", "LAST USED", "STATE"
+            );
+            let now = app.clock.unix();
+            for g in oauth.grants.list(&user).await? {
+                let state = if g.revoked_at.is_some() {
+                    "revoked"
+                } else if g.is_active(now) {
+                    "active"
+                } else {
+                    "expired"
+                };
+                println!(
+                    "{:<20} {:<11} {:<11} {:<11} {:<8} {} ({})",
+                    g.grant_id,
+                    scope_string(g.scope),
+                    date(g.created_at),
+                    date(g.last_issued_at),
+                    state,
+                    g.client_name,
+                    g.client_id
+                );
+            }
+        }
+        GrantCommand::Revoke { grant_id, user } => {
+            let user = user_id(&user)?;
+            match oauth
+                .grants
+                .revoke(&grant_id, Some(&user), "revoked with nib grant revoke")
+                .await?
+            {
+                Some(g) => println!("revoked {}", g.grant_id),
+                None => anyhow::bail!("user {user} has no grant {grant_id}"),
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -1,25 +1,35 @@
-//! Wiring for local mode: the embedded store, the local key file and the local asset folder in
-//! one data directory, and the services over them. The CLI and the tests build the system here.
+//! Wiring: the same services over either back end. The CLI and the tests build the system here.
 //!
-//! Data directory layout: `nib.redb` (the store), `master.key` (0600, plays KMS's role),
-//! `assets/` (page images, encrypted at rest).
+//! - [`App::open_local`]: the embedded store, the local key file and the local asset folder in
+//!   one data directory. Layout: `nib.redb` (the store), `master.key` (0600, plays KMS's role),
+//!   `assets/` (page images, encrypted at rest, served at `/assets`).
+//! - [`App::open_aws`]: DynamoDB, S3 and KMS from an [`AwsConfig`]. Page-image URLs are S3
+//!   presigned URLs, so the router has no `/assets` route; the session-id and OAuth keys are
+//!   KMS-wrapped secrets kept in the table (`KmsKeys::server_secret`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use zeroize::Zeroizing;
+
+use crate::adapters::aws::{AwsClients, CallCounter};
 use crate::adapters::embedded::EmbeddedStore;
 use crate::adapters::local_assets::LocalAssets;
 use crate::adapters::local_keys::LocalKeys;
+use crate::adapters::rate_limit::{InMemoryRateLimiter, StoreRateLimiter};
 use crate::auth::Scope;
+use crate::auth::oauth::OAuth;
 use crate::auth::sessions::SessionSigner;
 use crate::auth::tokens::{NewToken, Tokens};
+use crate::auth::users::{UserError, Users};
+use crate::config::{AwsConfig, ConfigError};
 use crate::crypto::Vault;
 use crate::domain::UserId;
 use crate::http::{HttpConfig, HttpState};
 use crate::mcp::NibMcp;
 use crate::notebook::{Notebook, NotebookConfig};
-use crate::ports::{Clock, Cond, Item, Store, StoreError, SystemClock};
+use crate::ports::{Assets, Clock, Cond, Item, Keys, RateLimiter, Store, StoreError, SystemClock};
 use crate::tools::InProcess;
 
 /// The user a fresh data directory starts with.
@@ -42,18 +52,36 @@ pub enum AppError {
     Tokens(#[from] crate::auth::tokens::TokenError),
     #[error("key failure")]
     Crypto(#[from] crate::crypto::CryptoError),
+    #[error("invalid configuration")]
+    Config(#[from] ConfigError),
+    #[error("cannot load a server secret")]
+    Secret(#[from] crate::adapters::aws::kms::SecretError),
+    #[error("user failure")]
+    Users(#[from] UserError),
 }
 
-/// The local system over one data directory.
+/// The system over one back end.
 pub struct App {
-    pub data_dir: PathBuf,
+    /// The data directory (local back end only).
+    pub data_dir: Option<PathBuf>,
     pub store: Arc<dyn Store>,
-    pub keys: Arc<LocalKeys>,
+    pub keys: Arc<dyn Keys>,
     pub vault: Arc<Vault>,
     pub notebook: Arc<Notebook>,
     pub tokens: Arc<Tokens>,
-    pub assets: Arc<LocalAssets>,
+    pub assets: Arc<dyn Assets>,
+    /// The asset folder the router serves at `/assets` (local back end only; S3 serves its own).
+    pub local_assets: Option<Arc<LocalAssets>>,
     pub clock: Arc<dyn Clock>,
+    /// The AWS requests this process sent, per operation (AWS back end only).
+    pub aws_calls: Option<CallCounter>,
+    /// Signs session ids (`--sessions`).
+    session_key: Zeroizing<[u8; 32]>,
+    /// The authorization server's secret: its JWT signing key and CSRF key derive from it.
+    oauth_secret: Zeroizing<[u8; 32]>,
+    /// Request counters: in memory locally, counter items in the table on AWS (tests may swap
+    /// it before building the router).
+    pub limiter: Arc<dyn RateLimiter>,
 }
 
 /// The settings of a local system.
@@ -110,14 +138,72 @@ impl App {
         ));
         let tokens = Arc::new(Tokens::new(store.clone(), clock.clone()));
         Ok(App {
-            data_dir: data_dir.to_owned(),
+            data_dir: Some(data_dir.to_owned()),
+            store,
+            session_key: Zeroizing::new(keys.derive("session-ids")),
+            oauth_secret: Zeroizing::new(keys.derive("oauth")),
+            limiter: Arc::new(InMemoryRateLimiter::new(clock.clone())),
+            keys,
+            vault,
+            notebook,
+            tokens,
+            assets: assets.clone(),
+            local_assets: Some(assets),
+            clock,
+            aws_calls: None,
+        })
+    }
+
+    /// The same services over DynamoDB, S3 and KMS. Builds the SDK clients, then loads (or
+    /// creates, on the very first start) the server's secrets: a `GetItem` and a KMS call each.
+    pub async fn open_aws(config: AwsConfig) -> Result<App, AppError> {
+        config.validate()?;
+        let clients = AwsClients::connect(&config).await;
+        Self::open_aws_with(config, clients).await
+    }
+
+    /// [`App::open_aws`] over clients built by the caller (tests add interceptors to them).
+    pub async fn open_aws_with(config: AwsConfig, clients: AwsClients) -> Result<App, AppError> {
+        config.validate()?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let store: Arc<dyn Store> = Arc::new(clients.store(&config));
+        let kms = clients.keys(&config);
+        let session_key = kms.server_secret(store.as_ref(), "session-ids").await?;
+        let oauth_secret = kms.server_secret(store.as_ref(), "oauth").await?;
+        let keys: Arc<dyn Keys> = Arc::new(kms);
+        let vault = Arc::new(Vault::new(
+            store.clone(),
+            keys.clone(),
+            config.key_cache_size,
+            config.key_cache_ttl,
+        ));
+        let assets: Arc<dyn Assets> = Arc::new(clients.assets(&config));
+        let notebook = Arc::new(Notebook::new(
+            store.clone(),
+            vault.clone(),
+            assets.clone(),
+            clock.clone(),
+            NotebookConfig {
+                asset_ttl_seconds: config.asset_ttl_seconds,
+            },
+        ));
+        let tokens = Arc::new(Tokens::new(store.clone(), clock.clone()));
+        let limiter: Arc<dyn RateLimiter> =
+            Arc::new(StoreRateLimiter::new(store.clone(), clock.clone()));
+        Ok(App {
+            data_dir: None,
             store,
             keys,
             vault,
             notebook,
             tokens,
             assets,
+            local_assets: None,
             clock,
+            aws_calls: Some(clients.calls),
+            session_key,
+            oauth_secret,
+            limiter,
         })
     }
 
@@ -173,15 +259,52 @@ impl App {
         );
         let sessions = config
             .sessions
-            .then(|| SessionSigner::new(self.keys.derive("session-ids")));
+            .then(|| SessionSigner::new(*self.session_key));
+        let oauth = config.oauth.clone().map(|c| Arc::new(self.oauth(c)));
         let state = Arc::new(HttpState {
             config,
             tokens: self.tokens.clone(),
             mcp,
             sessions,
-            assets: Some(self.assets.clone()),
+            assets: self.local_assets.clone(),
             clock: self.clock.clone(),
+            oauth,
+            limiter: self.limiter.clone(),
         });
         crate::http::router(state)
+    }
+
+    /// The authorization server over this system's store (the router builds one; the CLI
+    /// uses one for `nib client` and `nib grant`).
+    pub fn oauth(&self, config: crate::auth::oauth::OAuthConfig) -> OAuth {
+        OAuth::new(
+            config,
+            self.store.clone(),
+            self.clock.clone(),
+            &self.oauth_secret,
+        )
+    }
+
+    /// The users' sign-in passwords.
+    pub fn users(&self) -> Users {
+        Users::new(self.store.clone(), self.clock.clone())
+    }
+
+    /// On first start, when the default user has no password yet: sets a random one and
+    /// returns it, to print once (like the first token), so the OAuth sign-in page works right
+    /// away. `nib user passwd` changes it.
+    pub async fn first_password(&self) -> Result<Option<String>, AppError> {
+        let user = UserId::parse(DEFAULT_USER).expect("valid");
+        self.ensure_user(&user).await?;
+        let users = self.users();
+        if users.has_password(&user).await? {
+            return Ok(None);
+        }
+        let password = crate::auth::oauth::random_password();
+        match users.set_password(&user, &password, true).await {
+            Ok(()) => Ok(Some(password)),
+            Err(UserError::Exists(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 }

@@ -4,15 +4,16 @@
 //!
 //! - [`domain`]: pages, lines, task links, ids and dates, the structure parser, task
 //!   reconciliation and search text handling. Pure: no I/O, no JSON-RPC, no HTTP.
-//! - [`ports`]: the traits the core talks to (`Store`, `Keys`, `Assets`, `Clock`).
+//! - [`ports`]: the traits the core talks to (`Store`, `Keys`, `Assets`, `Clock`, `RateLimiter`).
 //! - [`crypto`]: AES-256-GCM field sealing and the per-user key vault (the only place plaintext
 //!   data keys live).
 //! - [`adapters`]: implementations of the ports (`embedded` redb store, local key file, local
-//!   asset directory).
+//!   asset directory, and `aws`: DynamoDB, S3, KMS).
+//! - [`config`]: the typed configuration of the AWS back end, read from the environment.
 //! - [`notebook`]: the application services: import, pages, tasks, search, over the ports.
 //! - [`tools`]: the tool catalog (one definition per tool) and one module per tool.
 //! - [`mcp`]: the MCP server handler on top of `rmcp`: lifecycle, tools/list, tools/call.
-//! - [`auth`]: tokens, scopes and signed session ids.
+//! - [`auth`]: tokens, scopes, signed session ids, passwords, and the OAuth authorization server.
 //! - [`http`]: the one place that maps HTTP requests to the protocol and errors to statuses.
 //!
 //! ARCHITECTURE.md at the top of the repository has the code map and the invariants.
@@ -20,6 +21,7 @@
 pub mod adapters;
 pub mod app;
 pub mod auth;
+pub mod config;
 pub mod crypto;
 pub mod domain;
 pub mod http;

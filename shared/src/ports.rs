@@ -283,6 +283,40 @@ pub trait Assets: Send + Sync {
     ) -> Result<String, AssetsError>;
 }
 
+/// One fixed window of a rate limit: at most `max` hits per `secs` seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub secs: u64,
+    pub max: u64,
+}
+
+/// What a rate limiter decided about one hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateDecision {
+    Allowed,
+    /// Over the limit of `window`; the window ends in `retry_after_secs` (at least 1).
+    Limited {
+        window: Window,
+        retry_after_secs: u64,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RateLimitError {
+    #[error("rate limit store unavailable")]
+    Store(#[from] StoreError),
+}
+
+/// Fixed-window request counters (DESIGN §5 "rate window"): in memory locally, an atomic
+/// counter item per window on DynamoDB. Exact under concurrency: each hit is one atomic
+/// increment, and the hit that takes a counter past `max` is refused.
+#[async_trait]
+pub trait RateLimiter: Send + Sync {
+    /// Counts one hit of `key` in each window, shortest first, and stops at the first window
+    /// that is over its limit (so a refused hit still counts in the windows before it).
+    async fn hit(&self, key: &str, windows: &[Window]) -> Result<RateDecision, RateLimitError>;
+}
+
 /// Time, so tests can pin it.
 pub trait Clock: Send + Sync {
     fn now(&self) -> SystemTime;

@@ -1,13 +1,16 @@
-//! `TestApp`: a local system in a temporary data directory, served on 127.0.0.1:0 in-process,
-//! with the sample notebook imported and an admin token.
+//! `TestApp`: the system served on 127.0.0.1:0 in-process, with the sample notebook imported and
+//! an admin token. Over the local back end (a temporary data directory, the default) or the AWS
+//! back end (a fresh table and bucket on the test binary's moto server, see
+//! `nib::adapters::aws::emulator`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use nib::adapters::aws::emulator::Emulator;
 use nib::app::{App, LocalOptions};
 use nib::auth::Scope;
 use nib::domain::UserId;
-use nib::http::HttpConfig;
+use nib::http::{HttpConfig, RateLimits};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -17,11 +20,25 @@ pub fn sample_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sample")
 }
 
+/// Which adapters the system runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Embedded store, key file and asset folder in a temporary directory.
+    Local,
+    /// DynamoDB, S3 and KMS on the emulator: a fresh table and bucket per `TestApp`.
+    Aws,
+}
+
 #[derive(Clone, Copy)]
 pub struct Options {
     pub public_discovery: bool,
     pub sessions: bool,
     pub import_sample: bool,
+    pub backend: Backend,
+    /// Rate limits on /mcp (off unless a test sets them).
+    pub rate_limits: RateLimits,
+    /// Accept http://127.0.0.1 client ID metadata documents (the OAuth tests serve them).
+    pub dev_http_client_ids: bool,
 }
 
 impl Default for Options {
@@ -30,8 +47,26 @@ impl Default for Options {
             public_discovery: false,
             sessions: false,
             import_sample: true,
+            backend: Backend::Local,
+            rate_limits: RateLimits::OFF,
+            dev_http_client_ids: false,
         }
     }
+}
+
+impl Options {
+    /// The defaults, over the AWS back end.
+    pub fn aws() -> Options {
+        Options {
+            backend: Backend::Aws,
+            ..Options::default()
+        }
+    }
+}
+
+/// The test binary's emulator, started on first use.
+pub async fn emulator() -> &'static Emulator {
+    Emulator::shared().await.unwrap_or_else(|e| panic!("{e}"))
 }
 
 pub struct TestApp {
@@ -43,7 +78,9 @@ pub struct TestApp {
     pub token: String,
     pub app: Arc<App>,
     pub client: reqwest::Client,
+    /// The data directory (empty over AWS).
     pub dir: TempDir,
+    pub backend: Backend,
 }
 
 impl TestApp {
@@ -55,8 +92,8 @@ impl TestApp {
         let dir = tempfile::tempdir().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let app = Arc::new(
-            App::open_local(
+        let app = match options.backend {
+            Backend::Local => App::open_local(
                 dir.path(),
                 LocalOptions {
                     public_url: base.clone(),
@@ -64,7 +101,34 @@ impl TestApp {
                 },
             )
             .unwrap(),
-        );
+            Backend::Aws => {
+                let config = emulator().await.fresh().await.unwrap();
+                App::open_aws(config).await.unwrap()
+            }
+        };
+        Self::serve(listener, dir, app, options).await
+    }
+
+    /// Serves a system the test opened itself (over a back end it prepared, e.g. with faults).
+    pub async fn spawn_over(app: App, options: Options) -> TestApp {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::serve(listener, dir, app, options).await
+    }
+
+    async fn serve(
+        listener: tokio::net::TcpListener,
+        dir: TempDir,
+        app: App,
+        options: Options,
+    ) -> TestApp {
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let backend = if app.local_assets.is_some() {
+            Backend::Local
+        } else {
+            Backend::Aws
+        };
+        let app = Arc::new(app);
         let token = app
             .first_start()
             .await
@@ -81,6 +145,10 @@ impl TestApp {
         let mut config = HttpConfig::local(base.clone());
         config.public_discovery = options.public_discovery;
         config.sessions = options.sessions;
+        config.rate_limits = options.rate_limits;
+        if let Some(oauth) = &mut config.oauth {
+            oauth.allow_http_loopback_client_ids = options.dev_http_client_ids;
+        }
         let router = app.router(config);
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
         TestApp {
@@ -90,7 +158,27 @@ impl TestApp {
             app,
             client: reqwest::Client::new(),
             dir,
+            backend,
         }
+    }
+
+    /// Whether `url` is a signed link to a page's ink: `/assets/...?expires=&sig=` locally, an
+    /// S3 presigned URL over AWS.
+    pub fn is_asset_url(&self, url: &str) -> bool {
+        match self.backend {
+            Backend::Local => url.contains("/assets/"),
+            Backend::Aws => {
+                url.contains("/u/default/pages/")
+                    && url.contains("X-Amz-Expires=")
+                    && url.contains("X-Amz-Signature=")
+            }
+        }
+    }
+
+    /// Whether asset URLs are refused when tampered with. The local server checks its
+    /// signatures; the emulator does not check S3's (real S3 does).
+    pub fn asset_signatures_checked(&self) -> bool {
+        self.backend == Backend::Local
     }
 
     /// A new token of the default user (or another user) with this scope.

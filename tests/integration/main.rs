@@ -4,7 +4,10 @@
 
 mod helpers;
 
+mod aws;
 mod cli;
 mod notebook;
+mod oauth;
 mod protocol;
+mod ratelimit;
 mod storage;

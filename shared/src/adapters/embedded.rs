@@ -33,7 +33,8 @@
 //! transactions queue up, and the next redb transaction applies all of them (each one's
 //! conditions checked against the state its predecessors left, each one all or nothing) and
 //! syncs once. Sequential writers get one fsync per transaction; concurrent writers share them.
-//! Reads run on tokio's blocking pool in their own read transactions.
+//! Reads run in their own read transactions: point reads of a few keys on the calling thread
+//! (they take microseconds), queries and large batches on tokio's blocking pool.
 
 use std::collections::HashSet;
 use std::ops::Bound;
@@ -441,29 +442,35 @@ fn encode_key(parts: &[&str]) -> Vec<u8> {
 
 /// Splits an encoded key back into its parts.
 fn decode_key(mut key: &[u8]) -> Option<Vec<String>> {
-    let mut parts = Vec::new();
+    let mut parts = Vec::with_capacity(4);
     while !key.is_empty() {
-        let mut part = Vec::new();
-        loop {
-            match key {
-                [0, 1, rest @ ..] => {
-                    key = rest;
-                    break;
-                }
-                [0, 0xFF, rest @ ..] => {
-                    part.push(0);
-                    key = rest;
-                }
-                [0, ..] | [] => return None,
-                [b, rest @ ..] => {
-                    part.push(*b);
-                    key = rest;
-                }
-            }
-        }
-        parts.push(String::from_utf8(part).ok()?);
+        let (part, rest) = decode_part(key)?;
+        parts.push(part);
+        key = rest;
     }
     Some(parts)
+}
+
+/// Decodes the first part of an encoded key, and returns it with the rest of the key.
+///
+/// Every item a query returns goes through here, so it copies the runs between zero bytes in
+/// one go (a part without an escaped zero is one copy into an exactly sized string) rather than
+/// byte by byte, which grew each part one push at a time.
+fn decode_part(mut key: &[u8]) -> Option<(String, &[u8])> {
+    let mut part: Vec<u8> = Vec::new();
+    loop {
+        // Every part ends with `00 01`, so a part without a zero byte is malformed.
+        let zero = key.iter().position(|&b| b == 0)?;
+        part.extend_from_slice(&key[..zero]);
+        match key.get(zero + 1) {
+            Some(1) => return Some((String::from_utf8(part).ok()?, &key[zero + 2..])),
+            Some(0xFF) => {
+                part.push(0);
+                key = &key[zero + 2..];
+            }
+            _ => return None,
+        }
+    }
 }
 
 /// The smallest byte string greater than every string that starts with `prefix`.
@@ -762,7 +769,19 @@ fn run_query(db: &Database, q: &Query) -> Result<QueryPage, StoreError> {
     // Walks the range of one table, turning each entry into the live item it stands for.
     let mut visit = |key: &[u8], value: Option<&[u8]>| -> Result<bool, StoreError> {
         let item = match value {
-            Some(value) => Some(decode_item(key, value)?),
+            // Every key of the range starts with the encoded partition, which is the items'
+            // pk: only the sort key needs decoding (a query may return thousands of items).
+            Some(value) => {
+                let sk = key
+                    .strip_prefix(&range.partition[..])
+                    .and_then(decode_part)
+                    .and_then(|(sk, rest)| rest.is_empty().then_some(sk))
+                    .ok_or_else(|| corrupt("item key"))?;
+                Some(
+                    decode_value(q.partition.clone(), sk, value)
+                        .ok_or_else(|| corrupt("item value"))?,
+                )
+            }
             None => {
                 let parts = decode_key(key).ok_or_else(|| corrupt("gsi1 key"))?;
                 let [_, _, pk, sk] = &parts[..] else {
@@ -818,31 +837,39 @@ fn run_query(db: &Database, q: &Query) -> Result<QueryPage, StoreError> {
     Ok(page)
 }
 
+/// Point reads of at most this many keys run on the calling thread (see [`read_keys`]).
+const INLINE_READ_KEYS: usize = 64;
+
+/// The live items under `keys`, from one read transaction (one consistent snapshot).
+///
+/// Point reads of a few keys run right where they are called, not on tokio's blocking pool: a
+/// redb lookup takes microseconds, less than handing the work to a pool thread and waking the
+/// task again (two thread switches), which every `get_page` and every token check paid several
+/// times per request. Queries, which may walk thousands of items, and large batches still go to
+/// the blocking pool.
+fn read_keys(db: &Database, keys: &[Vec<u8>]) -> Result<Vec<Option<Item>>, StoreError> {
+    let txn = db.begin_read().map_err(db_err)?;
+    let items = txn.open_table(ITEMS).map_err(db_err)?;
+    let now = now_unix();
+    keys.iter()
+        .map(|key| Ok(read_item(&items, key)?.filter(|item| is_live(item, now))))
+        .collect()
+}
+
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn get(&self, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
         let key = encode_key(&[pk, sk]);
-        self.blocking(move |db| {
-            let txn = db.begin_read().map_err(db_err)?;
-            let items = txn.open_table(ITEMS).map_err(db_err)?;
-            let now = now_unix();
-            Ok(read_item(&items, &key)?.filter(|item| is_live(item, now)))
-        })
-        .await
+        let mut items = read_keys(&self.shared.db, &[key])?;
+        Ok(items.pop().flatten())
     }
 
     async fn batch_get(&self, keys: &[(String, String)]) -> Result<Vec<Option<Item>>, StoreError> {
         let keys: Vec<Vec<u8>> = keys.iter().map(|(pk, sk)| encode_key(&[pk, sk])).collect();
-        self.blocking(move |db| {
-            // One read transaction, so the items come from one consistent snapshot.
-            let txn = db.begin_read().map_err(db_err)?;
-            let items = txn.open_table(ITEMS).map_err(db_err)?;
-            let now = now_unix();
-            keys.iter()
-                .map(|key| Ok(read_item(&items, key)?.filter(|item| is_live(item, now))))
-                .collect()
-        })
-        .await
+        if keys.len() <= INLINE_READ_KEYS {
+            return read_keys(&self.shared.db, &keys);
+        }
+        self.blocking(move |db| read_keys(db, &keys)).await
     }
 
     async fn query(&self, query: &Query) -> Result<QueryPage, StoreError> {

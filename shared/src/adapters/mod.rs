@@ -1,5 +1,7 @@
 //! Adapters: implementations of the ports.
 
+pub mod aws;
 pub mod embedded;
 pub mod local_assets;
 pub mod local_keys;
+pub mod rate_limit;

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 
 use super::records::{
-    self, OcrKind, PageRecord, StatsRecord, StemRecord, StoredLine, TaskKeyRecord, TaskRecord,
-    decode, encode, page_gsi_sk, page_sk, pages_partition, stem_sk, task_gsi_sk, task_sk,
-    taskkey_sk, tasks_partition, user_pk,
+    self, OcrKind, PageHead, PageListing, PageRecord, StatsRecord, StemRecord, StoredLine,
+    TaskKeyRecord, TaskRecord, TaskStatusRecord, decode, encode, page_gsi_sk, page_sk,
+    pages_partition, stem_sk, task_gsi_sk, task_sk, taskkey_sk, tasks_partition, user_pk,
 };
 use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, search};
 use crate::crypto::UserKeys;
@@ -221,15 +221,7 @@ impl Notebook {
         keys: &UserKeys,
         record: &PageRecord,
     ) -> Result<Vec<StoredLine>, NotebookError> {
-        let plain = records::open(
-            keys,
-            user,
-            &user_pk(user),
-            &page_sk(&record.page_id),
-            "lines",
-            &record.lines,
-        )?;
-        decode("lines", &plain)
+        open_page_lines(user, keys, &record.page_id, &record.lines)
     }
 
     pub(super) fn open_ocr(
@@ -238,15 +230,17 @@ impl Notebook {
         keys: &UserKeys,
         record: &PageRecord,
     ) -> Result<Option<String>, NotebookError> {
-        match &record.ocr {
-            Some(sealed) => Ok(Some(records::open_string(
-                keys,
-                user,
-                &user_pk(user),
-                &page_sk(&record.page_id),
-                "ocr",
-                sealed,
-            )?)),
+        open_page_ocr(user, keys, &record.page_id, record.ocr.as_deref())
+    }
+
+    /// A page item for reading: its body without the index terms (see [`PageHead`]).
+    pub(super) async fn load_page_head(
+        &self,
+        user: &UserId,
+        page: &PageId,
+    ) -> Result<Option<PageHead>, NotebookError> {
+        match self.store.get(&user_pk(user), &page_sk(page)).await? {
+            Some(item) => Ok(Some(decode("page", &item.body)?)),
             None => Ok(None),
         }
     }
@@ -601,7 +595,7 @@ impl Notebook {
         loop {
             let page = self.store.query(&query).await?;
             for item in page.items {
-                let r: PageRecord = decode("page", &item.body)?;
+                let r: PageListing = decode("page", &item.body)?;
                 out.push(PageSummary {
                     page_id: r.page_id,
                     date: r.date,
@@ -629,11 +623,11 @@ impl Notebook {
     ) -> Result<PageView, NotebookError> {
         let keys = self.vault.user_keys(user).await?;
         let page = self
-            .load_page(user, &keys, page_id)
+            .load_page_head(user, page_id)
             .await?
             .ok_or(NotebookError::NotFound("page"))?;
-        let lines = self.open_lines(user, &keys, &page.record)?;
-        let ocr = self.open_ocr(user, &keys, &page.record)?;
+        let lines = open_page_lines(user, &keys, &page.page_id, &page.lines)?;
+        let ocr = open_page_ocr(user, &keys, &page.page_id, page.ocr.as_deref())?;
         let pk = user_pk(user);
         let ids: Vec<TaskLinkId> = lines
             .iter()
@@ -652,11 +646,11 @@ impl Notebook {
                 .into_iter()
                 .flatten()
             {
-                let t: TaskRecord = decode("task", &item.body)?;
+                let t: TaskStatusRecord = decode("task", &item.body)?;
                 statuses.insert(t.task_link_id, (t.status, t.completed_date));
             }
         }
-        let (ocr_text, ocr_markdown) = match (page.record.ocr_kind, ocr) {
+        let (ocr_text, ocr_markdown) = match (page.ocr_kind, ocr) {
             (Some(OcrKind::Markdown), Some(md)) => {
                 let page_lines: Vec<_> = lines
                     .iter()
@@ -694,7 +688,7 @@ impl Notebook {
             })
             .collect();
         let ttl = self.config.asset_ttl_seconds;
-        let pdf_url = if page.record.has_pdf {
+        let pdf_url = if page.has_pdf {
             Some(
                 self.assets
                     .signed_url(user, page_id, AssetKind::Pdf, ttl)
@@ -703,7 +697,7 @@ impl Notebook {
         } else {
             None
         };
-        let png_url = if page.record.has_png {
+        let png_url = if page.has_png {
             Some(
                 self.assets
                     .signed_url(user, page_id, AssetKind::Png, ttl)
@@ -713,10 +707,10 @@ impl Notebook {
             None
         };
         Ok(PageView {
-            page_id: page.record.page_id,
-            date: page.record.date,
-            has_ink: page.record.has_pdf || page.record.has_png,
-            has_ocr: page.record.ocr_kind.is_some(),
+            page_id: page.page_id,
+            date: page.date,
+            has_ink: page.has_pdf || page.has_png,
+            has_ocr: page.ocr_kind.is_some(),
             ocr_text,
             ocr_markdown,
             lines: views,
@@ -730,7 +724,7 @@ impl Notebook {
     pub(super) async fn ink_url(
         &self,
         user: &UserId,
-        record: &PageRecord,
+        record: &PageHead,
     ) -> Result<Option<String>, NotebookError> {
         let ttl = self.config.asset_ttl_seconds;
         let kind = if record.has_png {
@@ -746,4 +740,36 @@ impl Notebook {
                 .await?,
         ))
     }
+}
+
+/// Opens a page's sealed `lines` field.
+pub(super) fn open_page_lines(
+    user: &UserId,
+    keys: &UserKeys,
+    page_id: &PageId,
+    sealed: &[u8],
+) -> Result<Vec<StoredLine>, NotebookError> {
+    let plain = records::open(
+        keys,
+        user,
+        &user_pk(user),
+        &page_sk(page_id),
+        "lines",
+        sealed,
+    )?;
+    decode("lines", &plain)
+}
+
+/// Opens a page's sealed `ocr` field, when it has one.
+fn open_page_ocr(
+    user: &UserId,
+    keys: &UserKeys,
+    page_id: &PageId,
+    sealed: Option<&[u8]>,
+) -> Result<Option<String>, NotebookError> {
+    sealed
+        .map(|sealed| {
+            records::open_string(keys, user, &user_pk(user), &page_sk(page_id), "ocr", sealed)
+        })
+        .transpose()
 }

@@ -111,6 +111,43 @@ pub struct PageRecord {
     pub updated_at: i64,
 }
 
+/// What reads of a page item need: its body without the index terms. Those (a blind hash per
+/// distinct term, often more than a hundred) matter only to the page's next write, and serde
+/// skips fields a struct does not name without allocating them, so `get_page` and search decode
+/// this instead of [`PageRecord`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct PageHead {
+    pub page_id: PageId,
+    pub date: Date,
+    pub has_pdf: bool,
+    pub has_png: bool,
+    pub ocr_kind: Option<OcrKind>,
+    #[serde(with = "b64::opt", default)]
+    pub ocr: Option<Vec<u8>>,
+    #[serde(with = "b64")]
+    pub lines: Vec<u8>,
+    pub rev: u32,
+}
+
+/// What `list_pages` needs of a page item: no sealed field is even base64-decoded.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PageListing {
+    pub page_id: PageId,
+    pub date: Date,
+    pub has_pdf: bool,
+    pub has_png: bool,
+    pub ocr_kind: Option<OcrKind>,
+}
+
+/// What a page read needs of a task link item: its reconciled status, without the sealed text,
+/// the appearances and the update history.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TaskStatusRecord {
+    pub task_link_id: TaskLinkId,
+    pub status: TaskStatus,
+    pub completed_date: Option<Date>,
+}
+
 /// One line as stored inside the sealed `lines` field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredLine {

@@ -5,9 +5,10 @@
 //! frequency, document length and the page revision it was written for. The server never
 //! stores a term in clear; a query's terms are blinded with the same per-user key.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use super::records::{PageRecord, STATS_SK, StatsRecord, decode, page_sk, term_partition, user_pk};
+use super::pages::open_page_lines;
+use super::records::{PageHead, STATS_SK, StatsRecord, decode, page_sk, term_partition, user_pk};
 use super::{Notebook, NotebookError};
 use crate::domain::text::{self, Query as TextQuery};
 use crate::domain::{Date, PageId, UserId};
@@ -55,6 +56,7 @@ pub(super) fn posting_writes(
         .collect()
 }
 
+#[derive(Clone, Copy)]
 struct Posting {
     tf: u32,
     len: u32,
@@ -74,13 +76,99 @@ fn parse_posting(body: &[u8]) -> Option<Posting> {
 struct Candidate {
     page: String,
     score: f64,
-    /// The revision each matching posting was written for; all must equal the page's.
-    revs: Vec<u32>,
+    /// The revision of the first matching posting, and of any later one that differs; the page
+    /// is a hit only if its current revision is among them. (Usually all agree, so the vector
+    /// stays empty and never allocates.)
+    rev: u32,
+    other_revs: Vec<u32>,
     /// How many distinct query terms matched.
     matched: usize,
 }
 
+impl Candidate {
+    fn has_rev(&self, rev: u32) -> bool {
+        self.rev == rev || self.other_revs.contains(&rev)
+    }
+}
+
+/// Best first: higher score, then lower page id (so the order is deterministic).
+fn best_first(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then_with(|| a.page.cmp(&b.page))
+}
+
+/// Merges the terms' posting lists, each sorted by page id, into one candidate per page with
+/// its BM25 score: a k-way merge over the sorted lists (k = query terms), so no hashing and no
+/// second copy of the page ids.
+fn merge(mut lists: Vec<Vec<(String, Posting)>>, docs: u32, avg_len: f64) -> Vec<Candidate> {
+    let df: Vec<u32> = lists.iter().map(|l| l.len() as u32).collect();
+    let mut ranked = Vec::with_capacity(lists.iter().map(Vec::len).max().unwrap_or(0));
+    // The position of each list's next posting.
+    let mut heads = vec![0usize; lists.len()];
+    // Each round takes the list whose next page id is the smallest: that page is the next
+    // candidate.
+    while let Some(first) = (0..lists.len())
+        .filter(|&i| heads[i] < lists[i].len())
+        .min_by(|&a, &b| lists[a][heads[a]].0.cmp(&lists[b][heads[b]].0))
+    {
+        let (page, p) = &mut lists[first][heads[first]];
+        let (page, p) = (std::mem::take(page), *p);
+        heads[first] += 1;
+        let mut c = Candidate {
+            page,
+            score: text::bm25(p.tf, df[first], docs, p.len, avg_len),
+            rev: p.rev,
+            other_revs: Vec::new(),
+            matched: 1,
+        };
+        // Lists before `first` cannot hold this page: their next ids are all larger.
+        for i in first + 1..lists.len() {
+            if let Some((page, p)) = lists[i].get(heads[i])
+                && *page == c.page
+            {
+                c.score += text::bm25(p.tf, df[i], docs, p.len, avg_len);
+                if p.rev != c.rev && !c.other_revs.contains(&p.rev) {
+                    c.other_revs.push(p.rev);
+                }
+                c.matched += 1;
+                heads[i] += 1;
+            }
+        }
+        ranked.push(c);
+    }
+    ranked
+}
+
 impl Notebook {
+    /// Every posting of one term, sorted by page id.
+    async fn postings(
+        &self,
+        user: &UserId,
+        blind_term: String,
+    ) -> Result<Vec<(String, Posting)>, NotebookError> {
+        let mut q = Query::table(term_partition(user, &blind_term), "");
+        let mut postings = Vec::new();
+        loop {
+            let page = self.store.query(&q).await?;
+            postings.extend(
+                page.items
+                    .into_iter()
+                    .filter_map(|i| parse_posting(&i.body).map(|p| (i.sk, p))),
+            );
+            match page.next {
+                Some(next) => q.after = Some(next),
+                None => break,
+            }
+        }
+        // The store returns a partition in sort-key order; the merge relies on it.
+        if !postings.is_sorted_by(|a, b| a.0 < b.0) {
+            postings.sort_by(|a, b| a.0.cmp(&b.0));
+            postings.dedup_by(|a, b| a.0 == b.0);
+        }
+        Ok(postings)
+    }
+
     /// Ranked pages for a query. Loose terms are OR'ed and ranked by BM25; quoted phrases must
     /// appear as written. Ties break by page id, so the order is deterministic.
     pub async fn search(
@@ -104,38 +192,17 @@ impl Notebook {
         let docs = stats.pages.max(1);
         let avg_len = stats.total_len as f64 / docs as f64;
 
-        // Phrase terms must all be present; loose terms are optional.
+        // Phrase terms must all be present; loose terms are optional. The terms' partitions are
+        // read concurrently.
         let required: Vec<&String> = parsed.phrases.iter().flatten().collect();
-        let mut candidates: HashMap<String, Candidate> = HashMap::new();
-        for term in &parsed.terms {
-            let mut q = Query::table(term_partition(user, &keys.blind("term", term)), "");
-            let mut postings = Vec::new();
-            loop {
-                let page = self.store.query(&q).await?;
-                postings.extend(
-                    page.items
-                        .into_iter()
-                        .filter_map(|i| parse_posting(&i.body).map(|p| (i.sk, p))),
-                );
-                match page.next {
-                    Some(next) => q.after = Some(next),
-                    None => break,
-                }
-            }
-            let df = postings.len() as u32;
-            for (page, p) in postings {
-                let c = candidates.entry(page.clone()).or_insert_with(|| Candidate {
-                    page,
-                    score: 0.0,
-                    revs: Vec::new(),
-                    matched: 0,
-                });
-                c.score += text::bm25(p.tf, df, docs, p.len, avg_len);
-                c.revs.push(p.rev);
-                c.matched += 1;
-            }
-        }
-        let mut ranked: Vec<Candidate> = candidates.into_values().collect();
+        let lists = futures::future::try_join_all(
+            parsed
+                .terms
+                .iter()
+                .map(|term| self.postings(user, keys.blind("term", term))),
+        )
+        .await?;
+        let mut ranked = merge(lists, docs, avg_len);
         if !required.is_empty() {
             let required_count = parsed.terms.iter().filter(|t| required.contains(t)).count();
             // Cheap pre-filter: a page missing a phrase term cannot match. Counting matched terms
@@ -144,16 +211,21 @@ impl Notebook {
                 ranked.retain(|c| c.matched == required_count);
             }
         }
-        ranked.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| a.page.cmp(&b.page))
-        });
 
-        // Walk down the ranking, verifying revisions and phrases on the decrypted pages.
+        // Walk down the ranking, verifying revisions and phrases on the decrypted pages. Only
+        // the best `batch` candidates are put in order at a time (usually one batch gives the
+        // hits), rather than sorting every page that matched a word.
         let mut hits = Vec::with_capacity(limit);
         let batch = (limit * 2).max(8);
-        for chunk in ranked.chunks(batch) {
+        let mut rest: &mut [Candidate] = &mut ranked;
+        while !rest.is_empty() {
+            let take = batch.min(rest.len());
+            if take < rest.len() {
+                rest.select_nth_unstable_by(take - 1, best_first);
+            }
+            let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(take);
+            chunk.sort_unstable_by(best_first);
+            rest = tail;
             let page_keys: Vec<(String, String)> = chunk
                 .iter()
                 .filter_map(|c| PageId::parse(&c.page).ok())
@@ -162,13 +234,13 @@ impl Notebook {
             let items = self.store.batch_get(&page_keys).await?;
             for (c, item) in chunk.iter().zip(items) {
                 let Some(item) = item else { continue };
-                let record: PageRecord = decode("page", &item.body)?;
+                let record: PageHead = decode("page", &item.body)?;
                 // Only postings written for the page's current revision count; a page matched
                 // only through stale postings is not a hit.
-                if !c.revs.contains(&record.rev) {
+                if !c.has_rev(record.rev) {
                     continue;
                 }
-                let lines = self.open_lines(user, &keys, &record)?;
+                let lines = open_page_lines(user, &keys, &record.page_id, &record.lines)?;
                 let body: String = lines
                     .iter()
                     .map(|l| l.text.as_str())

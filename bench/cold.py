@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Cold start: every Lambda function binary under functions/, and `nib serve` as a stand-in.
+
+For each `functions/*/` crate's release binary: nib-coldstart runs it 20 times under a local
+Lambda Runtime API and reports the median time from spawn to its answer to the first invocation,
+the binary's size and its peak RSS. The event handed to a function is
+`bench/events/{binary}.json` when present, else `{}` (an answer posted to `/error` still counts
+as answered; the report shows which it was). Then the same for `nib serve`: spawn to the first
+200 answer to `tools/list` with a bearer token, on a data directory with one user and a token.
+
+Writes OUT/cold.json. Standard library only.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def function_binaries(root, target):
+    meta = json.loads(subprocess.run(
+        ["cargo", "metadata", "--no-deps", "--format-version", "1"], cwd=root,
+        capture_output=True, text=True, check=True).stdout)
+    functions = os.path.join(root, "functions") + os.sep
+    found = []
+    for pkg in meta["packages"]:
+        if not pkg["manifest_path"].startswith(functions):
+            continue
+        for t in pkg["targets"]:
+            if "bin" in t["kind"]:
+                found.append((pkg["name"], t["name"], os.path.join(target, "release", t["name"])))
+    return sorted(found)
+
+
+def coldstart(tool, args):
+    out = subprocess.run([tool] + args, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        return {"error": (out.stderr or out.stdout).strip()[-500:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", default=".")
+    ap.add_argument("--target", default="target")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--runs", type=int, default=20)
+    args = ap.parse_args()
+    tool = os.path.join(args.target, "release", "nib-coldstart")
+    nib = os.path.join(args.target, "release", "nib")
+    results = []
+
+    for pkg, name, path in function_binaries(args.root, args.target):
+        if not os.path.exists(path):
+            results.append({"name": name, "package": pkg, "kind": "lambda",
+                            "error": f"{path} not built"})
+            continue
+        event = os.path.join(args.root, "bench", "events", f"{name}.json")
+        cmd = ["lambda", "--name", name, "--bin", path, "--runs", str(args.runs)]
+        if os.path.exists(event):
+            cmd += ["--event", event]
+        r = coldstart(tool, cmd)
+        r.update({"package": pkg, "kind": "lambda"})
+        results.append(r)
+        print(f"cold: {name}: {r}", flush=True)
+
+    work = os.path.join(args.out, "cold")
+    data = os.path.join(work, "data")
+    shutil.rmtree(data, ignore_errors=True)
+    os.makedirs(work, exist_ok=True)
+    token = subprocess.run([nib, "--data-dir", data, "token", "create", "--scope", "read"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    body = os.path.join(work, "tools_list.json")
+    with open(body, "w") as f:
+        f.write('{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}')
+    r = coldstart(tool, ["http", "--name", "nib serve (stand-in)", "--bin", nib,
+                         "--runs", str(args.runs), "--body", body,
+                         "--header", f"authorization: Bearer {token}",
+                         "--header", "mcp-protocol-version: 2025-11-25",
+                         "--", "--data-dir", data, "serve", "--bind", "127.0.0.1:{port}"])
+    r.update({"kind": "stand-in"})
+    results.append(r)
+    print(f"cold: nib serve: {r}", flush=True)
+    with open(os.path.join(args.out, "cold.json"), "w") as f:
+        json.dump({"runs": args.runs, "results": results}, f, indent=2)
+    if any("error" in r for r in results):
+        sys.exit("cold: some binaries did not answer (see cold.json)")
+
+
+if __name__ == "__main__":
+    main()
