@@ -393,10 +393,13 @@ async fn check_and_forward(
         }
     } else {
         let (status, headers, bytes) = forward(st, &parts, bytes).await?;
-        if let Some(e) = serde_json::from_slice::<Value>(&bytes)
-            .ok()
-            .as_ref()
-            .and_then(auth_marker)
+        // Only a reply that carries the marker key is worth parsing: most replies are results,
+        // and parsing a tools/list reply just to find nothing was most of its cost.
+        if may_carry_marker(&bytes)
+            && let Some(e) = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .as_ref()
+                .and_then(auth_marker)
         {
             return Err(e);
         }
@@ -494,6 +497,11 @@ async fn rate_limit(
 }
 
 /// The handler's request for authentication or a higher scope, as the HTTP error to answer.
+fn may_carry_marker(reply: &[u8]) -> bool {
+    const KEY: &[u8] = b"\"nib\":";
+    reply.windows(KEY.len()).any(|w| w == KEY)
+}
+
 fn auth_marker(reply: &Value) -> Option<HttpError> {
     let data = reply.pointer("/error/data")?;
     match data.get("nib")?.as_str()? {
