@@ -16,6 +16,9 @@ use crate::domain::{Date, PageId, UserId};
 /// DynamoDB's limit on the writes in one `TransactWriteItems`.
 pub const MAX_TRANSACTION_ITEMS: usize = 100;
 
+/// DynamoDB's limit on one item's size (keys and body, approximately).
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+
 /// One stored item. `body` is the record, serialized by the layer that owns it (sealed fields
 /// inside are already ciphertext); the store never looks into it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +163,53 @@ pub enum StoreError {
     /// The back end failed or could not be reached.
     #[error("store unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Refuses empty keys, which DynamoDB refuses too.
+pub fn validate_key(pk: &str, sk: &str) -> Result<(), StoreError> {
+    if pk.is_empty() || sk.is_empty() {
+        return Err(StoreError::Invalid("pk and sk must not be empty".into()));
+    }
+    Ok(())
+}
+
+/// The checks every `Store` makes on a transaction before anything is written, so both back
+/// ends refuse the same requests with `Invalid`: at most [`MAX_TRANSACTION_ITEMS`] writes, one
+/// per key, no empty keys, items within [`MAX_ITEM_BYTES`].
+pub fn validate_writes(writes: &[Write]) -> Result<(), StoreError> {
+    if writes.len() > MAX_TRANSACTION_ITEMS {
+        return Err(StoreError::Invalid(format!(
+            "{} writes in one transaction; the limit is {MAX_TRANSACTION_ITEMS}",
+            writes.len()
+        )));
+    }
+    let mut keys = std::collections::HashSet::with_capacity(writes.len());
+    for write in writes {
+        let (pk, sk) = write.key();
+        validate_key(pk, sk)?;
+        if !keys.insert((pk, sk)) {
+            return Err(StoreError::Invalid(format!(
+                "two writes on one key ({pk}, {sk}) in one transaction"
+            )));
+        }
+        if let Write::Put { item, .. } = write {
+            if let Some((gpk, gsk)) = &item.gsi1
+                && (gpk.is_empty() || gsk.is_empty())
+            {
+                return Err(StoreError::Invalid("gsi1 keys must not be empty".into()));
+            }
+            let size = item.pk.len()
+                + item.sk.len()
+                + item.gsi1.as_ref().map_or(0, |(p, s)| p.len() + s.len())
+                + item.body.len();
+            if size > MAX_ITEM_BYTES {
+                return Err(StoreError::Invalid(format!(
+                    "item ({pk}, {sk}) is {size} bytes; the limit is {MAX_ITEM_BYTES}"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[async_trait]

@@ -36,7 +36,6 @@
 //! Reads run in their own read transactions: point reads of a few keys on the calling thread
 //! (they take microseconds), queries and large batches on tokio's blocking pool.
 
-use std::collections::HashSet;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
@@ -50,16 +49,10 @@ use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, Durability, ReadableDatabase, TableDefinition};
 use tokio::sync::oneshot;
 
-use crate::ports::{
-    Cond, Index, Item, MAX_TRANSACTION_ITEMS, Query, QueryPage, Store, StoreError, Write,
-};
+use crate::ports::{Cond, Index, Item, Query, QueryPage, Store, StoreError, Write};
 
 const ITEMS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("items");
 const GSI1: TableDefinition<&[u8], ()> = TableDefinition::new("gsi1");
-
-/// DynamoDB refuses items over 400 KB; refusing them here too keeps local mode honest about
-/// what will work on AWS.
-const MAX_ITEM_BYTES: usize = 400 * 1024;
 
 /// At most this many queued transactions share one commit, which bounds the latency a
 /// transaction adds to the others in its group.
@@ -646,49 +639,6 @@ fn invalid(msg: impl Into<String>) -> StoreError {
     StoreError::Invalid(msg.into())
 }
 
-fn validate_key(pk: &str, sk: &str) -> Result<(), StoreError> {
-    if pk.is_empty() || sk.is_empty() {
-        return Err(invalid("pk and sk must not be empty"));
-    }
-    Ok(())
-}
-
-fn validate(writes: &[Write]) -> Result<(), StoreError> {
-    if writes.len() > MAX_TRANSACTION_ITEMS {
-        return Err(invalid(format!(
-            "{} writes in one transaction; the limit is {MAX_TRANSACTION_ITEMS}",
-            writes.len()
-        )));
-    }
-    let mut keys = HashSet::with_capacity(writes.len());
-    for write in writes {
-        let (pk, sk) = write.key();
-        validate_key(pk, sk)?;
-        if !keys.insert((pk, sk)) {
-            return Err(invalid(format!(
-                "two writes on one key ({pk}, {sk}) in one transaction"
-            )));
-        }
-        if let Write::Put { item, .. } = write {
-            if let Some((gpk, gsk)) = &item.gsi1
-                && (gpk.is_empty() || gsk.is_empty())
-            {
-                return Err(invalid("gsi1 keys must not be empty"));
-            }
-            let size = item.pk.len()
-                + item.sk.len()
-                + item.gsi1.as_ref().map_or(0, |(p, s)| p.len() + s.len())
-                + item.body.len();
-            if size > MAX_ITEM_BYTES {
-                return Err(invalid(format!(
-                    "item ({pk}, {sk}) is {size} bytes; the limit is {MAX_ITEM_BYTES}"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
 // ---- Queries ------------------------------------------------------------------------------
 
 /// The key range a query covers, before any cursor.
@@ -878,7 +828,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
-        validate(&writes)?;
+        crate::ports::validate_writes(&writes)?;
         if writes.is_empty() {
             return Ok(());
         }
@@ -892,7 +842,7 @@ impl Store for EmbeddedStore {
         by: u64,
         expires_at: i64,
     ) -> Result<u64, StoreError> {
-        validate_key(pk, sk)?;
+        crate::ports::validate_key(pk, sk)?;
         let (pk, sk) = (pk.to_owned(), sk.to_owned());
         self.write(|reply| Job::Increment {
             pk,

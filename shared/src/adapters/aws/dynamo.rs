@@ -53,9 +53,7 @@ use aws_sdk_dynamodb::types::{
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as CURSOR;
 
-use crate::ports::{
-    Cond, Index, Item, MAX_TRANSACTION_ITEMS, Query, QueryPage, Store, StoreError, Write,
-};
+use crate::ports::{Cond, Index, Item, Query, QueryPage, Store, StoreError, Write};
 
 /// The name of the secondary index.
 pub const GSI1: &str = "gsi1";
@@ -71,8 +69,6 @@ const COUNT: &str = "count";
 
 /// DynamoDB's limit on the keys of one `BatchGetItem`.
 const BATCH_GET_KEYS: usize = 100;
-/// DynamoDB refuses items over 400 KB; the embedded store checks the same bound.
-const MAX_ITEM_BYTES: usize = 400 * 1024;
 /// Rounds of `UnprocessedKeys` retries before `batch_get` gives up.
 const BATCH_GET_ATTEMPTS: u32 = 8;
 /// Rounds of the two-step `increment` (add, or restart an expired counter) before giving up.
@@ -476,51 +472,6 @@ fn decode_cursor(cursor: &str, q: &Query) -> Result<HashMap<String, AttributeVal
 
 // ---- Validation -----------------------------------------------------------------------------
 
-fn validate_key(pk: &str, sk: &str) -> Result<(), StoreError> {
-    if pk.is_empty() || sk.is_empty() {
-        return Err(invalid("pk and sk must not be empty"));
-    }
-    Ok(())
-}
-
-/// The same checks as the embedded store, made before anything is sent, so both back ends
-/// refuse the same requests with `Invalid`.
-fn validate(writes: &[Write]) -> Result<(), StoreError> {
-    if writes.len() > MAX_TRANSACTION_ITEMS {
-        return Err(invalid(format!(
-            "{} writes in one transaction; the limit is {MAX_TRANSACTION_ITEMS}",
-            writes.len()
-        )));
-    }
-    let mut keys = HashSet::with_capacity(writes.len());
-    for write in writes {
-        let (pk, sk) = write.key();
-        validate_key(pk, sk)?;
-        if !keys.insert((pk, sk)) {
-            return Err(invalid(format!(
-                "two writes on one key ({pk}, {sk}) in one transaction"
-            )));
-        }
-        if let Write::Put { item, .. } = write {
-            if let Some((gpk, gsk)) = &item.gsi1
-                && (gpk.is_empty() || gsk.is_empty())
-            {
-                return Err(invalid("gsi1 keys must not be empty"));
-            }
-            let size = item.pk.len()
-                + item.sk.len()
-                + item.gsi1.as_ref().map_or(0, |(p, s)| p.len() + s.len())
-                + item.body.len();
-            if size > MAX_ITEM_BYTES {
-                return Err(invalid(format!(
-                    "item ({pk}, {sk}) is {size} bytes; the limit is {MAX_ITEM_BYTES}"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// A short, growing, jittered pause between retries of unprocessed keys.
 async fn backoff(attempt: u32) {
     let cap_ms = (25u64 << attempt.min(6)).min(1000);
@@ -882,7 +833,7 @@ impl Store for DynamoStore {
     }
 
     async fn transact(&self, mut writes: Vec<Write>) -> Result<(), StoreError> {
-        validate(&writes)?;
+        crate::ports::validate_writes(&writes)?;
         let now = now_unix();
         match writes.len() {
             0 => Ok(()),
@@ -900,7 +851,7 @@ impl Store for DynamoStore {
         by: u64,
         expires_at: i64,
     ) -> Result<u64, StoreError> {
-        validate_key(pk, sk)?;
+        crate::ports::validate_key(pk, sk)?;
         for _ in 0..INCREMENT_ATTEMPTS {
             let now = now_unix();
             if let Some(count) = self
