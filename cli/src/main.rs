@@ -333,24 +333,28 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
     }
     let router = app.router(config);
 
-    // Tests and scripts read these lines: keep their shape.
-    println!("nib: serving {public_url}/mcp");
-    match first {
-        Some(t) => println!(
-            "nib: token for user {} ({}): {}",
-            t.record.user, t.record.scope, t.token
-        ),
-        None if args.backend == Backend::Aws => {
-            println!("nib: data in {data_place}; its first start printed a token")
-        }
-        None => println!(
+    // Tests and scripts read these lines: keep their shape. Written so that a reader that
+    // closed the pipe (`nib serve | head -1`) cannot stop the server: println! would panic.
+    let mut lines = vec![format!("nib: serving {public_url}/mcp")];
+    lines.push(match first {
+        Some(t) => format!("nib: token for user {} ({}): {}", t.record.user, t.record.scope, t.token),
+        None if args.backend == Backend::Aws => format!("nib: data in {data_place}; its first start printed a token"),
+        None => format!(
             "nib: data in {data_place}; create a token with `nib token create --scope read` (while the server is stopped)"
         ),
-    }
+    });
     if let Some(p) = password {
-        println!(
+        lines.push(format!(
             "nib: password for user {DEFAULT_USER} (OAuth sign-in page): {p}  (change it with `nib user passwd {DEFAULT_USER}`)"
-        );
+        ));
+    }
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = out.flush();
     }
     tracing::info!(%addr, data = %data_place, "listening");
     axum::serve(listener, router)

@@ -17,6 +17,9 @@ struct Server {
     child: Child,
     url: String,
     token: Option<String>,
+    /// Kept open: the server prints more lines than the two read here, and a closed pipe would
+    /// make its next `println!` fail.
+    _stdout: BufReader<std::process::ChildStdout>,
 }
 
 impl Drop for Server {
@@ -49,7 +52,12 @@ fn serve(data: &std::path::Path, json_logs: bool) -> Server {
         .trim()
         .split_once("(admin): ")
         .map(|(_, t)| t.to_owned());
-    Server { child, url, token }
+    Server {
+        child,
+        url,
+        token,
+        _stdout: out,
+    }
 }
 
 #[tokio::test]
