@@ -129,7 +129,9 @@ BENCH_VENV_STAMP := $(VENV)/.installed-bench
 
 bench: ## all benchmarks, then BENCHMARKS.md + bench/history.csv + bench/search_latency.png
 	@mkdir -p $(BENCH_OUT) && rm -f $(BENCH_OUT)/*.json
-	@echo "{\"loadavg\": \"$$(cut -d' ' -f1 /proc/loadavg)\"}" > $(BENCH_OUT)/start.json
+	@echo "{\"loadavg\": \"$$(cut -d' ' -f1 /proc/loadavg)\", \"commit\": \"$$(git rev-parse \
+		--short HEAD)$$(git status --porcelain --untracked-files=no | grep -q . && echo +dirty)\"}" \
+		> $(BENCH_OUT)/start.json
 	$(MAKE) bench-micro bench-load bench-cold
 	$(MAKE) bench-report
 

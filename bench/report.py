@@ -175,8 +175,11 @@ def main():
     cold = load(out, "cold.json")
     m = machine(out)
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-    commit = git(root, "rev-parse", "--short", "HEAD")
-    if git(root, "status", "--porcelain", "--untracked-files=no"):
+    # The commit the benchmarks ran on (`make bench` records it before starting), else now's.
+    commit = (load(out, "start.json") or {}).get("commit") or git(root, "rev-parse", "--short",
+                                                                  "HEAD")
+    if "commit" not in (load(out, "start.json") or {}) and git(
+            root, "status", "--porcelain", "--untracked-files=no"):
         commit += "+dirty"
 
     parse_ns = criterion_ns(out, "parser", "page_mix")
@@ -274,8 +277,14 @@ def main():
     if os.path.exists(history_path):
         with open(history_path, newline="") as f:
             rows = list(csv.DictReader(f))
-    cells = {k: ("" if v is None else (f"{v:.4g}" if isinstance(v, float) else v))
-             for k, v in hist.items()}
+    def cell(v):
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+        return v
+
+    cells = {k: cell(v) for k, v in hist.items()}
     rows.append(cells)
     with open(history_path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=HISTORY_FIELDS, extrasaction="ignore")
@@ -354,7 +363,9 @@ def main():
                  f"keep-alive connections, {load_doc['duration_s']} s per run after a 1 s "
                  "warm-up; a read-scoped bearer token. The floor server answers the same "
                  "request bytes with the same response bytes (captured from nib) and does no "
-                 "work. Peak RSS is the server's `VmHWM` over that run. search_pages queries "
+                 "work. Peak RSS is the server's `VmHWM` over that run (reset before it through "
+                 "`/proc/PID/clear_refs`; memory the allocator kept from earlier runs still "
+                 "counts, so a run after a heavier one still shows its memory). search_pages queries "
                  f"\"{load_doc['search_query']}\".\n")
         L.append("| scenario | c | nib req/s | nib p50 | nib p99 | nib peak RSS | floor req/s "
                  "| floor p50 | floor p99 | floor RSS | nib/floor |")
