@@ -496,12 +496,13 @@ async fn rate_limit(
     Ok(())
 }
 
-/// The handler's request for authentication or a higher scope, as the HTTP error to answer.
+/// Whether a reply may hold a marker: a cheap byte search that spares parsing every result.
 fn may_carry_marker(reply: &[u8]) -> bool {
     const KEY: &[u8] = b"\"nib\":";
     reply.windows(KEY.len()).any(|w| w == KEY)
 }
 
+/// The handler's request for authentication or a higher scope, as the HTTP error to answer.
 fn auth_marker(reply: &Value) -> Option<HttpError> {
     let data = reply.pointer("/error/data")?;
     match data.get("nib")?.as_str()? {
