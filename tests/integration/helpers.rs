@@ -88,6 +88,15 @@ impl TestApp {
         Self::spawn_with(Options::default()).await
     }
 
+    /// A server over an empty notebook (no sample imported).
+    pub async fn spawn_empty() -> TestApp {
+        Self::spawn_with(Options {
+            import_sample: false,
+            ..Options::default()
+        })
+        .await
+    }
+
     pub async fn spawn_with(options: Options) -> TestApp {
         let dir = tempfile::tempdir().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

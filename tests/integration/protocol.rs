@@ -16,11 +16,7 @@ fn stateless(method: &str, params: Value) -> Value {
 
 #[tokio::test]
 async fn initialize_negotiates_each_legacy_era_and_issues_no_session() {
-    let app = TestApp::spawn_with(Options {
-        import_sample: false,
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_empty().await;
     for version in ["2025-03-26", "2025-06-18", "2025-11-25"] {
         let r = app
             .post()
@@ -57,11 +53,7 @@ async fn initialize_negotiates_each_legacy_era_and_issues_no_session() {
 
 #[tokio::test]
 async fn notifications_are_accepted_with_202_and_ping_answers() {
-    let app = TestApp::spawn_with(Options {
-        import_sample: false,
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_empty().await;
     let r = app
         .post()
         .json(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
@@ -80,11 +72,7 @@ async fn notifications_are_accepted_with_202_and_ping_answers() {
 
 #[tokio::test]
 async fn the_stateless_era_discovers_and_checks_headers_against_the_body() {
-    let app = TestApp::spawn_with(Options {
-        import_sample: false,
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_empty().await;
     let send = |method: &'static str,
                 header_method: &'static str,
                 name: Option<&'static str>,
@@ -161,11 +149,7 @@ async fn the_stateless_era_discovers_and_checks_headers_against_the_body() {
 
 #[tokio::test]
 async fn protocol_version_header_rules() {
-    let app = TestApp::spawn_with(Options {
-        import_sample: false,
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_empty().await;
     let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
     let r = app
         .post()
@@ -226,11 +210,7 @@ async fn protocol_version_header_rules() {
 
 #[tokio::test]
 async fn malformed_input_gets_the_right_status_and_code() {
-    let app = TestApp::spawn_with(Options {
-        import_sample: false,
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_empty().await;
     let r = app.post().body("{not json").send().await.unwrap();
     assert_eq!(r.status(), 400);
     let cid = r.headers()["x-correlation-id"].to_str().unwrap().to_owned();
@@ -307,11 +287,7 @@ async fn malformed_input_gets_the_right_status_and_code() {
 
 #[tokio::test]
 async fn bodies_over_two_million_bytes_are_refused_with_413() {
-    let app = TestApp::spawn_with(Options {
-        import_sample: false,
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_empty().await;
     let big = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
         "x".repeat(2_000_001)
@@ -329,11 +305,7 @@ async fn bodies_over_two_million_bytes_are_refused_with_413() {
 
 #[tokio::test]
 async fn host_and_origin_must_be_allowed_before_anything_else() {
-    let app = TestApp::spawn_with(Options {
-        import_sample: false,
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_empty().await;
     let r = app
         .post()
         .header("host", "attacker.example")
@@ -372,11 +344,7 @@ async fn host_and_origin_must_be_allowed_before_anything_else() {
 
 #[tokio::test]
 async fn unauthenticated_requests_get_the_challenge_and_get_is_405_only_after_auth() {
-    let app = TestApp::spawn_with(Options {
-        import_sample: false,
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_empty().await;
     let r = app
         .post_anon()
         .json(&initialize(LATEST_LEGACY))
@@ -452,11 +420,7 @@ async fn unauthenticated_requests_get_the_challenge_and_get_is_405_only_after_au
 
 #[tokio::test]
 async fn revoked_tokens_stop_working() {
-    let app = TestApp::spawn_with(Options {
-        import_sample: false,
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_empty().await;
     let token = app.token_for("default", Scope::Read).await;
     let (status, _) = app
         .rpc_with(
