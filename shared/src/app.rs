@@ -5,7 +5,8 @@
 //!   `assets/` (page images, encrypted at rest, served at `/assets`).
 //! - [`App::open_aws`]: DynamoDB, S3 and KMS from an [`AwsConfig`]. Page-image URLs are S3
 //!   presigned URLs, so the router has no `/assets` route; the session-id and OAuth keys are
-//!   KMS-wrapped secrets kept in the table (`KmsKeys::server_secret`).
+//!   KMS-wrapped secrets kept in the table (`KmsKeys::server_secret`), and access tokens are
+//!   signed by the KMS key `NIB_SIGNING_KEY_ID` when set (`adapters::aws::signing`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::adapters::local_keys::LocalKeys;
 use crate::adapters::rate_limit::{InMemoryRateLimiter, StoreRateLimiter};
 use crate::auth::Scope;
 use crate::auth::oauth::OAuth;
+use crate::auth::oauth::jwt::{LocalSigner, TokenSigner};
 use crate::auth::sessions::SessionSigner;
 use crate::auth::tokens::{NewToken, Tokens};
 use crate::auth::users::{UserError, Users};
@@ -58,6 +60,8 @@ pub enum AppError {
     Secret(#[from] crate::adapters::aws::kms::SecretError),
     #[error("user failure")]
     Users(#[from] UserError),
+    #[error("cannot load the OAuth keys")]
+    OAuthKeys(#[from] crate::adapters::aws::signing::OAuthKeysError),
 }
 
 /// The system over one back end.
@@ -77,8 +81,10 @@ pub struct App {
     pub aws_calls: Option<CallCounter>,
     /// Signs session ids (`--sessions`).
     session_key: Zeroizing<[u8; 32]>,
-    /// The authorization server's secret: its JWT signing key and CSRF key derive from it.
-    oauth_secret: Zeroizing<[u8; 32]>,
+    /// Signs access tokens: a key derived from `master.key` locally, KMS on AWS.
+    token_signer: Arc<dyn TokenSigner>,
+    /// The consent form's CSRF key (derived from the OAuth secret).
+    csrf_key: Zeroizing<[u8; 32]>,
     /// Request counters: in memory locally, counter items in the table on AWS (tests may swap
     /// it before building the router).
     pub limiter: Arc<dyn RateLimiter>,
@@ -137,11 +143,13 @@ impl App {
             },
         ));
         let tokens = Arc::new(Tokens::new(store.clone(), clock.clone()));
+        let oauth_secret = Zeroizing::new(keys.derive("oauth"));
         Ok(App {
             data_dir: Some(data_dir.to_owned()),
             store,
             session_key: Zeroizing::new(keys.derive("session-ids")),
-            oauth_secret: Zeroizing::new(keys.derive("oauth")),
+            token_signer: Arc::new(LocalSigner::from_oauth_secret(&oauth_secret)),
+            csrf_key: crate::auth::oauth::csrf_key(&oauth_secret),
             limiter: Arc::new(InMemoryRateLimiter::new(clock.clone())),
             keys,
             vault,
@@ -169,7 +177,9 @@ impl App {
         let store: Arc<dyn Store> = Arc::new(clients.store(&config));
         let kms = clients.keys(&config);
         let session_key = kms.server_secret(store.as_ref(), "session-ids").await?;
-        let oauth_secret = kms.server_secret(store.as_ref(), "oauth").await?;
+        let oauth_keys =
+            crate::adapters::aws::signing::OAuthKeys::load(&config, &clients, store.as_ref())
+                .await?;
         let keys: Arc<dyn Keys> = Arc::new(kms);
         let vault = Arc::new(Vault::new(
             store.clone(),
@@ -202,7 +212,8 @@ impl App {
             clock,
             aws_calls: Some(clients.calls),
             session_key,
-            oauth_secret,
+            token_signer: oauth_keys.signer,
+            csrf_key: oauth_keys.csrf_key,
             limiter,
         })
     }
@@ -281,7 +292,8 @@ impl App {
             config,
             self.store.clone(),
             self.clock.clone(),
-            &self.oauth_secret,
+            self.token_signer.clone(),
+            self.csrf_key.clone(),
         )
     }
 

@@ -14,6 +14,8 @@
 //! | `NIB_ASSET_TTL_SECONDS` | lifetime of presigned page-image URLs | 3600 |
 //! | `NIB_KEY_CACHE_SIZE` | how many users' unwrapped keys a process keeps | 1024 |
 //! | `NIB_KEY_CACHE_SECONDS` | how long an unwrapped key is kept before KMS is asked again | 900 |
+//! | `NIB_SIGNING_KEY_ID` | the KMS key (ECC_NIST_P256, SIGN_VERIFY) that signs access tokens with `kms:Sign` (ES256); unset: a key derived from the KMS-wrapped OAuth secret, with a warning | unset |
+//! | `NIB_SIGNING_PUBLIC_KEY` | that key's public half, PEM (SubjectPublicKeyInfo): the mcp front verifies tokens with it alone; oauth skips its `GetPublicKey` | unset |
 //! | `AWS_ENDPOINT_URL` | one endpoint for every service (the emulator) | AWS's own |
 //! | `AWS_REGION` | the region | the SDK's chain; `us-east-1` with an endpoint URL |
 
@@ -79,6 +81,14 @@ pub struct AwsConfig {
     pub region: Option<String>,
     /// `None`: the SDK's default credential chain.
     pub credentials: Option<StaticCredentials>,
+    /// The KMS asymmetric key (ECC_NIST_P256) that signs access tokens (`kms:Sign`, ES256):
+    /// id, ARN or alias. `None` (an emulator, `nib serve --backend aws`): tokens are signed with
+    /// a P-256 key derived from the KMS-wrapped OAuth secret instead.
+    pub signing_key_id: Option<String>,
+    /// The PEM (SubjectPublicKeyInfo) of that key's public half. The mcp front verifies access
+    /// tokens with it alone (no KMS permission); the oauth function uses it instead of asking
+    /// KMS (`GetPublicKey`) at start. Checked by [`AwsConfig::validate`].
+    pub signing_public_key_pem: Option<String>,
 }
 
 impl AwsConfig {
@@ -106,6 +116,8 @@ impl AwsConfig {
             endpoint_url: get("AWS_ENDPOINT_URL"),
             region: get("AWS_REGION"),
             credentials: None,
+            signing_key_id: get("NIB_SIGNING_KEY_ID"),
+            signing_public_key_pem: get("NIB_SIGNING_PUBLIC_KEY"),
         };
         config.validate()?;
         Ok(config)
@@ -142,7 +154,23 @@ impl AwsConfig {
                 reason: "must start with http:// or https://".into(),
             });
         }
+        self.signing_public_key()?;
         Ok(())
+    }
+
+    /// The access-token verification key of `NIB_SIGNING_PUBLIC_KEY`, if set.
+    pub fn signing_public_key(&self) -> Result<Option<p256::PublicKey>, ConfigError> {
+        self.signing_public_key_pem
+            .as_deref()
+            .map(|pem| {
+                crate::auth::oauth::jwt::public_key_from_pem(pem).map_err(|e| {
+                    ConfigError::Invalid {
+                        name: "NIB_SIGNING_PUBLIC_KEY",
+                        reason: e.to_string(),
+                    }
+                })
+            })
+            .transpose()
     }
 }
 
@@ -188,6 +216,16 @@ mod tests {
         assert_eq!(config.key_cache_ttl, Duration::from_secs(900));
         assert_eq!(config.endpoint_url, None);
         assert_eq!(config.credentials, None);
+        assert_eq!(config.signing_key_id, None);
+        assert_eq!(config.signing_public_key_pem, None);
+        assert_eq!(config.signing_public_key(), Ok(None));
+    }
+
+    /// A P-256 public key in PEM, as Terraform passes it (`aws_kms_public_key.public_key_pem`).
+    fn public_pem() -> String {
+        use p256::pkcs8::{EncodePublicKey, LineEnding};
+        let key = p256::SecretKey::from_slice(&[5; 32]).unwrap().public_key();
+        key.to_public_key_pem(LineEnding::LF).unwrap()
     }
 
     #[test]
@@ -199,7 +237,10 @@ mod tests {
             ("NIB_KEY_CACHE_SECONDS", "30"),
             ("AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
             ("AWS_REGION", "eu-west-1"),
+            ("NIB_SIGNING_KEY_ID", "arn:aws:kms:eu-west-1:1:key/k"),
         ]);
+        let pem = public_pem();
+        vars.push(("NIB_SIGNING_PUBLIC_KEY", pem.as_str()));
         let config = AwsConfig::from_lookup(lookup(&vars)).unwrap();
         assert_eq!(config.asset_ttl_seconds, 60);
         assert_eq!(config.key_cache_size, 7);
@@ -209,6 +250,12 @@ mod tests {
             Some("http://127.0.0.1:5000")
         );
         assert_eq!(config.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(
+            config.signing_key_id.as_deref(),
+            Some("arn:aws:kms:eu-west-1:1:key/k")
+        );
+        assert_eq!(config.signing_public_key_pem.as_deref(), Some(pem.as_str()));
+        assert!(config.signing_public_key().unwrap().is_some());
     }
 
     #[test]
@@ -238,6 +285,11 @@ mod tests {
             ("NIB_KEY_CACHE_SIZE", "0"),
             ("NIB_KEY_CACHE_SECONDS", "0"),
             ("AWS_ENDPOINT_URL", "127.0.0.1:5000"),
+            ("NIB_SIGNING_PUBLIC_KEY", "arn:aws:kms:eu-west-1:1:key/k"),
+            (
+                "NIB_SIGNING_PUBLIC_KEY",
+                "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----",
+            ),
         ] {
             let mut vars = REQUIRED.to_vec();
             vars.push((name, value));

@@ -385,8 +385,9 @@ async fn discovery_documents_name_the_authorization_server() {
         .json()
         .await
         .unwrap();
-    assert_eq!(jwks["keys"][0]["kty"], "OKP");
-    assert_eq!(jwks["keys"][0]["alg"], "EdDSA");
+    assert_eq!(jwks["keys"][0]["kty"], "EC");
+    assert_eq!(jwks["keys"][0]["crv"], "P-256");
+    assert_eq!(jwks["keys"][0]["alg"], "ES256");
     // The 401 challenge that starts a connector's flow points at the metadata.
     let r = env
         .app
@@ -969,11 +970,13 @@ async fn forged_expired_foreign_and_revoked_access_tokens_get_401() {
     // Our own key, another audience.
     let mut foreign = claims.clone();
     foreign.aud = "https://other.example/mcp".into();
-    env.assert_refused(&oauth.sign_access_token(&foreign)).await;
+    env.assert_refused(&oauth.sign_access_token(&foreign).await.unwrap())
+        .await;
     // Another issuer.
     let mut foreign = claims.clone();
     foreign.iss = "https://evil.example".into();
-    env.assert_refused(&oauth.sign_access_token(&foreign)).await;
+    env.assert_refused(&oauth.sign_access_token(&foreign).await.unwrap())
+        .await;
     // Tampered: a raised scope under the old signature.
     claims.scope = "read write admin".into();
     let tampered = format!(

@@ -188,6 +188,8 @@ impl Emulator {
                 access_key_id: "testing".into(),
                 secret_access_key: Secret::new("testing"),
             }),
+            signing_key_id: None,
+            signing_public_key_pem: None,
         }
     }
 
@@ -221,6 +223,43 @@ impl Emulator {
         out.key_metadata
             .map(|m| m.key_id)
             .ok_or_else(|| provision_error("KMS key")("no key metadata".into()))
+    }
+
+    /// A new asymmetric KMS key like the deployment's access-token signing key (ECC_NIST_P256,
+    /// SIGN_VERIFY); returns its ARN and its public key as PEM, which is what Terraform passes
+    /// as `NIB_SIGNING_KEY_ID` and `NIB_SIGNING_PUBLIC_KEY`.
+    pub async fn create_signing_key(&self) -> Result<(String, String), EmulatorError> {
+        use aws_sdk_kms::types::{KeySpec, KeyUsageType};
+        use p256::pkcs8::{EncodePublicKey, LineEnding};
+        let fail = |e: Box<dyn Error + Send + Sync>| provision_error("KMS signing key")(e);
+        let config = self.config("unused", "unused", "unused");
+        let clients = AwsClients::connect(&config).await;
+        let arn = clients
+            .kms
+            .create_key()
+            .description("nib test signing key")
+            .key_spec(KeySpec::EccNistP256)
+            .key_usage(KeyUsageType::SignVerify)
+            .send()
+            .await
+            .map_err(|e| fail(Box::new(e)))?
+            .key_metadata
+            .and_then(|m| m.arn)
+            .ok_or_else(|| fail("no key metadata".into()))?;
+        let der = clients
+            .kms
+            .get_public_key()
+            .key_id(&arn)
+            .send()
+            .await
+            .map_err(|e| fail(Box::new(e)))?
+            .public_key
+            .ok_or_else(|| fail("no public key".into()))?;
+        let pem = crate::auth::oauth::jwt::public_key_from_der(der.as_ref())
+            .map_err(|e| fail(Box::new(e)))?
+            .to_public_key_pem(LineEnding::LF)
+            .map_err(|e| fail(e.to_string().into()))?;
+        Ok((arn, pem))
     }
 
     /// Kills the server now (tests of failures); later requests fail to connect.

@@ -6,6 +6,8 @@
 //! - [`dynamo`]: `DynamoStore`, the `Store` port over one table.
 //! - [`s3`]: `S3Assets`, page images with presigned GET and PUT URLs.
 //! - [`kms`]: `KmsKeys`, envelope keys with the user id as encryption context.
+//! - [`signing`]: `KmsSigner` (ES256 access tokens signed by KMS), the oauth function's
+//!   `OAuthKeys` and the mcp front's verify-only key.
 //! - [`calls`]: `CallCounter`, the SDK interceptor that counts requests per operation.
 //! - [`emulator`]: moto's server on 127.0.0.1 with a provisioned table, bucket and key, for the
 //!   tests and for trying nib without an AWS account.
@@ -25,6 +27,7 @@ pub mod dynamo;
 pub mod emulator;
 pub mod kms;
 pub mod s3;
+pub mod signing;
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,8 @@
 //! - [`cimd`]: client ID metadata documents (an HTTPS URL as `client_id`), fetched and cached.
 //! - [`authorize`]: the authorization request, CSRF tokens of the consent form, and the code.
 //! - [`token`]: the token endpoint (code exchange, refresh rotation) and revocation (RFC 7009).
-//! - [`jwt`]: EdDSA access tokens (RFC 9068 shape), their verification, and the JWKS.
+//! - [`jwt`]: ES256 access tokens (RFC 9068 shape), their signers (local, KMS on AWS,
+//!   verify-only on the mcp front), their verification, and the JWKS.
 //! - [`grants`]: one grant per user consent; what `nib grant list/revoke` shows and revokes.
 //!
 //! Store items (DESIGN §5): `CLIENT#{id}` / `CLIENT`, `CODE#{sha256(code)}` / `CODE`,
@@ -110,6 +111,8 @@ pub enum OAuthError {
     Store(#[from] StoreError),
     #[error("a stored record is corrupt")]
     Corrupt(#[from] serde_json::Error),
+    #[error("cannot sign the access token")]
+    Signing(#[from] jwt::SignError),
     #[error("{0}")]
     Internal(&'static str),
 }
@@ -129,9 +132,10 @@ impl OAuthError {
             OAuthError::AccessDenied(_) => "access_denied",
             OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
             OAuthError::InvalidClientMetadata(_) => "invalid_client_metadata",
-            OAuthError::Store(_) | OAuthError::Corrupt(_) | OAuthError::Internal(_) => {
-                "server_error"
-            }
+            OAuthError::Store(_)
+            | OAuthError::Corrupt(_)
+            | OAuthError::Signing(_)
+            | OAuthError::Internal(_) => "server_error",
         }
     }
 
@@ -169,6 +173,12 @@ pub fn random_password() -> String {
 /// The SHA-256 of a secret, hex: how codes, refresh tokens and client secrets are stored.
 pub(crate) fn sha256_hex(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// The consent form's CSRF key, derived from the server's 32-byte OAuth secret (locally from
+/// `master.key`, on AWS the KMS-wrapped `SECRET#oauth`).
+pub fn csrf_key(secret: &[u8; 32]) -> Zeroizing<[u8; 32]> {
+    derive(secret, "csrf/v1")
 }
 
 /// A 32-byte key for one purpose, derived from the authorization server's secret.
@@ -212,7 +222,7 @@ pub struct OAuth {
     pub users: Users,
     pub clients: clients::Clients,
     pub grants: grants::Grants,
-    signer: jwt::Signer,
+    signer: Arc<dyn jwt::TokenSigner>,
     pub verifier: jwt::Verifier,
     csrf_key: Zeroizing<[u8; 32]>,
 }
@@ -221,23 +231,26 @@ impl std::fmt::Debug for OAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OAuth")
             .field("config", &self.config)
+            .field("kid", &self.signer.kid())
             .finish_non_exhaustive()
     }
 }
 
 impl OAuth {
-    /// `secret` is the server's 32-byte OAuth secret (derived from `master.key` locally, a
-    /// KMS-wrapped secret on AWS): the JWT signing key and the CSRF key are derived from it, so
-    /// no key material sits in configuration.
+    /// `signer` signs access tokens (a [`jwt::LocalSigner`] derived from the server's OAuth
+    /// secret locally, KMS on AWS) and its public key verifies them; `csrf_key` keys the consent
+    /// form's CSRF tokens ([`csrf_key`] of the same secret). No key material sits in
+    /// configuration.
     pub fn new(
         config: OAuthConfig,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
-        secret: &[u8; 32],
+        signer: Arc<dyn jwt::TokenSigner>,
+        csrf_key: Zeroizing<[u8; 32]>,
     ) -> Self {
-        let signer = jwt::Signer::from_seed(&derive(secret, "jwt-ed25519/v1"));
         let grants = grants::Grants::new(store.clone(), clock.clone());
-        let verifier = signer.verifier(&config, grants.clone(), clock.clone());
+        let verifier =
+            jwt::Verifier::new(signer.public_key(), &config, grants.clone(), clock.clone());
         OAuth {
             users: Users::new(store.clone(), clock.clone()),
             clients: clients::Clients::new(
@@ -248,22 +261,39 @@ impl OAuth {
             grants,
             signer,
             verifier,
-            csrf_key: derive(secret, "csrf/v1"),
+            csrf_key,
             config,
             store,
             clock,
         }
     }
 
+    /// The resource server's view (the mcp front): it verifies access tokens with the public
+    /// key alone and holds no secret. Its token endpoint answers `server_error` (it cannot
+    /// sign) and its CSRF key is random (it serves no consent page; a form it did not render
+    /// never passes).
+    pub fn verify_only(
+        config: OAuthConfig,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        public: jwt::VerifyOnly,
+    ) -> Self {
+        let csrf_key = Zeroizing::new(rand::random::<[u8; 32]>());
+        OAuth::new(config, store, clock, Arc::new(public), csrf_key)
+    }
+
     /// The public keys access tokens are signed with (RFC 7517).
     pub fn jwks(&self) -> serde_json::Value {
-        self.signer.jwks()
+        jwt::jwks(self.signer.as_ref())
     }
 
     /// Signs arbitrary access token claims with the server's key: for operators' tooling and
     /// tests (the token endpoint is the only place that issues tokens to clients).
-    pub fn sign_access_token(&self, claims: &jwt::AccessClaims) -> String {
-        self.signer.sign(claims)
+    pub async fn sign_access_token(
+        &self,
+        claims: &jwt::AccessClaims,
+    ) -> Result<String, jwt::SignError> {
+        jwt::sign_token(self.signer.as_ref(), claims).await
     }
 
     /// True when `resource` names our MCP endpoint (a trailing slash is forgiven).

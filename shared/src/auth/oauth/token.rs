@@ -21,7 +21,7 @@ use subtle::ConstantTimeEq;
 use super::authorize::{CodeRecord, code_item, code_key};
 use super::clients::ClientRecord;
 use super::grants::{GrantRecord, grant_item};
-use super::jwt::{AccessClaims, Verifier};
+use super::jwt::{self, AccessClaims, Verifier};
 use super::{OAuth, OAuthError, random_secret, scope_string, sha256_hex};
 use crate::auth::Scope;
 use crate::domain::UserId;
@@ -196,7 +196,14 @@ impl OAuth {
         }
     }
 
-    fn access_token(&self, grant: &GrantRecord, scope: Scope) -> (String, i64) {
+    /// A signed access token for `grant` and its lifetime. Signed before the grant's writes
+    /// commit, so a signing failure (KMS unreachable) leaves a refresh token unrotated and
+    /// usable again.
+    async fn access_token(
+        &self,
+        grant: &GrantRecord,
+        scope: Scope,
+    ) -> Result<(String, i64), OAuthError> {
         let now = self.clock.unix();
         let ttl = self.config.access_ttl_secs.min(super::MAX_ACCESS_TTL_SECS);
         let claims = AccessClaims {
@@ -210,7 +217,7 @@ impl OAuth {
             client_id: grant.client_id.clone(),
             gid: grant.grant_id.clone(),
         };
-        (self.signer.sign(&claims), ttl)
+        Ok((jwt::sign_token(self.signer.as_ref(), &claims).await?, ttl))
     }
 
     fn new_refresh(&self, grant: &GrantRecord) -> (String, RefreshRecord) {
@@ -309,6 +316,7 @@ impl OAuth {
             expires_at: now + self.config.refresh_ttl_secs + self.config.access_ttl_secs,
         };
         let (refresh_token, refresh) = self.new_refresh(&grant);
+        let (access_token, expires_in) = self.access_token(&grant, grant.scope).await?;
         self.store
             .transact(vec![
                 Write::put(grant_item(&grant, 1), Cond::NotExists),
@@ -318,7 +326,6 @@ impl OAuth {
                 ),
             ])
             .await?;
-        let (access_token, expires_in) = self.access_token(&grant, grant.scope);
         tracing::info!(client_id = %client.client_id, grant_id = %grant.grant_id, "code exchanged");
         Ok(TokenResponse {
             access_token,
@@ -388,6 +395,7 @@ impl OAuth {
             grant.last_issued_at = now;
             grant.expires_at = now + self.config.refresh_ttl_secs + self.config.access_ttl_secs;
             let (refresh_token, next) = self.new_refresh(&grant);
+            let (access_token, expires_in) = self.access_token(&grant, scope).await?;
             let writes = vec![
                 Write::put(
                     refresh_item(key.clone(), &record, item.version + 1),
@@ -404,7 +412,6 @@ impl OAuth {
             ];
             match self.store.transact(writes).await {
                 Ok(()) => {
-                    let (access_token, expires_in) = self.access_token(&grant, scope);
                     return Ok(TokenResponse {
                         access_token,
                         expires_in,
