@@ -275,7 +275,7 @@ impl App {
         let state = Arc::new(HttpState {
             config,
             tokens: self.tokens.clone(),
-            mcp,
+            mcp: Some(mcp),
             sessions,
             assets: self.local_assets.clone(),
             clock: self.clock.clone(),

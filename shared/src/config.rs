@@ -17,6 +17,7 @@
 //! | `NIB_SIGNING_KEY_ID` | the KMS key (ECC_NIST_P256, SIGN_VERIFY) that signs access tokens with `kms:Sign` (ES256); unset: a key derived from the KMS-wrapped OAuth secret, with a warning | unset |
 //! | `NIB_SIGNING_PUBLIC_KEY` | that key's public half, PEM (SubjectPublicKeyInfo): the mcp front verifies tokens with it alone; oauth skips its `GetPublicKey` | unset |
 //! | `AWS_ENDPOINT_URL` | one endpoint for every service (the emulator) | AWS's own |
+//! | `AWS_ENDPOINT_URL_LAMBDA` | Lambda's endpoint alone (`cargo lambda watch` in tests) | `AWS_ENDPOINT_URL` |
 //! | `AWS_REGION` | the region | the SDK's chain; `us-east-1` with an endpoint URL |
 
 use std::fmt;
@@ -25,7 +26,7 @@ use std::time::Duration;
 /// S3 refuses SigV4 presigned URLs that live longer than seven days.
 pub const MAX_ASSET_TTL_SECONDS: u64 = 7 * 24 * 3600;
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     #[error(
         "the environment variable {0} must be set (see the README, \"Running against AWS or the emulator\")"
@@ -77,6 +78,9 @@ pub struct AwsConfig {
     pub key_cache_ttl: Duration,
     /// One endpoint for DynamoDB, S3 and KMS (the emulator); `None` on AWS.
     pub endpoint_url: Option<String>,
+    /// Lambda's own endpoint, when it is not `endpoint_url` (the front invokes the class
+    /// functions under `cargo lambda watch` while the rest runs on moto).
+    pub lambda_endpoint_url: Option<String>,
     /// `None`: the SDK's region chain (`AWS_REGION`, the profile, the Lambda environment).
     pub region: Option<String>,
     /// `None`: the SDK's default credential chain.
@@ -114,6 +118,7 @@ impl AwsConfig {
                 900,
             )?),
             endpoint_url: get("AWS_ENDPOINT_URL"),
+            lambda_endpoint_url: get("AWS_ENDPOINT_URL_LAMBDA"),
             region: get("AWS_REGION"),
             credentials: None,
             signing_key_id: get("NIB_SIGNING_KEY_ID"),

@@ -15,6 +15,8 @@
 //! - [`mcp`]: the MCP server handler on top of `rmcp`: lifecycle, tools/list, tools/call.
 //! - [`auth`]: tokens, scopes, signed session ids, passwords, and the OAuth authorization server.
 //! - [`http`]: the one place that maps HTTP requests to the protocol and errors to statuses.
+//! - [`functions`]: what each Lambda function builds at cold start and does per event (the
+//!   crates in `functions/` only read their configuration and call it).
 //!
 //! ARCHITECTURE.md at the top of the repository has the code map and the invariants.
 
@@ -24,6 +26,7 @@ pub mod auth;
 pub mod config;
 pub mod crypto;
 pub mod domain;
+pub mod functions;
 pub mod http;
 pub mod mcp;
 pub mod notebook;

@@ -27,6 +27,9 @@ pub enum Backend {
     Local,
     /// DynamoDB, S3 and KMS on the emulator: a fresh table and bucket per `TestApp`.
     Aws,
+    /// The Lambda functions under `cargo lambda watch` over a fresh table and bucket on the
+    /// emulator, behind an API Gateway stand-in (`lambda.rs`).
+    Lambda,
 }
 
 #[derive(Clone, Copy)]
@@ -62,6 +65,15 @@ impl Options {
             ..Options::default()
         }
     }
+
+    /// The defaults, through the Lambda functions (their own rate limits: the defaults of a
+    /// deployment, which the tests stay under).
+    pub fn lambda() -> Options {
+        Options {
+            backend: Backend::Lambda,
+            ..Options::default()
+        }
+    }
 }
 
 /// The test binary's emulator, started on first use.
@@ -81,6 +93,10 @@ pub struct TestApp {
     /// The data directory (empty over AWS).
     pub dir: TempDir,
     pub backend: Backend,
+    /// The AWS configuration (AWS and Lambda back ends).
+    pub aws_config: Option<nib::config::AwsConfig>,
+    /// The functions and their emulator (Lambda back end); stopped when the app drops.
+    pub lambda: Option<Arc<crate::lambda::LambdaStack>>,
 }
 
 impl TestApp {
@@ -101,28 +117,39 @@ impl TestApp {
         let dir = tempfile::tempdir().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let app = match options.backend {
-            Backend::Local => App::open_local(
-                dir.path(),
-                LocalOptions {
-                    public_url: base.clone(),
-                    asset_ttl_seconds: 3600,
-                },
-            )
-            .unwrap(),
+        let (app, aws_config) = match options.backend {
+            Backend::Local => (
+                App::open_local(
+                    dir.path(),
+                    LocalOptions {
+                        public_url: base.clone(),
+                        asset_ttl_seconds: 3600,
+                    },
+                )
+                .unwrap(),
+                None,
+            ),
             Backend::Aws => {
                 let config = emulator().await.fresh().await.unwrap();
-                App::open_aws(config).await.unwrap()
+                (App::open_aws(config.clone()).await.unwrap(), Some(config))
+            }
+            Backend::Lambda => {
+                let emulator = emulator().await;
+                let mut config = emulator.fresh().await.unwrap();
+                let (key_id, public_pem) = emulator.create_signing_key().await.unwrap();
+                config.signing_key_id = Some(key_id);
+                config.signing_public_key_pem = Some(public_pem);
+                (App::open_aws(config.clone()).await.unwrap(), Some(config))
             }
         };
-        Self::serve(listener, dir, app, options).await
+        Self::serve(listener, dir, app, options, aws_config).await
     }
 
     /// Serves a system the test opened itself (over a back end it prepared, e.g. with faults).
     pub async fn spawn_over(app: App, options: Options) -> TestApp {
         let dir = tempfile::tempdir().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        Self::serve(listener, dir, app, options).await
+        Self::serve(listener, dir, app, options, None).await
     }
 
     async fn serve(
@@ -130,9 +157,12 @@ impl TestApp {
         dir: TempDir,
         app: App,
         options: Options,
+        aws_config: Option<nib::config::AwsConfig>,
     ) -> TestApp {
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let backend = if app.local_assets.is_some() {
+        let backend = if options.backend == Backend::Lambda {
+            Backend::Lambda
+        } else if app.local_assets.is_some() {
             Backend::Local
         } else {
             Backend::Aws
@@ -158,8 +188,20 @@ impl TestApp {
         if let Some(oauth) = &mut config.oauth {
             oauth.allow_http_loopback_client_ids = options.dev_http_client_ids;
         }
-        let router = app.router(config);
-        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        let mut lambda = None;
+        if backend == Backend::Lambda {
+            let config = aws_config
+                .as_ref()
+                .expect("a Lambda back end has an AWS config");
+            let stack = Arc::new(
+                crate::lambda::LambdaStack::start(config, &base, options.rate_limits).await,
+            );
+            lambda = Some(stack.clone());
+            tokio::spawn(crate::lambda::gateway(listener, stack));
+        } else {
+            let router = app.router(config);
+            tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        }
         TestApp {
             url: format!("{base}/mcp"),
             base,
@@ -168,6 +210,8 @@ impl TestApp {
             client: reqwest::Client::new(),
             dir,
             backend,
+            aws_config,
+            lambda,
         }
     }
 
@@ -176,7 +220,7 @@ impl TestApp {
     pub fn is_asset_url(&self, url: &str) -> bool {
         match self.backend {
             Backend::Local => url.contains("/assets/"),
-            Backend::Aws => {
+            Backend::Aws | Backend::Lambda => {
                 url.contains("/u/default/pages/")
                     && url.contains("X-Amz-Expires=")
                     && url.contains("X-Amz-Signature=")

@@ -6,6 +6,7 @@ mod helpers;
 
 mod aws;
 mod cli;
+mod lambda;
 mod notebook;
 mod oauth;
 mod protocol;

@@ -92,6 +92,31 @@ impl Env {
         }
     }
 
+    /// The deployment's shape: the Lambda functions behind the API Gateway stand-in, over the
+    /// emulator, with the system clock.
+    async fn lambda() -> Env {
+        let app = TestApp::spawn_with(Options {
+            import_sample: false,
+            ..Options::lambda()
+        })
+        .await;
+        let user = UserId::parse("default").unwrap();
+        app.app
+            .users()
+            .set_password(&user, PASSWORD, true)
+            .await
+            .unwrap();
+        Env {
+            app,
+            clock: Arc::new(TestClock::default()),
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            _data: tempfile::tempdir().unwrap(),
+        }
+    }
+
     fn at(&self, path: &str) -> String {
         format!("{}{path}", self.app.base)
     }
@@ -471,7 +496,17 @@ async fn registration_follows_rfc7591_and_always_grants_refresh() {
 
 #[tokio::test]
 async fn a_client_connects_calls_a_tool_and_refreshes() {
-    let env = Env::new().await;
+    connects_calls_a_tool_and_refreshes(&Env::new().await).await;
+}
+
+/// The same through the Lambda functions: the oauth function signs with the KMS key, the mcp
+/// front verifies with the public key alone (`lambda.rs`).
+#[tokio::test]
+async fn a_client_connects_through_the_lambda_functions() {
+    connects_calls_a_tool_and_refreshes(&Env::lambda().await).await;
+}
+
+async fn connects_calls_a_tool_and_refreshes(env: &Env) {
     let client = env.public_client().await;
     let params = env.params(&client);
     let (_, _, html) = env.consent(&params).await;

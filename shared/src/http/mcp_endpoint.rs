@@ -537,9 +537,9 @@ async fn forward(
     let req = req
         .body(http_body_util::Full::new(body))
         .map_err(|_| HttpError::Internal)?;
-    let response = st
-        .mcp
-        .clone()
+    // `router` routes /mcp only when there is a service.
+    let mcp = st.mcp.clone().ok_or(HttpError::Internal)?;
+    let response = mcp
         .oneshot(req)
         .await
         .unwrap_or_else(|never| match never {});

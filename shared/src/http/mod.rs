@@ -139,7 +139,9 @@ pub type McpService = StreamableHttpService<NibMcp, NeverSessionManager>;
 pub struct HttpState {
     pub config: HttpConfig,
     pub tokens: Arc<Tokens>,
-    pub mcp: McpService,
+    /// The MCP service behind `/mcp`; `None` for a process that serves only the authorization
+    /// server (the `oauth` Lambda), which then has no `/mcp` route.
+    pub mcp: Option<McpService>,
     pub sessions: Option<SessionSigner>,
     pub assets: Option<Arc<LocalAssets>>,
     pub clock: Arc<dyn Clock>,
@@ -171,8 +173,12 @@ pub fn mcp_service(handler: NibMcp, max_body_bytes: usize) -> McpService {
 
 pub fn router(state: Arc<HttpState>) -> Router {
     let with_oauth = state.oauth.is_some();
-    let router = Router::new()
-        .route("/mcp", any(mcp_endpoint::handle))
+    let router = if state.mcp.is_some() {
+        Router::new().route("/mcp", any(mcp_endpoint::handle))
+    } else {
+        Router::new()
+    };
+    let router = router
         .route(
             "/.well-known/oauth-protected-resource",
             get(protected_resource).options(oauth::preflight),

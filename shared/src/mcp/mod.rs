@@ -261,7 +261,7 @@ impl ServerHandler for NibMcp {
                 format!("unknown tool: {name}"),
                 None,
             )),
-            Err(ToolError::Internal(e)) => {
+            Err(e @ (ToolError::Internal(_) | ToolError::Unavailable(_))) => {
                 let id = correlation(&ctx);
                 tracing::error!(correlation_id = %id, tool = name, error = %telemetry::chain(&e), "tool failed");
                 Err(ErrorData::internal_error(

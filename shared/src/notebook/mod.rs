@@ -16,7 +16,7 @@ mod tasks;
 
 use std::sync::Arc;
 
-pub use import::{ImportFailure, ImportReport, PageFiles, group_dir};
+pub use import::{ImportFailure, ImportReport, PageFiles, group_dir, read_page};
 pub use pages::{LineView, PageSummary, PageView, SavedPage};
 pub use search::SearchHit;
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};

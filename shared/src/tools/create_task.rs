@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, DATE_PATTERN, ToolDef, ToolError, nullable, object_schema};
+use super::{Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, nullable, object_schema};
 use crate::auth::Scope;
 use crate::notebook::MAX_TEXT_CHARS;
 
@@ -13,6 +13,7 @@ pub fn def() -> ToolDef {
         title: "Create a task",
         description: "Add a task to the page of `target_date` (YYYY-MM-DD; the page is created if needed). If an open task with the same text exists, nothing is added and that task is returned with created: false.",
         scope: Scope::Write,
+        class: ToolClass::Tasks,
         read_only: false,
         destructive: false,
         idempotent: true,

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, ToolDef, ToolError, nullable, object_schema};
+use super::{Ctx, ToolClass, ToolDef, ToolError, nullable, object_schema};
 use crate::auth::Scope;
 
 pub fn def() -> ToolDef {
@@ -11,6 +11,7 @@ pub fn def() -> ToolDef {
         title: "Fetch a notebook page",
         description: "Fetch the full text of a page by the id `search` returned.",
         scope: Scope::Read,
+        class: ToolClass::Pages,
         read_only: true,
         destructive: false,
         idempotent: true,

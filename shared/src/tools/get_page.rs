@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, ToolDef, ToolError, nullable, object_schema};
+use super::{Ctx, ToolClass, ToolDef, ToolError, nullable, object_schema};
 use crate::auth::Scope;
 
 pub fn def() -> ToolDef {
@@ -36,6 +36,7 @@ pub fn def() -> ToolDef {
         title: "Read a notebook page",
         description: "Read one page: its OCR text and markdown, its lines (section, notation, and for task lines the reconciled status), and signed links to its PDF/PNG that expire after signed_url_ttl_seconds.",
         scope: Scope::Read,
+        class: ToolClass::Pages,
         read_only: true,
         destructive: false,
         idempotent: true,

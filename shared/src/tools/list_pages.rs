@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, DATE_PATTERN, ToolDef, ToolError, object_schema};
+use super::{Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, object_schema};
 use crate::auth::Scope;
 
 pub fn def() -> ToolDef {
@@ -11,6 +11,7 @@ pub fn def() -> ToolDef {
         title: "List notebook pages",
         description: "List the notebook's pages, newest first. `from` and `to` (YYYY-MM-DD, inclusive) narrow the dates; `limit` defaults to 50 (max 200).",
         scope: Scope::Read,
+        class: ToolClass::Pages,
         read_only: true,
         destructive: false,
         idempotent: true,

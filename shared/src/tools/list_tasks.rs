@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, DATE_PATTERN, ToolDef, ToolError, nullable, object_schema};
+use super::{Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, nullable, object_schema};
 use crate::auth::Scope;
 use crate::notebook::TaskFilter;
 
@@ -12,6 +12,7 @@ pub fn def() -> ToolDef {
         title: "List tasks",
         description: "List the tasks written in the notebook (a task copied across pages is one task). `status`: open (default, not done), done, or all; `since` (YYYY-MM-DD) keeps tasks first seen on or after that date; `limit` defaults to 50 (max 200). Oldest first.",
         scope: Scope::Read,
+        class: ToolClass::Tasks,
         read_only: true,
         destructive: false,
         idempotent: true,

@@ -6,6 +6,7 @@ mod args;
 mod create_task;
 mod fetch;
 mod get_page;
+pub mod invocation;
 mod list_pages;
 mod list_tasks;
 mod search;
@@ -38,6 +39,9 @@ pub enum ToolError {
     NotFound(&'static str),
     #[error("internal error")]
     Internal(#[source] NotebookError),
+    /// The function that owns the tool could not be reached, or failed without an answer.
+    #[error("the tool's function failed")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl ToolError {
@@ -68,6 +72,28 @@ pub struct Ctx<'a> {
 
 type Handler = for<'a> fn(Ctx<'a>) -> BoxFuture<'a, Result<Value, ToolError>>;
 
+/// The class function that owns a tool on AWS (DESIGN §3): the Lambda the `mcp` front invokes
+/// for it. Locally every class runs in the one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolClass {
+    /// list_pages, get_page, search_pages, search, fetch.
+    Pages,
+    /// list_tasks, create_task, update_task_status.
+    Tasks,
+}
+
+impl ToolClass {
+    pub const ALL: [ToolClass; 2] = [ToolClass::Pages, ToolClass::Tasks];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolClass::Pages => "pages",
+            ToolClass::Tasks => "tasks",
+        }
+    }
+}
+
 /// One tool of the catalog.
 pub struct ToolDef {
     pub name: &'static str,
@@ -75,6 +101,8 @@ pub struct ToolDef {
     pub description: &'static str,
     /// The least scope that may list and call it.
     pub scope: Scope,
+    /// The function that runs it on AWS.
+    pub class: ToolClass,
     pub read_only: bool,
     pub destructive: bool,
     pub idempotent: bool,

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, ToolDef, ToolError, nullable, object_schema};
+use super::{Ctx, ToolClass, ToolDef, ToolError, nullable, object_schema};
 use crate::auth::Scope;
 use crate::notebook::MAX_TEXT_CHARS;
 
@@ -13,6 +13,7 @@ pub fn def() -> ToolDef {
         title: "Search the notebook",
         description: "Search the notebook's pages. Returns ids to pass to `fetch`, with a title and, for pages with ink, a link to the page image.",
         scope: Scope::Read,
+        class: ToolClass::Pages,
         read_only: true,
         destructive: false,
         idempotent: true,

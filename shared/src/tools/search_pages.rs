@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, ToolDef, ToolError, object_schema};
+use super::{Ctx, ToolClass, ToolDef, ToolError, object_schema};
 use crate::auth::Scope;
 use crate::notebook::MAX_TEXT_CHARS;
 
@@ -12,6 +12,7 @@ pub fn def() -> ToolDef {
         title: "Search notebook pages",
         description: "Full-text search over the pages (ranked by BM25). Words match in any form (\"specs\" finds \"spec\"); put a phrase in double quotes to require it as written. Returns page ids, dates and a snippet around the match; `limit` defaults to 20 (max 100).",
         scope: Scope::Read,
+        class: ToolClass::Pages,
         read_only: true,
         destructive: false,
         idempotent: true,

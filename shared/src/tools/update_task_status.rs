@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, ToolDef, ToolError, object_schema};
+use super::{Ctx, ToolClass, ToolDef, ToolError, object_schema};
 use crate::auth::Scope;
 use crate::domain::TaskStatus;
 
@@ -12,6 +12,7 @@ pub fn def() -> ToolDef {
         title: "Update a task's status",
         description: "Mark a task todo, done or cancelled. Idempotent. The status is reconciled with the pages: a page dated later than this update still decides.",
         scope: Scope::Write,
+        class: ToolClass::Tasks,
         read_only: false,
         destructive: false,
         idempotent: true,

@@ -26,6 +26,7 @@ pub mod calls;
 pub mod dynamo;
 pub mod emulator;
 pub mod kms;
+pub mod lambda;
 pub mod s3;
 pub mod signing;
 
@@ -42,6 +43,7 @@ use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
 pub use calls::{CallCounter, CallCounts};
 pub use dynamo::DynamoStore;
 pub use kms::KmsKeys;
+pub use lambda::LambdaDispatch;
 pub use s3::S3Assets;
 
 use crate::config::AwsConfig;
@@ -59,7 +61,10 @@ pub struct AwsClients {
     /// count (or fail) like a request.
     pub s3_presigner: aws_sdk_s3::Client,
     pub kms: aws_sdk_kms::Client,
-    /// Requests sent by `dynamodb`, `s3` and `kms`.
+    /// Invokes the class functions (the `mcp` front only); `AWS_ENDPOINT_URL_LAMBDA` points it
+    /// elsewhere than the other services.
+    pub lambda: aws_sdk_lambda::Client,
+    /// Requests sent by `dynamodb`, `s3`, `kms` and `lambda`.
     pub calls: CallCounter,
 }
 
@@ -121,10 +126,15 @@ impl AwsClients {
         let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
         let mut s3 = aws_sdk_s3::config::Builder::from(&sdk);
         let mut kms = aws_sdk_kms::config::Builder::from(&sdk);
+        let mut lambda = aws_sdk_lambda::config::Builder::from(&sdk);
+        if let Some(url) = &config.lambda_endpoint_url {
+            lambda = lambda.endpoint_url(url);
+        }
         for interceptor in &interceptors {
             dynamodb.push_interceptor(interceptor.clone());
             s3.push_interceptor(interceptor.clone());
             kms.push_interceptor(interceptor.clone());
+            lambda.push_interceptor(interceptor.clone());
         }
         let path_style = config.endpoint_url.is_some();
         let presigner = aws_sdk_s3::config::Builder::from(&sdk).force_path_style(path_style);
@@ -133,6 +143,7 @@ impl AwsClients {
             s3: aws_sdk_s3::Client::from_conf(s3.force_path_style(path_style).build()),
             s3_presigner: aws_sdk_s3::Client::from_conf(presigner.build()),
             kms: aws_sdk_kms::Client::from_conf(kms.build()),
+            lambda: aws_sdk_lambda::Client::from_conf(lambda.build()),
             calls,
         }
     }

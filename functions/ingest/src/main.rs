@@ -1,0 +1,50 @@
+//! The `ingest` function (DESIGN §3): S3 ObjectCreated events on `uploads/` become pages through
+//! the import path of `nib import`. A record that fails for a reason a retry can cure (S3, the
+//! store) fails the invocation, so Lambda retries it and then hands it to the dead-letter queue;
+//! a bad page is logged and dropped. Wiring only: see `nib::functions::ingest`.
+
+use aws_lambda_events::event::s3::S3Event;
+use lambda_runtime::{LambdaEvent, service_fn};
+use nib::functions::ingest::{Ingest, IngestOutcome};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    nib::telemetry::init();
+    let ingest = nib::functions::ingest_from_env()
+        .await
+        .inspect_err(|e| tracing::error!(error = %nib::telemetry::chain(e), "cold start failed"))?;
+    let ingest = &ingest;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<S3Event>| async move {
+        handle(ingest, event.payload).await
+    }))
+    .await
+}
+
+async fn handle(
+    ingest: &Ingest,
+    event: S3Event,
+) -> Result<serde_json::Value, lambda_runtime::Error> {
+    let mut imported = 0;
+    let mut rejected = 0;
+    for record in event.records {
+        let (Some(bucket), Some(key)) = (record.s3.bucket.name, record.s3.object.key) else {
+            continue;
+        };
+        match ingest.object(&bucket, &key).await {
+            Ok(IngestOutcome::Imported(page)) => {
+                imported += 1;
+                tracing::info!(key, page_id = %page.page_id, created = page.created, "page imported");
+            }
+            Ok(IngestOutcome::Rejected(failure)) => {
+                rejected += 1;
+                tracing::warn!(key, reason = %failure, "upload rejected");
+            }
+            Ok(IngestOutcome::Ignored(why)) => tracing::info!(key, why, "upload ignored"),
+            Err(e) => {
+                tracing::error!(key, error = %nib::telemetry::chain(&e), "ingest failed");
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(serde_json::json!({ "imported": imported, "rejected": rejected }))
+}

@@ -1,0 +1,23 @@
+//! The `pages` class function: list_pages, get_page, search_pages, search, fetch, invoked by
+//! the `mcp` front with the verified principal (DESIGN §3). Wiring only: see
+//! `nib::functions`.
+
+use lambda_runtime::{LambdaEvent, service_fn};
+use nib::functions::ClassFunction;
+use nib::tools::ToolClass;
+use nib::tools::invocation::ToolInvocation;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    nib::telemetry::init();
+    let function = ClassFunction::from_env(ToolClass::Pages)
+        .await
+        .inspect_err(|e| tracing::error!(error = %nib::telemetry::chain(e), "cold start failed"))?;
+    let function = &function;
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<ToolInvocation>| async move {
+            Ok::<_, lambda_runtime::Error>(function.handle(event.payload).await)
+        },
+    ))
+    .await
+}

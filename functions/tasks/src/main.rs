@@ -1,0 +1,23 @@
+//! The `tasks` class function: list_tasks, create_task, update_task_status, invoked by
+//! the `mcp` front with the verified principal (DESIGN §3). Wiring only: see
+//! `nib::functions`.
+
+use lambda_runtime::{LambdaEvent, service_fn};
+use nib::functions::ClassFunction;
+use nib::tools::ToolClass;
+use nib::tools::invocation::ToolInvocation;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    nib::telemetry::init();
+    let function = ClassFunction::from_env(ToolClass::Tasks)
+        .await
+        .inspect_err(|e| tracing::error!(error = %nib::telemetry::chain(e), "cold start failed"))?;
+    let function = &function;
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<ToolInvocation>| async move {
+            Ok::<_, lambda_runtime::Error>(function.handle(event.payload).await)
+        },
+    ))
+    .await
+}

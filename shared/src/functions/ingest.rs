@@ -1,0 +1,275 @@
+//! The `ingest` function's work: an object created under `uploads/{user}/` becomes a page,
+//! through the same path as `nib import`.
+//!
+//! An upload is named like a file of an import folder: `uploads/{user}/{stem}.{ext}`, with
+//! `ext` one of pdf, png, md, markdown, txt, and the files of one page sharing the stem
+//! (`uploads/alice/2026-06-19.pdf` + `uploads/alice/2026-06-19.md`). Each event re-reads every
+//! file of its page that is there so far, writes them to a scratch folder with their own names,
+//! and imports that folder's one page with `group_dir` + `read_page` + `Notebook::import_page`,
+//! exactly as `nib import` does. A stem is one page, so the second file of a page updates the
+//! page the first created; a redelivered event changes nothing.
+//!
+//! Outcomes: a bad page (not a PDF, no date, not UTF-8) is [`IngestOutcome::Rejected`], logged
+//! and not retried (it would fail the same way); a failure to read S3 or write the store is an
+//! [`IngestError`], which fails the invocation so that Lambda retries it and, after the retries,
+//! sends the event to the dead-letter queue.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use aws_sdk_s3::operation::get_object::GetObjectError;
+
+use crate::domain::UserId;
+use crate::notebook::{ImportFailure, Notebook, NotebookError, SavedPage, group_dir, read_page};
+
+/// The prefix the bucket notification fires on.
+pub const UPLOAD_PREFIX: &str = "uploads/";
+
+/// File extensions of a page, as `nib import` knows them.
+const PAGE_EXTENSIONS: [&str; 5] = ["pdf", "png", "md", "markdown", "txt"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("cannot read s3://{bucket}/{key}")]
+    Fetch {
+        bucket: String,
+        key: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("cannot use the scratch folder {path}")]
+    Scratch {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot store the page")]
+    Store(#[source] NotebookError),
+}
+
+/// What became of one object.
+#[derive(Debug)]
+pub enum IngestOutcome {
+    Imported(SavedPage),
+    /// The page's files are not a valid page; the reason names the file.
+    Rejected(ImportFailure),
+    /// Not ours to import (another bucket, outside `uploads/{user}/`, not a page file).
+    Ignored(String),
+}
+
+/// Imports uploads from one bucket.
+pub struct Ingest {
+    notebook: Arc<Notebook>,
+    s3: aws_sdk_s3::Client,
+    bucket: String,
+    scratch: PathBuf,
+}
+
+impl Ingest {
+    /// `scratch`: a writable folder for the pages in flight (`/tmp` on Lambda).
+    pub fn new(
+        notebook: Arc<Notebook>,
+        s3: aws_sdk_s3::Client,
+        bucket: impl Into<String>,
+        scratch: PathBuf,
+    ) -> Self {
+        Ingest {
+            notebook,
+            s3,
+            bucket: bucket.into(),
+            scratch,
+        }
+    }
+
+    /// Imports the page the object `key` (as the S3 event spells it: URL-encoded) belongs to.
+    pub async fn object(&self, bucket: &str, key: &str) -> Result<IngestOutcome, IngestError> {
+        if bucket != self.bucket {
+            return Ok(IngestOutcome::Ignored(format!(
+                "bucket {bucket} is not {}",
+                self.bucket
+            )));
+        }
+        let key = decode_event_key(key);
+        let Some((user, stem, _ext)) = parse_upload_key(&key) else {
+            return Ok(IngestOutcome::Ignored(format!(
+                "{key} is not uploads/{{user}}/{{stem}}.{{pdf|png|md|markdown|txt}}"
+            )));
+        };
+        let dir = self
+            .scratch
+            .join(format!("nib-ingest-{}", uuid::Uuid::new_v4()));
+        let scratch_error = |path: &Path| {
+            let path = path.to_owned();
+            move |source| IngestError::Scratch { path, source }
+        };
+        std::fs::create_dir_all(&dir).map_err(scratch_error(&dir))?;
+        let outcome = self.import_from(&dir, &key, &user, stem).await;
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            tracing::warn!(path = %dir.display(), error = %e, "could not remove the scratch folder");
+        }
+        outcome
+    }
+
+    async fn import_from(
+        &self,
+        dir: &Path,
+        key: &str,
+        user: &UserId,
+        stem: &str,
+    ) -> Result<IngestOutcome, IngestError> {
+        // The object that fired the event must be there; its siblings may not be (yet).
+        let prefix = format!("{UPLOAD_PREFIX}{user}/{stem}.");
+        for ext in PAGE_EXTENSIONS {
+            let sibling = format!("{prefix}{ext}");
+            let Some(bytes) = self.fetch(&sibling, sibling == key).await? else {
+                continue;
+            };
+            let path = dir.join(format!("{stem}.{ext}"));
+            std::fs::write(&path, bytes).map_err(|source| IngestError::Scratch {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let (pages, _) = group_dir(dir).map_err(|source| IngestError::Scratch {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let Some(files) = pages.into_iter().next() else {
+            return Ok(IngestOutcome::Ignored(format!("{key} is gone")));
+        };
+        let draft = match read_page(&files) {
+            Ok(draft) => draft,
+            Err(mut failure) => {
+                // Name the upload, not the scratch file.
+                failure.path = PathBuf::from(format!(
+                    "{prefix}{}",
+                    failure
+                        .path
+                        .extension()
+                        .and_then(|e| e.to_str())
+                        .unwrap_or("")
+                ));
+                return Ok(IngestOutcome::Rejected(failure));
+            }
+        };
+        match self.notebook.import_page(user, draft).await {
+            Ok(saved) => Ok(IngestOutcome::Imported(saved)),
+            Err(NotebookError::Invalid(reason)) => Ok(IngestOutcome::Rejected(ImportFailure {
+                path: PathBuf::from(key),
+                reason,
+            })),
+            Err(e) => Err(IngestError::Store(e)),
+        }
+    }
+
+    /// The object's bytes; `None` when it does not exist and `required` is false. Without
+    /// `s3:ListBucket` (ingest's role has none) S3 answers a missing key with 403, not 404, so
+    /// both mean "not uploaded" for a sibling.
+    async fn fetch(&self, key: &str, required: bool) -> Result<Option<Vec<u8>>, IngestError> {
+        let fail = |source: Box<dyn std::error::Error + Send + Sync>| IngestError::Fetch {
+            bucket: self.bucket.clone(),
+            key: key.to_owned(),
+            source,
+        };
+        match self
+            .s3
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => {
+                let bytes = out.body.collect().await.map_err(|e| fail(Box::new(e)))?;
+                Ok(Some(bytes.into_bytes().to_vec()))
+            }
+            Err(e) if !required && is_absent(&e) => Ok(None),
+            Err(e) => Err(fail(Box::new(e))),
+        }
+    }
+}
+
+fn is_absent(
+    e: &aws_sdk_s3::error::SdkError<GetObjectError, aws_smithy_runtime_api::http::Response>,
+) -> bool {
+    if matches!(e.as_service_error(), Some(GetObjectError::NoSuchKey(_))) {
+        return true;
+    }
+    e.raw_response()
+        .is_some_and(|r| matches!(r.status().as_u16(), 403 | 404))
+}
+
+/// `(user, stem, ext)` of `uploads/{user}/{stem}.{ext}`; `None` for anything else (folders,
+/// hidden files, other extensions, an invalid user id).
+pub fn parse_upload_key(key: &str) -> Option<(UserId, &str, &str)> {
+    let rest = key.strip_prefix(UPLOAD_PREFIX)?;
+    let (user, file) = rest.split_once('/')?;
+    let user = UserId::parse(user).ok()?;
+    if file.contains('/') || file.starts_with('.') {
+        return None;
+    }
+    let (stem, ext) = file.rsplit_once('.')?;
+    let ext_known = PAGE_EXTENSIONS.contains(&ext);
+    (!stem.is_empty() && ext_known).then_some((user, stem, ext))
+}
+
+/// S3 event keys are URL-encoded the form way: `+` is a space, `%XX` a byte.
+pub fn decode_event_key(key: &str) -> String {
+    let bytes = key.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(hi), Some(lo)) => {
+                    out.push(hi << 4 | lo);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upload_keys_name_a_user_and_a_page_file() {
+        let (user, stem, ext) = parse_upload_key("uploads/alice/2026-06-19.md").unwrap();
+        assert_eq!((user.as_str(), stem, ext), ("alice", "2026-06-19", "md"));
+        let (_, stem, ext) = parse_upload_key("uploads/bob/2026-06-19 standup.pdf").unwrap();
+        assert_eq!((stem, ext), ("2026-06-19 standup", "pdf"));
+        for key in [
+            "u/alice/pages/x.png",
+            "uploads/alice/",
+            "uploads/alice/notes.docx",
+            "uploads/alice/sub/2026-06-19.md",
+            "uploads/alice/.hidden.md",
+            "uploads/Alice/2026-06-19.md",
+            "uploads/2026-06-19.md",
+        ] {
+            assert!(parse_upload_key(key).is_none(), "{key}");
+        }
+    }
+
+    #[test]
+    fn event_keys_are_url_decoded() {
+        assert_eq!(
+            decode_event_key("uploads/alice/2026-06-19+standup.md"),
+            "uploads/alice/2026-06-19 standup.md"
+        );
+        assert_eq!(decode_event_key("a%2Bb%20c"), "a+b c");
+        assert_eq!(decode_event_key("100%"), "100%");
+        assert_eq!(decode_event_key("bad%zz"), "bad%zz");
+    }
+}

@@ -1,0 +1,328 @@
+//! Wiring of the Lambda functions (DESIGN §3). The crates in `functions/` are entry points only:
+//! each reads its configuration, calls one builder here once at cold start, and hands each event
+//! to what it built. Each builder creates only what its function's IAM role allows it to use
+//! (infra/iam.tf), so a wiring mistake fails in tests against the emulator rather than with
+//! AccessDenied on AWS:
+//!
+//! | function | builds | reaches |
+//! |---|---|---|
+//! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth | `TOK#`, `RL#`, `GRANT#` items; Invoke of pages and tasks |
+//! | `pages`, `tasks` | a [`Notebook`] and the in-process handlers of their [`ToolClass`] | `U#` items, the data key (user context), S3 (pages only) |
+//! | `ingest` | a [`Notebook`] and [`ingest::Ingest`] | `U#` items, the data key, `uploads/` and `u/` in S3 |
+//! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SECRET#oauth`; kms:Sign |
+//!
+//! Configuration is [`AwsConfig`] plus [`FunctionEnv`] (the public URL, the class functions'
+//! names).
+
+pub mod ingest;
+
+use std::sync::Arc;
+
+use crate::adapters::aws::signing::{self, OAuthKeys};
+use crate::adapters::aws::{AwsClients, LambdaDispatch};
+use crate::adapters::rate_limit::StoreRateLimiter;
+use crate::app::AppError;
+use crate::auth::oauth::OAuth;
+use crate::auth::tokens::Tokens;
+use crate::config::{AwsConfig, ConfigError};
+use crate::crypto::Vault;
+use crate::http::{HttpConfig, HttpState, RateLimits};
+use crate::mcp::NibMcp;
+use crate::notebook::{Notebook, NotebookConfig};
+use crate::ports::{Clock, Keys, Store, SystemClock};
+use crate::tools::invocation::{ToolInvocation, ToolReply};
+use crate::tools::{InProcess, ToolClass};
+
+/// The variables of the functions beyond [`AwsConfig`].
+///
+/// | variable | meaning | needed by |
+/// |---|---|---|
+/// | `NIB_PUBLIC_URL` | the connector's base URL (OAuth issuer; `/mcp` is the resource) | mcp, oauth |
+/// | `NIB_PAGES_FUNCTION` | name or ARN of the pages function | mcp |
+/// | `NIB_TASKS_FUNCTION` | name or ARN of the tasks function | mcp |
+/// | `NIB_RATE_PER_MINUTE`, `NIB_RATE_PER_HOUR`, `NIB_WRITE_RATE_PER_MINUTE`, `NIB_WRITE_RATE_PER_HOUR` | per-credential limits on `/mcp`, 0 = off (as `nib serve`'s flags) | mcp (60, 1000, 0, 0) |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionEnv {
+    pub public_url: Option<String>,
+    pub pages_function: Option<String>,
+    pub tasks_function: Option<String>,
+    pub rate_limits: Result<RateLimits, ConfigError>,
+}
+
+impl FunctionEnv {
+    pub fn from_env() -> FunctionEnv {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> FunctionEnv {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let limit = |name: &'static str, default: u64| match get(name) {
+            None => Ok(default),
+            Some(v) => v.trim().parse::<u64>().map_err(|_| ConfigError::Invalid {
+                name,
+                reason: format!("'{v}' is not a whole number"),
+            }),
+        };
+        let rate_limits = (|| {
+            Ok(RateLimits {
+                per_minute: limit("NIB_RATE_PER_MINUTE", RateLimits::DEFAULT.per_minute)?,
+                per_hour: limit("NIB_RATE_PER_HOUR", RateLimits::DEFAULT.per_hour)?,
+                writes_per_minute: limit("NIB_WRITE_RATE_PER_MINUTE", 0)?,
+                writes_per_hour: limit("NIB_WRITE_RATE_PER_HOUR", 0)?,
+            })
+        })();
+        FunctionEnv {
+            public_url: get("NIB_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_owned()),
+            pages_function: get("NIB_PAGES_FUNCTION"),
+            tasks_function: get("NIB_TASKS_FUNCTION"),
+            rate_limits,
+        }
+    }
+
+    fn public_url(&self) -> Result<&str, ConfigError> {
+        let url = self
+            .public_url
+            .as_deref()
+            .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
+        if host_of(url).is_none() {
+            return Err(ConfigError::Invalid {
+                name: "NIB_PUBLIC_URL",
+                reason: "must be an http:// or https:// URL with a host".into(),
+            });
+        }
+        Ok(url)
+    }
+}
+
+/// `example.com:8443` of `https://example.com:8443/...`.
+fn host_of(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let host = rest.split('/').next().unwrap_or("");
+    (!host.is_empty()).then_some(host)
+}
+
+/// The HTTP settings of a deployed function: the public URL's host is the one accepted `Host`
+/// (API Gateway passes the client's), its origin the one accepted `Origin`; the default rate
+/// limits (the front sets its configured ones); no session ids (each request may land on
+/// another instance, so the stateless era's rules apply to every era).
+pub fn http_config(public_url: &str) -> HttpConfig {
+    let host = host_of(public_url).unwrap_or_default().to_owned();
+    let scheme = public_url.split("://").next().unwrap_or("https");
+    let mut config = HttpConfig::local(public_url.to_owned());
+    config.allowed_hosts = vec![host.clone()];
+    config.allowed_origins = vec![format!("{scheme}://{host}")];
+    config.rate_limits = RateLimits::DEFAULT;
+    config
+}
+
+/// The `mcp` front: authenticates, limits, answers lifecycle and discovery itself, and
+/// forwards `tools/call` to the class functions.
+pub async fn front(
+    config: &AwsConfig,
+    env: &FunctionEnv,
+    clients: &AwsClients,
+) -> Result<axum::Router, AppError> {
+    config.validate()?;
+    let public_url = env.public_url()?;
+    let pages = env
+        .pages_function
+        .clone()
+        .ok_or(ConfigError::Missing("NIB_PAGES_FUNCTION"))?;
+    let tasks = env
+        .tasks_function
+        .clone()
+        .ok_or(ConfigError::Missing("NIB_TASKS_FUNCTION"))?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store: Arc<dyn Store> = Arc::new(clients.store(config));
+    let dispatch = Arc::new(LambdaDispatch::new(clients.lambda.clone(), pages, tasks));
+    let mut http = http_config(public_url);
+    http.rate_limits = env.rate_limits.clone()?;
+    let oauth_config = http
+        .oauth
+        .clone()
+        .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
+    let oauth = OAuth::verify_only(
+        oauth_config,
+        store.clone(),
+        clock.clone(),
+        signing::verify_only(config)?,
+    );
+    let mcp = crate::http::mcp_service(
+        NibMcp::new(dispatch, http.public_discovery),
+        http.max_body_bytes,
+    );
+    let state = Arc::new(HttpState {
+        tokens: Arc::new(Tokens::new(store.clone(), clock.clone())),
+        mcp: Some(mcp),
+        sessions: None,
+        assets: None,
+        oauth: Some(Arc::new(oauth)),
+        limiter: Arc::new(StoreRateLimiter::new(store, clock.clone())),
+        clock,
+        config: http,
+    });
+    Ok(crate::http::router(state))
+}
+
+/// The notebook of a class function (or ingest): DynamoDB, the user's data key through KMS,
+/// page images in S3. No server secret: the class functions' roles reach only `U#` items.
+pub fn notebook(config: &AwsConfig, clients: &AwsClients) -> Result<Arc<Notebook>, AppError> {
+    config.validate()?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store: Arc<dyn Store> = Arc::new(clients.store(config));
+    let keys: Arc<dyn Keys> = Arc::new(clients.keys(config));
+    let vault = Arc::new(Vault::new(
+        store.clone(),
+        keys,
+        config.key_cache_size,
+        config.key_cache_ttl,
+    ));
+    Ok(Arc::new(Notebook::new(
+        store,
+        vault,
+        Arc::new(clients.assets(config)),
+        clock,
+        NotebookConfig {
+            asset_ttl_seconds: config.asset_ttl_seconds,
+        },
+    )))
+}
+
+/// The `mcp` front from the environment: [`AwsConfig`], [`FunctionEnv`], SDK clients.
+pub async fn front_from_env() -> Result<axum::Router, AppError> {
+    let config = AwsConfig::from_env()?;
+    let clients = AwsClients::connect(&config).await;
+    front(&config, &FunctionEnv::from_env(), &clients).await
+}
+
+/// The `oauth` function: the authorization server and the well-known documents; no `/mcp`.
+/// Its CSRF key derives from the KMS-wrapped `SECRET#oauth` secret.
+pub async fn oauth(
+    config: &AwsConfig,
+    env: &FunctionEnv,
+    clients: &AwsClients,
+) -> Result<axum::Router, AppError> {
+    config.validate()?;
+    let public_url = env.public_url()?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store: Arc<dyn Store> = Arc::new(clients.store(config));
+    let keys = OAuthKeys::load(config, clients, store.as_ref()).await?;
+    let http = http_config(public_url);
+    let oauth_config = http
+        .oauth
+        .clone()
+        .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
+    let oauth = OAuth::new(
+        oauth_config,
+        store.clone(),
+        clock.clone(),
+        keys.signer,
+        keys.csrf_key,
+    );
+    let state = Arc::new(HttpState {
+        tokens: Arc::new(Tokens::new(store.clone(), clock.clone())),
+        mcp: None,
+        sessions: None,
+        assets: None,
+        oauth: Some(Arc::new(oauth)),
+        limiter: Arc::new(StoreRateLimiter::new(store, clock.clone())),
+        clock,
+        config: http,
+    });
+    Ok(crate::http::router(state))
+}
+
+/// The `oauth` function from the environment.
+pub async fn oauth_from_env() -> Result<axum::Router, AppError> {
+    let config = AwsConfig::from_env()?;
+    let clients = AwsClients::connect(&config).await;
+    oauth(&config, &FunctionEnv::from_env(), &clients).await
+}
+
+/// The `ingest` function from the environment; its scratch folder is the system's temporary
+/// folder (`/tmp` on Lambda).
+pub async fn ingest_from_env() -> Result<ingest::Ingest, AppError> {
+    let config = AwsConfig::from_env()?;
+    let clients = AwsClients::connect(&config).await;
+    Ok(ingest::Ingest::new(
+        notebook(&config, &clients)?,
+        clients.s3.clone(),
+        config.bucket.clone(),
+        std::env::temp_dir(),
+    ))
+}
+
+/// A class function: runs the tools of one [`ToolClass`] for the front.
+pub struct ClassFunction {
+    class: ToolClass,
+    dispatch: InProcess,
+}
+
+impl ClassFunction {
+    pub fn new(class: ToolClass, notebook: Arc<Notebook>) -> Self {
+        ClassFunction {
+            class,
+            dispatch: InProcess { notebook },
+        }
+    }
+
+    /// The class function `class` from the environment ([`AwsConfig`]).
+    pub async fn from_env(class: ToolClass) -> Result<ClassFunction, AppError> {
+        let config = AwsConfig::from_env()?;
+        let clients = AwsClients::connect(&config).await;
+        Ok(ClassFunction::new(class, notebook(&config, &clients)?))
+    }
+
+    /// One invocation: the payload the front sent, the reply it reads.
+    pub async fn handle(&self, invocation: ToolInvocation) -> ToolReply {
+        crate::tools::invocation::serve(&self.dispatch, self.class, invocation).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_public_url_sets_the_accepted_host_and_origin() {
+        let env = FunctionEnv::from_lookup(|name| {
+            (name == "NIB_PUBLIC_URL").then(|| "https://nib.example.com/".to_owned())
+        });
+        let url = env.public_url().unwrap();
+        assert_eq!(url, "https://nib.example.com");
+        let http = http_config(url);
+        assert_eq!(http.allowed_hosts, vec!["nib.example.com"]);
+        assert_eq!(http.allowed_origins, vec!["https://nib.example.com"]);
+        assert!(!http.sessions);
+        assert_eq!(http.rate_limits, RateLimits::DEFAULT);
+        assert_eq!(env.rate_limits, Ok(RateLimits::DEFAULT));
+        let off = FunctionEnv::from_lookup(|name| name.starts_with("NIB_RATE").then(|| "0".into()));
+        assert_eq!(off.rate_limits.unwrap().all(), vec![]);
+    }
+
+    #[test]
+    fn a_missing_or_bad_public_url_names_the_variable() {
+        let env = FunctionEnv::from_lookup(|_| None);
+        assert_eq!(
+            env.public_url().unwrap_err(),
+            ConfigError::Missing("NIB_PUBLIC_URL")
+        );
+        let env = FunctionEnv::from_lookup(|_| Some("nib.example.com".into()));
+        assert!(matches!(
+            env.public_url().unwrap_err(),
+            ConfigError::Invalid {
+                name: "NIB_PUBLIC_URL",
+                ..
+            }
+        ));
+        assert!(matches!(
+            env.rate_limits,
+            Err(ConfigError::Invalid {
+                name: "NIB_RATE_PER_MINUTE",
+                ..
+            })
+        ));
+    }
+}

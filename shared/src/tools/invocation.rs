@@ -1,0 +1,188 @@
+//! The payload between the `mcp` front and a class function (DESIGN §3): the front invokes the
+//! function that owns the tool with the verified principal, the tool's name and its arguments;
+//! the function runs the same handler the local server runs in process and answers with the
+//! result or the error's kind.
+//!
+//! The class function is invoked directly (Lambda Invoke, never through API Gateway), and only
+//! the front's role may invoke it (IAM), so the principal in the payload is the one the front
+//! verified. Nothing here reads a client header. The principal still passes [`UserId`]'s parse
+//! on the way in, so a malformed payload cannot reach the store.
+//!
+//! ```json
+//! {"principal":{"user":"default","scope":"write","credential_id":"tok_..."},
+//!  "tool":"get_page","arguments":{"page_id":"..."}}
+//! ```
+//! answers `{"result":{...}}`, `{"error":{"kind":"business","message":"page not found"}}`,
+//! `{"error":{"kind":"unknown_tool","message":"..."}}` or `{"error":{"kind":"internal"}}`.
+//!
+//! [`UserId`]: crate::domain::UserId
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{Dispatch, ToolClass, ToolError, find};
+use crate::auth::Principal;
+
+/// What the front sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolInvocation {
+    pub principal: Principal,
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+}
+
+/// What the class function answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolReply {
+    Result(Value),
+    Error(ReplyError),
+}
+
+/// A failed call, as much of it as the front may tell the client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplyError {
+    pub kind: ReplyErrorKind,
+    /// The message the model sees (business errors), or the unknown tool's name. Internal
+    /// errors carry none: their cause is logged by the function that had it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyErrorKind {
+    /// Invalid arguments, not found, refused: an `isError` result the model can act on.
+    Business,
+    /// Not a tool of this function (or of any).
+    UnknownTool,
+    Internal,
+}
+
+/// The internal error a class function reported (its cause is in that function's log).
+#[derive(Debug, thiserror::Error)]
+#[error("the {function} function reported an internal error")]
+pub struct RemoteInternal {
+    pub function: String,
+}
+
+impl ToolReply {
+    /// The reply for a handler's outcome. Internal causes are logged here, once, and not sent.
+    pub fn from_outcome(tool: &str, outcome: Result<Value, ToolError>) -> ToolReply {
+        match outcome {
+            Ok(value) => ToolReply::Result(value),
+            Err(ToolError::UnknownTool(name)) => ToolReply::Error(ReplyError {
+                kind: ReplyErrorKind::UnknownTool,
+                message: Some(name),
+            }),
+            Err(e @ (ToolError::Internal(_) | ToolError::Unavailable(_))) => {
+                tracing::error!(tool, error = %crate::telemetry::chain(&e), "tool failed");
+                ToolReply::Error(ReplyError {
+                    kind: ReplyErrorKind::Internal,
+                    message: None,
+                })
+            }
+            Err(business) => ToolReply::Error(ReplyError {
+                kind: ReplyErrorKind::Business,
+                message: Some(business.to_string()),
+            }),
+        }
+    }
+
+    /// Back into the outcome the front hands to the MCP layer. `function` names the function
+    /// that answered, for the log line of an internal error.
+    pub fn into_outcome(self, function: &str) -> Result<Value, ToolError> {
+        match self {
+            ToolReply::Result(value) => Ok(value),
+            ToolReply::Error(e) => Err(match e.kind {
+                ReplyErrorKind::Business => ToolError::Rejected(e.message.unwrap_or_default()),
+                ReplyErrorKind::UnknownTool => {
+                    ToolError::UnknownTool(e.message.unwrap_or_default())
+                }
+                ReplyErrorKind::Internal => ToolError::Unavailable(Box::new(RemoteInternal {
+                    function: function.to_owned(),
+                })),
+            }),
+        }
+    }
+}
+
+/// A class function's handler: runs `invocation` with `dispatch` (the in-process handlers)
+/// when the tool belongs to `class`; any other tool is unknown here.
+pub async fn serve(
+    dispatch: &dyn Dispatch,
+    class: ToolClass,
+    invocation: ToolInvocation,
+) -> ToolReply {
+    let ToolInvocation {
+        principal,
+        tool,
+        arguments,
+    } = invocation;
+    let outcome = match find(&tool) {
+        Some(def) if def.class == class => dispatch.call(&principal, &tool, arguments).await,
+        _ => Err(ToolError::UnknownTool(tool.clone())),
+    };
+    ToolReply::from_outcome(&tool, outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Scope;
+    use crate::domain::UserId;
+
+    #[test]
+    fn replies_round_trip_as_json() {
+        let ok = ToolReply::Result(serde_json::json!({"pages": []}));
+        let text = serde_json::to_string(&ok).unwrap();
+        assert_eq!(text, r#"{"result":{"pages":[]}}"#);
+        assert_eq!(serde_json::from_str::<ToolReply>(&text).unwrap(), ok);
+
+        let err = ToolReply::from_outcome("get_page", Err(ToolError::NotFound("page")));
+        let text = serde_json::to_string(&err).unwrap();
+        assert_eq!(
+            text,
+            r#"{"error":{"kind":"business","message":"page not found"}}"#
+        );
+        let back = serde_json::from_str::<ToolReply>(&text)
+            .unwrap()
+            .into_outcome("pages");
+        // The client sees the same text as from the local server.
+        assert_eq!(back.unwrap_err().to_string(), "page not found");
+    }
+
+    #[test]
+    fn an_internal_error_crosses_without_its_cause() {
+        let err = ToolReply::from_outcome(
+            "get_page",
+            Err(ToolError::Internal(
+                crate::notebook::NotebookError::Corrupt("secret detail".into()),
+            )),
+        );
+        let text = serde_json::to_string(&err).unwrap();
+        assert!(!text.contains("secret detail"), "{text}");
+        assert!(matches!(
+            err.into_outcome("pages"),
+            Err(ToolError::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn a_forged_principal_does_not_parse() {
+        let payload = serde_json::json!({
+            "principal": {"user": "../etc", "scope": "admin", "credential_id": "x"},
+            "tool": "list_pages",
+        });
+        assert!(serde_json::from_value::<ToolInvocation>(payload).is_err());
+        let payload = serde_json::json!({
+            "principal": {"user": "alice", "scope": "write", "credential_id": "x"},
+            "tool": "list_pages",
+        });
+        let inv: ToolInvocation = serde_json::from_value(payload).unwrap();
+        assert_eq!(inv.principal.user, UserId::parse("alice").unwrap());
+        assert_eq!(inv.principal.scope, Scope::Write);
+        assert!(inv.arguments.is_empty());
+    }
+}

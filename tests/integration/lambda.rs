@@ -1,0 +1,694 @@
+//! The serverless deployment end to end, on this machine (DESIGN §3):
+//!
+//! - [`LambdaStack`]: `cargo lambda watch --only-lambda-apis` (cargo-lambda's Lambda runtime API
+//!   and Invoke API emulator, installed by `make tools-python`) with the five function binaries
+//!   polling it, configured as on AWS (`infra/locals.tf`), against moto's DynamoDB, S3 and KMS.
+//!   The `mcp` front reaches the class functions through the real Lambda `Invoke` API of the
+//!   emulator (`AWS_ENDPOINT_URL_LAMBDA`).
+//! - [`gateway`]: an HTTP server standing in for API Gateway: it routes by `infra/api.tf`'s
+//!   route keys (read from the file, so the test follows the Terraform), turns each request into
+//!   an API Gateway v2 (payload format 2.0) event shaped like `tests/data/lambda/*.json`, invokes
+//!   the route's function and maps its answer back. Like API Gateway, it renames a
+//!   `WWW-Authenticate` response header to `x-amzn-Remapped-WWW-Authenticate`, the worst case
+//!   the 401 challenge must survive: clients then find the protected resource metadata at its
+//!   well-known URL.
+//!
+//! `TestApp::spawn_with(Options::lambda())` serves a `TestApp` through the gateway, so the
+//! notebook tests of `notebook.rs` run again through `mcp` -> `pages`/`tasks` here, and the
+//! OAuth flow of `oauth.rs` through the `oauth` function (tokens signed by KMS) and the front
+//! (verified offline with the public key).
+//!
+//! The function binaries come from the same build as this test (`cargo build --workspace
+//! --bins`, which `make test` runs first).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use nib::adapters::aws::AwsClients;
+use nib::adapters::aws::emulator::venv_dir;
+use nib::config::AwsConfig;
+use nib::http::RateLimits;
+use serde_json::{Value, json};
+
+use crate::helpers::{LATEST_LEGACY, Options, TestApp, sample_dir};
+
+/// The functions and how many instances of each poll the emulator (more than one where the
+/// tests send concurrent requests).
+const FUNCTIONS: [(&str, usize); 5] = [
+    ("mcp", 2),
+    ("pages", 2),
+    ("tasks", 2),
+    ("ingest", 1),
+    ("oauth", 1),
+];
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixture(name: &str) -> Value {
+    let path = workspace_root().join("tests/data/lambda").join(name);
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// The emulator and the function processes; dropping it stops them all.
+pub struct LambdaStack {
+    /// `http://127.0.0.1:PORT`: the Invoke API (and the runtime API under `/.rt/{function}`).
+    endpoint: String,
+    processes: std::sync::Mutex<Vec<Child>>,
+    http: reqwest::Client,
+}
+
+impl Drop for LambdaStack {
+    fn drop(&mut self) {
+        for child in self.processes.lock().unwrap().iter_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl LambdaStack {
+    /// Starts the emulator and every function against `config`, serving `public_url`.
+    pub async fn start(config: &AwsConfig, public_url: &str, limits: RateLimits) -> LambdaStack {
+        let cargo_lambda = venv_dir().join("bin/cargo-lambda");
+        assert!(
+            cargo_lambda.exists(),
+            "{} is missing: run `make tools-python`",
+            cargo_lambda.display()
+        );
+        let port = free_port();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let watch = Command::new(&cargo_lambda)
+            .args(["lambda", "watch", "--only-lambda-apis", "--quiet"])
+            .args(["--invoke-address", "127.0.0.1", "--invoke-port"])
+            .arg(port.to_string())
+            .current_dir(workspace_root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stack = LambdaStack {
+            endpoint,
+            processes: std::sync::Mutex::new(vec![watch]),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .unwrap(),
+        };
+        stack.wait_for_port(port).await;
+
+        let bin_dir = Path::new(env!("CARGO_BIN_EXE_nib")).parent().unwrap();
+        for (name, instances) in FUNCTIONS {
+            let bin = bin_dir.join(name);
+            assert!(
+                bin.exists(),
+                "{} is missing: build the functions first (`cargo build --workspace --bins`, as `make test` does)",
+                bin.display()
+            );
+            for _ in 0..instances {
+                let child = stack
+                    .function_command(&bin, name, config, public_url)
+                    .env("NIB_RATE_PER_MINUTE", limits.per_minute.to_string())
+                    .env("NIB_RATE_PER_HOUR", limits.per_hour.to_string())
+                    .env(
+                        "NIB_WRITE_RATE_PER_MINUTE",
+                        limits.writes_per_minute.to_string(),
+                    )
+                    .env(
+                        "NIB_WRITE_RATE_PER_HOUR",
+                        limits.writes_per_hour.to_string(),
+                    )
+                    .spawn();
+                stack.processes.lock().unwrap().push(child.unwrap());
+            }
+        }
+        stack
+    }
+
+    /// A function process, with the environment Terraform gives it (`infra/locals.tf`) and
+    /// the runtime API variables the Lambda service sets.
+    fn function_command(
+        &self,
+        bin: &Path,
+        name: &str,
+        config: &AwsConfig,
+        public_url: &str,
+    ) -> Command {
+        let mut cmd = Command::new(bin);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env(
+                "AWS_LAMBDA_RUNTIME_API",
+                format!("{}/.rt/{name}", self.endpoint),
+            )
+            .env("AWS_LAMBDA_FUNCTION_NAME", name)
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+            .env("AWS_ENDPOINT_URL", config.endpoint_url.as_deref().unwrap())
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("NIB_TABLE", &config.table)
+            .env("NIB_BUCKET", &config.bucket)
+            .env("NIB_KMS_KEY_ID", &config.kms_key_id)
+            .env(
+                "NIB_ASSET_TTL_SECONDS",
+                config.asset_ttl_seconds.to_string(),
+            )
+            .env("NIB_PUBLIC_URL", public_url)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        if name == "mcp" {
+            cmd.env("NIB_PAGES_FUNCTION", "pages")
+                .env("NIB_TASKS_FUNCTION", "tasks")
+                .env("AWS_ENDPOINT_URL_LAMBDA", &self.endpoint);
+        }
+        if matches!(name, "mcp" | "oauth") {
+            cmd.env(
+                "NIB_SIGNING_PUBLIC_KEY",
+                config.signing_public_key_pem.as_deref().unwrap(),
+            );
+        }
+        if name == "oauth" {
+            cmd.env(
+                "NIB_SIGNING_KEY_ID",
+                config.signing_key_id.as_deref().unwrap(),
+            );
+        }
+        cmd
+    }
+
+    async fn wait_for_port(&self, port: u16) {
+        for _ in 0..600 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            if let Some(status) = self.processes.lock().unwrap()[0].try_wait().unwrap() {
+                panic!("cargo lambda watch exited: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("cargo lambda watch did not listen on {port} within 60 s");
+    }
+
+    /// A synchronous Invoke of `function` with `payload`: the HTTP status of the Invoke call
+    /// and the function's answer (JSON, or the raw text when it is not).
+    pub async fn invoke(&self, function: &str, payload: &Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!(
+                "{}/2015-03-31/functions/{function}/invocations",
+                self.endpoint
+            ))
+            .json(payload)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+// ---- The API Gateway stand-in ---------------------------------------------------------------
+
+/// `infra/api.tf`'s route keys: `("POST", "/mcp", "mcp")`, `("GET", "/oauth/{proxy+}", "oauth")`.
+fn terraform_routes() -> Vec<(String, String, String)> {
+    let hcl = std::fs::read_to_string(workspace_root().join("infra/api.tf")).unwrap();
+    let routes: Vec<_> = hcl
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let rest = line.strip_prefix('"')?;
+            let (key, value) = rest.split_once('"')?;
+            let (method, path) = key.split_once(' ')?;
+            let function = value.trim().strip_prefix('=')?.trim().trim_matches('"');
+            let known = ["GET", "POST", "PUT", "DELETE", "PATCH"].contains(&method);
+            (known && path.starts_with('/'))
+                .then(|| (method.to_owned(), path.to_owned(), function.to_owned()))
+        })
+        .collect();
+    assert!(routes.len() >= 5, "no routes found in infra/api.tf");
+    routes
+}
+
+/// The route key and function of a request, as API Gateway matches them (exact paths, and
+/// `{proxy+}` for the rest of a path).
+fn route<'a>(
+    routes: &'a [(String, String, String)],
+    method: &Method,
+    path: &str,
+) -> Option<(String, &'a str, Option<String>)> {
+    routes.iter().find_map(|(m, p, f)| {
+        if m != method.as_str() {
+            return None;
+        }
+        if let Some(prefix) = p.strip_suffix("{proxy+}") {
+            let proxy = path.strip_prefix(prefix).filter(|rest| !rest.is_empty())?;
+            return Some((format!("{m} {p}"), f.as_str(), Some(proxy.to_owned())));
+        }
+        (p == path).then(|| (format!("{m} {p}"), f.as_str(), None))
+    })
+}
+
+/// Serves API Gateway's side of the deployment on `listener`.
+pub async fn gateway(listener: tokio::net::TcpListener, stack: Arc<LambdaStack>) {
+    let routes = Arc::new(terraform_routes());
+    let app = axum::Router::new().fallback(
+        move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+            let stack = stack.clone();
+            let routes = routes.clone();
+            async move { through_gateway(&stack, &routes, method, uri, headers, body).await }
+        },
+    );
+    axum::serve(listener, app).await.unwrap();
+}
+
+async fn through_gateway(
+    stack: &LambdaStack,
+    routes: &[(String, String, String)],
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path();
+    let Some((route_key, function, proxy)) = route(routes, &method, path) else {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({ "message": "Not Found" })),
+        )
+            .into_response();
+    };
+    let event = event(&route_key, proxy, &method, &uri, &headers, &body);
+    let (status, reply) = stack.invoke(function, &event).await;
+    if status != 200 || reply.get("statusCode").is_none() {
+        // What API Gateway answers when the integration fails.
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({ "message": "Internal Server Error" })),
+        )
+            .into_response();
+    }
+    response(&reply)
+}
+
+/// An API Gateway v2 event for the request, on the shape of the fixture.
+fn event(
+    route_key: &str,
+    proxy: Option<String>,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Value {
+    let mut event = fixture("apigw-v2-mcp-tools-list.json");
+    // Header names lowercased, repeated headers joined with commas; cookies apart.
+    let mut joined: BTreeMap<String, String> = BTreeMap::new();
+    let mut cookies = Vec::new();
+    for (name, value) in headers {
+        let value = value.to_str().unwrap_or_default().to_owned();
+        if name == "cookie" {
+            cookies.extend(value.split("; ").map(str::to_owned));
+            continue;
+        }
+        joined
+            .entry(name.as_str().to_owned())
+            .and_modify(|v| {
+                v.push(',');
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    let host = joined.get("host").cloned().unwrap_or_default();
+    joined.insert("x-forwarded-proto".into(), "https".into());
+    let text = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|t| {
+            t.starts_with("text/")
+                || t.starts_with("application/json")
+                || t.starts_with("application/x-www-form-urlencoded")
+        });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let query = uri.query().unwrap_or_default();
+    event["routeKey"] = json!(route_key);
+    event["rawPath"] = json!(uri.path());
+    event["rawQueryString"] = json!(query);
+    event["headers"] = json!(joined);
+    if !cookies.is_empty() {
+        event["cookies"] = json!(cookies);
+    }
+    if !query.is_empty() {
+        let params: BTreeMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        event["queryStringParameters"] = json!(params);
+    }
+    if let Some(proxy) = proxy {
+        event["pathParameters"] = json!({ "proxy": proxy });
+    }
+    let ctx = &mut event["requestContext"];
+    ctx["routeKey"] = json!(route_key);
+    ctx["domainName"] = json!(host);
+    ctx["http"]["method"] = json!(method.as_str());
+    ctx["http"]["path"] = json!(uri.path());
+    ctx["http"]["sourceIp"] = json!("127.0.0.1");
+    ctx["requestId"] = json!(uuid::Uuid::new_v4().to_string());
+    ctx["timeEpoch"] = json!(now);
+    if body.is_empty() {
+        event.as_object_mut().unwrap().remove("body");
+        event["isBase64Encoded"] = json!(false);
+    } else if text {
+        event["body"] = json!(String::from_utf8_lossy(body));
+        event["isBase64Encoded"] = json!(false);
+    } else {
+        event["body"] = json!(STANDARD.encode(body));
+        event["isBase64Encoded"] = json!(true);
+    }
+    event
+}
+
+/// The HTTP response of a function's API Gateway v2 answer.
+fn response(reply: &Value) -> Response {
+    let status = StatusCode::from_u16(reply["statusCode"].as_u64().unwrap() as u16).unwrap();
+    let body = match reply["body"].as_str() {
+        None => Vec::new(),
+        Some(b) if reply["isBase64Encoded"] == json!(true) => STANDARD.decode(b).unwrap(),
+        Some(b) => b.as_bytes().to_vec(),
+    };
+    let mut response = (status, body).into_response();
+    let out = response.headers_mut();
+    let mut add = |name: &str, value: &str| {
+        let name = if name.eq_ignore_ascii_case("www-authenticate") {
+            "x-amzn-remapped-www-authenticate"
+        } else {
+            name
+        };
+        out.append(
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    };
+    for (name, value) in reply["headers"].as_object().into_iter().flatten() {
+        add(name, value.as_str().unwrap_or_default());
+    }
+    for (name, values) in reply["multiValueHeaders"].as_object().into_iter().flatten() {
+        for value in values.as_array().into_iter().flatten() {
+            add(name, value.as_str().unwrap_or_default());
+        }
+    }
+    for cookie in reply["cookies"].as_array().into_iter().flatten() {
+        add("set-cookie", cookie.as_str().unwrap_or_default());
+    }
+    response
+}
+
+// ---- Tests ----------------------------------------------------------------------------------
+
+mod notebook {
+    crate::notebook::notebook_tests!(crate::helpers::Options::lambda());
+}
+
+#[tokio::test]
+async fn the_401_challenge_survives_and_the_well_known_fallback_works() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::lambda()
+    })
+    .await;
+    let stack = app.lambda.as_ref().unwrap();
+
+    // The fixture, as API Gateway sends it (no token), to the front directly: the function's
+    // own answer carries the challenge, pointing at the metadata of this deployment.
+    let mut event = fixture("apigw-v2-mcp-tools-list.json");
+    let host = app.base.strip_prefix("http://").unwrap();
+    event["headers"]["host"] = json!(host);
+    event["requestContext"]["domainName"] = json!(host);
+    let (status, reply) = stack.invoke("mcp", &event).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["statusCode"], 401, "{reply}");
+    let challenge = reply["headers"]["www-authenticate"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no www-authenticate in {reply}"));
+    let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", app.base);
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+        "{challenge}"
+    );
+    let body: Value = serde_json::from_str(reply["body"].as_str().unwrap()).unwrap();
+    assert!(body.get("result").is_none(), "{body}");
+
+    // Through the gateway the header arrives renamed; a client then asks the well-known
+    // URLs (RFC 9728 §3), which the oauth function answers.
+    let r = app
+        .post_anon()
+        .header("mcp-protocol-version", LATEST_LEGACY)
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("www-authenticate").is_none());
+    assert_eq!(
+        r.headers()["x-amzn-remapped-www-authenticate"]
+            .to_str()
+            .unwrap(),
+        challenge
+    );
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let r = app
+            .client
+            .get(format!("{}{path}", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        let doc: Value = r.json().await.unwrap();
+        assert_eq!(doc["resource"], app.url.as_str(), "{path}: {doc}");
+        assert_eq!(doc["authorization_servers"], json!([app.base]), "{path}");
+    }
+    let r = app
+        .client
+        .get(format!(
+            "{}/.well-known/oauth-authorization-server",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let doc: Value = r.json().await.unwrap();
+    assert_eq!(doc["issuer"], app.base.as_str());
+    // A path no route names is API Gateway's 404, not a function's.
+    let r = app
+        .client
+        .get(format!("{}/nowhere", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+#[tokio::test]
+async fn class_functions_run_only_their_own_tools_for_the_principal_they_are_given() {
+    let app = TestApp::spawn_with(Options::lambda()).await;
+    let stack = app.lambda.as_ref().unwrap();
+    let principal =
+        |scope: &str| json!({ "user": "default", "scope": scope, "credential_id": "t" });
+
+    let (status, reply) = stack
+        .invoke("pages", &fixture("pages-list-pages.json"))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        reply["result"]["pages"].as_array().unwrap().len(),
+        5,
+        "{reply}"
+    );
+    let (_, reply) = stack
+        .invoke("tasks", &fixture("tasks-list-tasks.json"))
+        .await;
+    assert!(
+        !reply["result"]["tasks"].as_array().unwrap().is_empty(),
+        "{reply}"
+    );
+
+    // A tool of the other class is unknown here.
+    let (_, reply) = stack
+        .invoke(
+            "tasks",
+            &json!({ "principal": principal("admin"), "tool": "list_pages" }),
+        )
+        .await;
+    assert_eq!(reply["error"]["kind"], "unknown_tool", "{reply}");
+    // The scope in the payload still bounds what runs.
+    let (_, reply) = stack
+        .invoke(
+            "tasks",
+            &json!({ "principal": principal("read"), "tool": "create_task", "arguments": { "text": "x" } }),
+        )
+        .await;
+    assert_eq!(reply["error"]["kind"], "business", "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("write scope"),
+        "{reply}"
+    );
+    // Another user's pages are not this user's: the principal scopes every read.
+    let (_, reply) = stack
+        .invoke(
+            "pages",
+            &json!({ "principal": { "user": "mallory", "scope": "read", "credential_id": "t" }, "tool": "list_pages" }),
+        )
+        .await;
+    assert_eq!(reply["result"]["pages"], json!([]), "{reply}");
+    // A principal that is not one never reaches a handler.
+    let (_, reply) = stack
+        .invoke(
+            "pages",
+            &json!({ "principal": { "user": "../x", "scope": "read", "credential_id": "t" }, "tool": "list_pages" }),
+        )
+        .await;
+    assert!(reply.get("result").is_none(), "{reply}");
+}
+
+#[tokio::test]
+async fn uploads_become_pages_through_the_ingest_function() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::lambda()
+    })
+    .await;
+    let stack = app.lambda.as_ref().unwrap();
+    let config = app.aws_config.clone().unwrap();
+    let s3 = AwsClients::connect(&config).await.s3;
+
+    // Every file of the sample folder, uploaded and announced one by one, as S3 would.
+    let mut files: Vec<PathBuf> = std::fs::read_dir(sample_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let mut imported = 0;
+    for path in &files {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let key = format!("uploads/default/{name}");
+        s3.put_object()
+            .bucket(&config.bucket)
+            .key(&key)
+            .body(std::fs::read(path).unwrap().into())
+            .send()
+            .await
+            .unwrap();
+        let (status, reply) = stack
+            .invoke("ingest", &s3_event(&config.bucket, &key))
+            .await;
+        assert_eq!(status, 200, "{name}: {reply}");
+        imported += reply["imported"].as_u64().unwrap_or(0);
+    }
+    assert!(imported > 0);
+
+    // The same pages as `nib import` of the folder makes.
+    let (pages, _) = nib::notebook::group_dir(&sample_dir()).unwrap();
+    let listed = app.call("list_pages", json!({ "limit": 100 })).await;
+    assert_eq!(
+        listed["pages"].as_array().unwrap().len(),
+        pages.len(),
+        "{listed}"
+    );
+    // The page of 2026-06-19.pdf, .png and .md (three events) is one page with its ink.
+    let day = app
+        .call(
+            "list_pages",
+            json!({ "from": "2026-06-19", "to": "2026-06-19" }),
+        )
+        .await;
+    let mut with_ink = 0;
+    for summary in day["pages"].as_array().unwrap() {
+        let page = app
+            .call("get_page", json!({ "page_id": summary["page_id"] }))
+            .await;
+        if page["pdf_url"].is_string() && page["png_url"].is_string() {
+            with_ink += 1;
+            assert!(
+                page["ocr_markdown"]
+                    .as_str()
+                    .unwrap()
+                    .contains("quarterly budget")
+            );
+        }
+    }
+    assert_eq!(with_ink, 1, "{day}");
+
+    // A redelivered event changes nothing.
+    let key = "uploads/default/2026-06-19.md";
+    let (_, reply) = stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
+    assert_eq!(reply["imported"], 1, "{reply}");
+    let again = app.call("list_pages", json!({ "limit": 100 })).await;
+    assert_eq!(again["pages"], listed["pages"]);
+
+    // A bad page is dropped with its reason, without failing the invocation (no retry).
+    let bad = "uploads/default/2026-07-01.pdf";
+    s3.put_object()
+        .bucket(&config.bucket)
+        .key(bad)
+        .body(b"not a pdf".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, bad)).await;
+    assert_eq!(status, 200);
+    assert_eq!(reply, json!({ "imported": 0, "rejected": 1 }));
+    // An object outside uploads/{user}/ is ignored.
+    let (_, reply) = stack
+        .invoke("ingest", &s3_event(&config.bucket, "u/default/pages/x.png"))
+        .await;
+    assert_eq!(reply, json!({ "imported": 0, "rejected": 0 }));
+}
+
+/// The S3 fixture, for `key` in `bucket` (URL-encoded as S3 does).
+fn s3_event(bucket: &str, key: &str) -> Value {
+    let mut event = fixture("s3-object-created.json");
+    let record = &mut event["Records"][0]["s3"];
+    record["bucket"]["name"] = json!(bucket);
+    record["bucket"]["arn"] = json!(format!("arn:aws:s3:::{bucket}"));
+    let encoded: String = url::form_urlencoded::byte_serialize(key.as_bytes()).collect();
+    record["object"]["key"] = json!(encoded.replace("%2F", "/"));
+    event
+}
