@@ -3,12 +3,14 @@
 #
 # - Every DynamoDB statement carries a dynamodb:LeadingKeys condition naming the partition-key
 #   prefixes (DESIGN §5) that function may touch: mcp only tokens, rate windows and OAuth grants
-#   (TOK#, RL#, GRANT#); oauth only CLIENT#, CODE#, RT#, GRANT# and USER# (sign-in accounts); the
-#   class functions only user partitions (U#). No role may Scan (a Scan has no leading key, so the
-#   condition would not hold it back).
+#   (TOK#, RL#, GRANT#); oauth only CLIENT#, CODE#, RT#, GRANT#, USER# (sign-in accounts) and the
+#   one item SECRET#oauth (its CSRF key's secret); the class functions only user partitions (U#).
+#   No other role reaches SECRET#. No role may Scan (a Scan has no leading key, so the condition
+#   would not hold it back).
 # - The data key (users' data keys) is usable by pages, tasks and ingest only, for
 #   GenerateDataKey and Decrypt only, and only under the {"user_id": ...} encryption context.
-#   mcp and oauth have no statement on it.
+#   oauth may use it for its own server secret only, under {"nib_server_secret": "oauth"}, which
+#   no user's key is wrapped with. mcp has no statement on it.
 # - The storage key is usable by a role only through the service that encrypts with it
 #   (kms:ViaService): a role can read an encrypted item or object, never decrypt on its own.
 # - tasks has no S3 permission. pages may read page images (u/). ingest reads uploads/ and
@@ -330,7 +332,28 @@ data "aws_iam_policy_document" "oauth" {
     condition {
       test     = "ForAllValues:StringLike"
       variable = "dynamodb:LeadingKeys"
-      values   = ["CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*"]
+      values   = ["CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SECRET#oauth"]
+    }
+  }
+
+  # The consent form's CSRF key derives from the server secret SECRET#oauth, a 32-byte key
+  # wrapped by the data key under the encryption context {"nib_server_secret": "oauth"}
+  # (KmsKeys::server_secret): oauth unwraps it at cold start, and generates it on the table's
+  # very first start. That context opens no user's data key (theirs is {"user_id": ...}).
+  statement {
+    sid       = "OAuthServerSecret"
+    effect    = "Allow"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+    resources = [aws_kms_key.data.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:EncryptionContext:nib_server_secret"
+      values   = ["oauth"]
+    }
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "kms:EncryptionContextKeys"
+      values   = ["nib_server_secret"]
     }
   }
 

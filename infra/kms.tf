@@ -4,7 +4,9 @@
 #           functions (pages, tasks, ingest) may use it, only for GenerateDataKey and Decrypt,
 #           and only with the encryption context {"user_id": ...}: the key policy says so, not
 #           just the roles' policies, so no other principal of the account can unwrap a user's
-#           key by being granted IAM permissions later.
+#           key by being granted IAM permissions later. It also wraps oauth's one server secret
+#           (SECRET#oauth, its CSRF key), which only oauth may use, and only under the context
+#           {"nib_server_secret": "oauth"}.
 #   storage server-side encryption of the table, the bucket, the log groups and the DLQ. Kept
 #           apart from the data key because S3 and DynamoDB call KMS with their own encryption
 #           context, which the data key's user_id condition (rightly) refuses.
@@ -94,6 +96,28 @@ data "aws_iam_policy_document" "data_key_policy" {
       test     = "Null"
       variable = "kms:EncryptionContext:user_id"
       values   = ["false"]
+    }
+  }
+
+  # oauth's server secret (SECRET#oauth), from which its consent-form CSRF key derives.
+  statement {
+    sid       = "OAuthServerSecret"
+    effect    = "Allow"
+    actions   = ["kms:GenerateDataKey", "kms:Decrypt"]
+    resources = ["*"]
+    principals {
+      type        = "AWS"
+      identifiers = [aws_iam_role.fn["oauth"].arn]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "kms:EncryptionContext:nib_server_secret"
+      values   = ["oauth"]
+    }
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "kms:EncryptionContextKeys"
+      values   = ["nib_server_secret"]
     }
   }
 }

@@ -60,8 +60,8 @@ locals {
 
   # What only some functions need. The JWT verification key is passed to mcp as configuration
   # (the PEM of the KMS signing key's public half), so mcp verifies tokens offline and needs no
-  # KMS permission at all; NIB_SIGNING_KEY_ID is the JWT `kid` and, for oauth, the key it signs
-  # with (kms:Sign).
+  # KMS permission at all; oauth signs with the key NIB_SIGNING_KEY_ID names (kms:Sign) and,
+  # given the PEM, asks KMS for nothing at cold start. The JWT `kid` is a hash of the public key.
   extra_environment = {
     mcp = {
       NIB_PAGES_FUNCTION     = local.functions.pages.function_name

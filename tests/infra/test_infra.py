@@ -26,13 +26,17 @@ CLASS_FUNCTIONS = {"pages", "tasks", "ingest"}
 # The partition-key prefixes (DESIGN §5) each role may reach, through dynamodb:LeadingKeys.
 LEADING_KEYS = {
     "mcp": {"TOK#*", "RL#*", "GRANT#*"},
-    "oauth": {"CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*"},
+    # SECRET#oauth exactly: the one server secret oauth needs (its CSRF key), not SECRET#*.
+    "oauth": {"CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SECRET#oauth"},
     "pages": {"U#*"},
     "tasks": {"U#*"},
     "ingest": {"U#*"},
 }
 
 DATA_KEY_ACTIONS = {"kms:GenerateDataKey", "kms:Decrypt"}
+# The encryption-context entry that binds a server secret to its purpose (PURPOSE_CONTEXT in
+# shared/src/adapters/aws/kms.rs); oauth's is "oauth" (SECRET#oauth).
+SERVER_SECRET_CONTEXT = "nib_server_secret"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,6 +212,21 @@ def test_mcp_reaches_only_tokens_rate_windows_and_grants(role_statements) -> Non
             assert not any("/index/" in r for r in s.resources), s
 
 
+def test_only_oauth_reaches_a_server_secret_and_only_its_own(role_statements) -> None:
+    # SECRET# items are server secrets wrapped by the data key; oauth needs SECRET#oauth (its
+    # CSRF key) and nothing else there; no other role needs any.
+    for fn, stmts in role_statements.items():
+        for s in stmts:
+            if not s.touches("dynamodb"):
+                continue
+            keys = s.condition("ForAllValues:StringLike", "dynamodb:LeadingKeys") or []
+            secrets = [k for k in keys if k.startswith("SECRET#") or k in ("*", "S*", "SE*")]
+            if fn == "oauth":
+                assert secrets == ["SECRET#oauth"], s
+            else:
+                assert not secrets, f"{fn} reaches server secrets: {s}"
+
+
 def test_no_role_can_scan(role_statements) -> None:
     # A Scan has no leading key, so ForAllValues:StringLike would not hold it back.
     for fn, stmts in role_statements.items():
@@ -225,34 +244,66 @@ def assert_user_context(s: Statement) -> None:
     assert s.condition("Null", "kms:EncryptionContext:user_id") == ["false"], s
 
 
+def assert_oauth_secret_context(s: Statement) -> None:
+    # Exactly the context of SECRET#oauth: the purpose "oauth", and no other entry (so no user
+    # key, wrapped under {"user_id": ...}, can be opened or minted with it).
+    assert s.condition("StringEquals", f"kms:EncryptionContext:{SERVER_SECRET_CONTEXT}") == [
+        "oauth"
+    ], s
+    assert s.condition("ForAllValues:StringEquals", "kms:EncryptionContextKeys") == [
+        SERVER_SECRET_CONTEXT
+    ], s
+    assert s.condition("Null", "kms:EncryptionContext:user_id") is None, s
+
+
 def test_every_data_key_statement_carries_the_encryption_context(role_statements) -> None:
     seen = set()
     for fn, stmts in role_statements.items():
         for s in stmts:
             if s.touches("kms") and s.on("aws_kms_key.data"):
-                assert fn in CLASS_FUNCTIONS, f"{fn} may use the data key: {s}"
+                assert fn in CLASS_FUNCTIONS | {"oauth"}, f"{fn} may use the data key: {s}"
                 assert set(s.actions) <= DATA_KEY_ACTIONS, s
-                assert_user_context(s)
+                if fn == "oauth":
+                    assert_oauth_secret_context(s)
+                else:
+                    assert_user_context(s)
                 seen.add(fn)
-    assert seen == CLASS_FUNCTIONS
+    assert seen == CLASS_FUNCTIONS | {"oauth"}
 
 
-def test_the_data_key_policy_admits_only_class_functions_under_the_context(infra: Infra) -> None:
+def test_the_data_key_policy_admits_only_class_functions_and_oauth_under_their_context(
+    infra: Infra,
+) -> None:
     key = infra.resource("aws_kms_key", "data")
     assert key["policy"] == "${data.aws_iam_policy_document.data_key_policy.json}"
-    usable = []
+    usable = {}
     for s in statements(infra, "data_key_policy"):
         crypto = [a for a in s.actions if a in DATA_KEY_ACTIONS or a in (
             "kms:*", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:CreateGrant")]
         if s.effect != "Allow" or not crypto:
             continue
-        usable.append(s)
         assert set(s.actions) <= DATA_KEY_ACTIONS, s
-        assert_user_context(s)
         principals = " ".join(str(i) for _, ids in s.principals for i in ids)
         roles = set(re.findall(r'aws_iam_role\.fn\["([a-z]+)"\]', principals))
-        assert roles == CLASS_FUNCTIONS, f"data key usable by {roles}"
-    assert len(usable) == 1
+        if roles == {"oauth"}:
+            assert_oauth_secret_context(s)
+            assert [ids for _, ids in s.principals] == [['${aws_iam_role.fn["oauth"].arn}']], s
+        else:
+            assert roles == CLASS_FUNCTIONS, f"data key usable by {roles}"
+            assert_user_context(s)
+        usable[frozenset(roles)] = s
+    assert set(usable) == {frozenset(CLASS_FUNCTIONS), frozenset({"oauth"})}
+
+
+def test_mcp_uses_kms_only_through_dynamodb(role_statements) -> None:
+    # mcp verifies tokens with a public key from its configuration: no KMS call of its own, only
+    # DynamoDB decrypting the table for it.
+    for s in role_statements["mcp"]:
+        if s.touches("kms"):
+            assert s.resources == ["${aws_kms_key.storage.arn}"], s
+            assert s.condition("StringEquals", "kms:ViaService") == [
+                "dynamodb.${local.region}.amazonaws.com"
+            ], s
 
 
 def test_mcp_has_no_data_or_signing_key_access(infra: Infra, role_statements) -> None:
