@@ -12,11 +12,12 @@
 //! is one more `GenerateDataKey`, and older versions still `Decrypt`.
 //!
 //! [`KmsKeys::server_secret`] gives a server process its own long-lived secrets (used by
-//! `App::open_aws` for the session-id and OAuth keys) the same way: generated once by KMS with
-//! the encryption context `{"nib_server_secret": purpose}`, stored wrapped in the table,
-//! unwrapped at start. The deployment's data-key policy (`infra/kms.tf`) allows only the
-//! `user_id` context, so a process using this needs a key whose policy allows that context too
-//! (the emulator's does).
+//! `App::open_aws` for the session-id and OAuth keys, and by the oauth function for its CSRF
+//! key) the same way: generated once by KMS with the encryption context
+//! `{"nib_server_secret": purpose}`, stored wrapped in the table, unwrapped at start. The
+//! deployment's data-key policy (`infra/kms.tf`) allows the `user_id` context, and
+//! `{"nib_server_secret": "oauth"}` for the oauth role only, so any other purpose needs a key
+//! whose policy allows it (the emulator's does).
 
 use async_trait::async_trait;
 use aws_sdk_kms::Client;

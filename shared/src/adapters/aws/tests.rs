@@ -581,3 +581,322 @@ async fn open_aws_takes_the_key_cache_size_and_lifetime_from_the_config() {
         assert_eq!(calls.since(&before), reload);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Access tokens signed by KMS (adapters/aws/signing.rs)
+
+mod signing {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use sha2::Digest;
+
+    use super::{counts, emulator, fresh};
+    use crate::adapters::aws::AwsClients;
+    use crate::adapters::aws::CallCounts;
+    use crate::adapters::aws::emulator::Faults;
+    use crate::adapters::aws::signing::{KmsSigner, OAuthKeys, verify_only};
+    use crate::app::App;
+    use crate::auth::oauth::authorize::AuthorizeParams;
+    use crate::auth::oauth::clients::{ClientKind, RegistrationRequest};
+    use crate::auth::oauth::jwt::{
+        self, AccessClaims, LocalSigner, SignError, TokenSigner, Verifier, public_key_from_der,
+        public_key_from_pem,
+    };
+    use crate::auth::oauth::{OAuth, OAuthConfig, OAuthError};
+    use crate::config::AwsConfig;
+    use crate::domain::UserId;
+    use crate::ports::{Clock, SystemClock};
+
+    const ISSUER: &str = "https://nib.example";
+
+    fn claims() -> AccessClaims {
+        let now = SystemClock.unix();
+        AccessClaims {
+            iss: ISSUER.into(),
+            sub: "default".into(),
+            aud: format!("{ISSUER}/mcp"),
+            exp: now + 600,
+            iat: now,
+            jti: "j".into(),
+            scope: "read".into(),
+            client_id: "c".into(),
+            gid: "g".into(),
+        }
+    }
+
+    /// A fresh table and bucket, with the deployment's signing configuration: a KMS P-256 key
+    /// (`NIB_SIGNING_KEY_ID`) and its public half as PEM (`NIB_SIGNING_PUBLIC_KEY`).
+    async fn deployed_config() -> AwsConfig {
+        let emulator = emulator().await;
+        let (key_arn, pem) = emulator.create_signing_key().await.unwrap();
+        let mut config = emulator.fresh().await.unwrap();
+        config.signing_key_id = Some(key_arn);
+        config.signing_public_key_pem = Some(pem);
+        config.validate().unwrap();
+        config
+    }
+
+    /// What the deployment does: oauth signs with `kms:Sign`; the mcp front verifies with the
+    /// PEM alone.
+    #[tokio::test]
+    async fn a_kms_signed_token_verifies_with_the_public_key_alone() {
+        let config = deployed_config().await;
+        let clients = AwsClients::connect(&config).await;
+        let key_id = config.signing_key_id.clone().unwrap();
+        let pem = config.signing_public_key_pem.clone().unwrap();
+
+        // Without the PEM, one GetPublicKey at start; with it, no call at all.
+        let asked = assert_calls!(
+            clients,
+            KmsSigner::new(clients.kms.clone(), &key_id, None)
+                .await
+                .unwrap(),
+            [("KMS", "GetPublicKey", 1)]
+        );
+        let signer = assert_calls!(
+            clients,
+            KmsSigner::new(
+                clients.kms.clone(),
+                &key_id,
+                Some(public_key_from_pem(&pem).unwrap())
+            )
+            .await
+            .unwrap(),
+            []
+        );
+        assert_eq!(asked.public_key(), signer.public_key());
+        assert_eq!(asked.kid(), signer.kid());
+
+        // The front: a verifier from the PEM alone.
+        let front = verify_only(&config).unwrap();
+        assert_eq!(front.kid(), signer.kid());
+        let store = Arc::new(clients.store(&config));
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let verifier = Verifier::new(
+            front.public_key(),
+            &OAuthConfig::new(ISSUER),
+            crate::auth::oauth::grants::Grants::new(store, clock.clone()),
+            clock,
+        );
+        // KMS returns DER signatures with a high S about half the time (moto signs with
+        // OpenSSL, which does not normalize): every token comes out raw, low S, and verifies.
+        for _ in 0..8 {
+            let token = assert_calls!(
+                clients,
+                jwt::sign_token(&signer, &claims()).await.unwrap(),
+                [("KMS", "Sign", 1)]
+            );
+            assert_eq!(verifier.claims(&token).unwrap().gid, "g");
+            let raw = URL_SAFE_NO_PAD
+                .decode(token.rsplit('.').next().unwrap())
+                .unwrap();
+            let signature = p256::ecdsa::Signature::from_slice(&raw).unwrap();
+            assert!(signature.normalize_s().is_none(), "high S in {token}");
+        }
+
+        // The JWKS is the KMS key's public point.
+        let der = clients
+            .kms
+            .get_public_key()
+            .key_id(&key_id)
+            .send()
+            .await
+            .unwrap()
+            .public_key
+            .unwrap();
+        let kms_public = public_key_from_der(der.as_ref()).unwrap();
+        let point =
+            p256::elliptic_curve::sec1::ToEncodedPoint::to_encoded_point(&kms_public, false);
+        let jwks = jwt::jwks(&signer);
+        let key = &jwks["keys"][0];
+        let coordinate = |name: &str| URL_SAFE_NO_PAD.decode(key[name].as_str().unwrap()).unwrap();
+        assert_eq!(coordinate("x"), point.x().unwrap().to_vec());
+        assert_eq!(coordinate("y"), point.y().unwrap().to_vec());
+        assert_eq!(key["kid"], signer.kid());
+        assert_eq!(jwt::jwks(&front), jwks);
+    }
+
+    #[tokio::test]
+    async fn a_wrong_key_or_a_failing_kms_issues_no_token() {
+        let config = deployed_config().await;
+        let clients = AwsClients::connect(&config).await;
+        let key_id = config.signing_key_id.clone().unwrap();
+
+        // A configured public key of another key: refused before the token leaves.
+        let other = LocalSigner::from_seed(&[1; 32]).public_key().to_owned();
+        let wrong = KmsSigner::new(clients.kms.clone(), &key_id, Some(other))
+            .await
+            .unwrap();
+        assert!(matches!(
+            jwt::sign_token(&wrong, &claims()).await,
+            Err(SignError::KeyMismatch)
+        ));
+        // The symmetric data key cannot sign: KMS refuses.
+        let public = verify_only(&config).unwrap().public_key().to_owned();
+        let symmetric = KmsSigner::new(clients.kms.clone(), &config.kms_key_id, Some(public))
+            .await
+            .unwrap();
+        assert!(matches!(
+            jwt::sign_token(&symmetric, &claims()).await,
+            Err(SignError::Unavailable(_))
+        ));
+        // Nor has it a P-256 public key to ask for.
+        assert!(
+            KmsSigner::new(clients.kms.clone(), &config.kms_key_id, None)
+                .await
+                .is_err()
+        );
+    }
+
+    /// A client through the authorization server over AWS, tokens signed by KMS; the front's
+    /// verify-only server accepts them; a refresh while KMS fails is a bare `server_error` and
+    /// leaves the refresh token usable.
+    #[tokio::test]
+    async fn the_token_endpoint_signs_with_kms_and_the_front_verifies() {
+        let config = deployed_config().await;
+        let faults = Faults::new();
+        let clients = AwsClients::connect_with(&config, vec![faults.interceptor()]).await;
+        let app = App::open_aws_with(config.clone(), clients).await.unwrap();
+        let calls = app.aws_calls.clone().unwrap();
+        let oauth = app.oauth(OAuthConfig::new(ISSUER));
+        let user = UserId::parse("default").unwrap();
+
+        let client = oauth
+            .clients
+            .register(
+                RegistrationRequest {
+                    redirect_uris: Some(vec!["https://client.example/cb".into()]),
+                    token_endpoint_auth_method: Some("none".into()),
+                    ..Default::default()
+                },
+                ClientKind::Dynamic,
+            )
+            .await
+            .unwrap()
+            .record
+            .client_id;
+        let verifier = "v".repeat(43);
+        let challenge = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()));
+        let request = oauth
+            .validate_authorize(&AuthorizeParams {
+                response_type: Some("code".into()),
+                client_id: Some(client.clone()),
+                redirect_uri: Some("https://client.example/cb".into()),
+                scope: Some("read".into()),
+                state: None,
+                code_challenge: Some(challenge),
+                code_challenge_method: Some("S256".into()),
+                resource: Some(format!("{ISSUER}/mcp")),
+            })
+            .await
+            .unwrap();
+        let location = oauth.approve(&request, &user).await.unwrap();
+        let code = url::Url::parse(&location)
+            .unwrap()
+            .query_pairs()
+            .find(|(k, _)| k == "code")
+            .unwrap()
+            .1
+            .into_owned();
+        let form = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let before = calls.snapshot();
+        let tokens = oauth
+            .token(
+                &form(&[
+                    ("grant_type", "authorization_code"),
+                    ("code", &code),
+                    ("code_verifier", &verifier),
+                    ("redirect_uri", "https://client.example/cb"),
+                    ("client_id", &client),
+                ]),
+                None,
+            )
+            .await
+            .unwrap();
+        let kms_calls: CallCounts = calls
+            .since(&before)
+            .into_iter()
+            .filter(|((service, _), _)| service == "KMS")
+            .collect();
+        assert_eq!(
+            kms_calls,
+            counts(&[("KMS", "Sign", 1)]),
+            "one kms:Sign per token, nothing else of KMS"
+        );
+
+        // The mcp front: the public key from the configuration, no secret, no KMS.
+        let front = OAuth::verify_only(
+            OAuthConfig::new(ISSUER),
+            app.store.clone(),
+            app.clock.clone(),
+            verify_only(&config).unwrap(),
+        );
+        assert_eq!(front.jwks(), oauth.jwks());
+        let principal = front.verifier.verify(&tokens.access_token).await.unwrap();
+        assert_eq!(principal.user, user);
+        assert!(matches!(
+            front.sign_access_token(&claims()).await,
+            Err(SignError::NotASigner)
+        ));
+
+        // KMS fails during a refresh: a server error that says nothing of its cause...
+        let refresh = form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", &tokens.refresh_token),
+            ("client_id", &client),
+        ]);
+        faults.fail("KMS", "Sign");
+        let error = oauth.token(&refresh, None).await.unwrap_err();
+        assert!(matches!(
+            error,
+            OAuthError::Signing(SignError::Unavailable(_))
+        ));
+        assert_eq!(error.code(), "server_error");
+        assert_eq!(error.description(), "internal error");
+        // ...and the refresh token was not spent: it works once KMS is back.
+        faults.clear();
+        let next = oauth.token(&refresh, None).await.unwrap();
+        assert_ne!(next.refresh_token, tokens.refresh_token);
+        front.verifier.verify(&next.access_token).await.unwrap();
+    }
+
+    /// `App::open_aws` without `NIB_SIGNING_KEY_ID` (an emulator, `nib serve --backend aws`):
+    /// a key derived from `SECRET#oauth`, the same for every process on the table.
+    #[tokio::test]
+    async fn without_a_signing_key_the_derived_key_is_shared_by_processes() {
+        let (config, clients) = fresh().await;
+        let store = clients.store(&config);
+        let first = OAuthKeys::load(&config, &clients, &store).await.unwrap();
+        let second = assert_calls!(
+            clients,
+            OAuthKeys::load(&config, &clients, &store).await.unwrap(),
+            [("DynamoDB", "GetItem", 1), ("KMS", "Decrypt", 1)]
+        );
+        assert_eq!(first.signer.public_key(), second.signer.public_key());
+        assert_eq!(*first.csrf_key, *second.csrf_key);
+        // A verify-only front needs the public key configured.
+        assert!(verify_only(&config).is_err());
+
+        // With a signing key and its PEM: the same secret read, and no KMS call for the key.
+        let mut deployed = config.clone();
+        let (key_arn, pem) = emulator().await.create_signing_key().await.unwrap();
+        deployed.signing_key_id = Some(key_arn);
+        deployed.signing_public_key_pem = Some(pem);
+        let kms = assert_calls!(
+            clients,
+            OAuthKeys::load(&deployed, &clients, &store).await.unwrap(),
+            [("DynamoDB", "GetItem", 1), ("KMS", "Decrypt", 1)]
+        );
+        assert_ne!(kms.signer.public_key(), first.signer.public_key());
+        // The CSRF key still comes from the wrapped secret.
+        assert_eq!(*kms.csrf_key, *first.csrf_key);
+    }
+}
