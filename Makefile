@@ -158,14 +158,14 @@ bench-load: bench-build ## nib serve vs the floor server under wrk at c=1/16/64,
 		--floor $(BENCH_TARGET)/release/nib-floor --gen $(BENCH_TARGET)/release/nib-bench-gen \
 		--out $(BENCH_OUT) --pages $(BENCH_PAGES) --duration $(BENCH_SECONDS)
 
-bench-cold: bench-build ## cold start of each functions/*/ binary (and nib serve), median of 20
+bench-cold: bench-build tools-python ## cold start of each functions/*/ binary (and nib serve), median of 20
 	$(PYTHON3) bench/cold.py --target $(BENCH_TARGET) --out $(BENCH_OUT)
 
 bench-report: tools-bench ## BENCHMARKS.md, bench/history.csv and the plot from $(BENCH_OUT)
 	$(VENV)/bin/python bench/report.py --out $(BENCH_OUT)
 
 # ---- AWS deployment (infra/, see infra/README.md) -----------------------------------------
-.PHONY: tools-infra test-infra lambdas deploy
+.PHONY: tools-infra test-infra lambdas lambda-watch deploy
 
 # The Terraform checks, no AWS account needed: formatting, checkov (every skipped check says
 # why, inline), and the least-privilege policy tests on the parsed HCL. All three run even when
@@ -184,12 +184,44 @@ test-infra: tools-python tools-infra ## terraform fmt -check, checkov and the IA
 		|| failed="$$failed infra-policy"; \
 	if [[ -n "$$failed" ]]; then echo "test-infra: FAILED:$$failed"; exit 1; fi
 
-# Every function of functions/*/ as target/lambda/<name>/bootstrap.zip, which infra/ uploads.
-lambdas: ## build the Lambda functions (arm64 zips in target/lambda/)
-	@echo "lambdas: TODO (issue 5, item 2): install cargo-lambda from PyPI into the venv, then run"
-	@echo "         cargo lambda build --release --arm64 --output-format zip"
-	@exit 1
-# TODO: cargo lambda build --release --arm64 --output-format zip
+# Every function of functions/*/ as target/lambda/<name>/bootstrap.zip, which infra/ uploads:
+# release builds for Graviton (arm64; LAMBDA_ARCH=--x86-64 for the other architecture, with
+# infra's architecture changed to match). cargo-lambda and ziglang, its cross linker, come from
+# PyPI into .venv (tests/tools/requirements.txt); the first arm64 build adds rustup's
+# aarch64-unknown-linux-gnu target.
+FUNCTIONS := mcp pages tasks ingest oauth
+LAMBDA_ARCH ?= --arm64
+CARGO_LAMBDA := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/cargo-lambda lambda
+lambdas: tools-python ## build the Lambda functions (arm64 zips in target/lambda/)
+	$(CARGO_LAMBDA) build --release $(LAMBDA_ARCH) --output-format zip $(addprefix -p nib-fn-,$(FUNCTIONS))
+	@for f in $(FUNCTIONS); do \
+		printf '%-7s %s bytes zipped\n' "$$f" "$$(stat -c %s target/lambda/$$f/bootstrap.zip)"; done
+
+# The functions on this machine: moto's server on 127.0.0.1:5000 (started unless running) with
+# the table, bucket and keys infra/ would create (tests/lambda/dev_env.py), and `cargo lambda
+# watch` on 127.0.0.1:9000, which builds and starts each function on its first invocation. Then,
+# from another terminal, `make invoke-<function>` sends it its fixture from tests/data/lambda/.
+LAMBDA_ENV := .lambda/env
+lambda-watch: tools-python ## run the functions locally under cargo lambda watch, against moto
+	@mkdir -p .lambda
+	@if ! $(VENV)/bin/python -c "import socket; socket.create_connection(('127.0.0.1', 5000), 1)" 2>/dev/null; then \
+		$(VENV)/bin/moto_server -H 127.0.0.1 -p 5000 > .lambda/moto.log 2>&1 & \
+		for i in $$(seq 50); do $(VENV)/bin/python -c "import socket; socket.create_connection(('127.0.0.1', 5000), 1)" 2>/dev/null && break; sleep 0.2; done; \
+	fi
+	$(VENV)/bin/python tests/lambda/dev_env.py --endpoint http://127.0.0.1:5000 --out $(LAMBDA_ENV)
+	$(CARGO_LAMBDA) watch --invoke-address 127.0.0.1 --invoke-port 9000 --env-file $(LAMBDA_ENV)
+
+# One fixture per function: the class functions get a tool invocation as the front sends it,
+# mcp and oauth an API Gateway v2 event (tools/list without a token: the 401 challenge; the
+# protected resource metadata), ingest the S3 event of the page dev_env.py uploaded.
+INVOKE_FIXTURE_mcp := apigw-v2-mcp-tools-list.json
+INVOKE_FIXTURE_pages := pages-list-pages.json
+INVOKE_FIXTURE_tasks := tasks-list-tasks.json
+INVOKE_FIXTURE_ingest := s3-object-created.json
+INVOKE_FIXTURE_oauth := apigw-v2-well-known.json
+invoke-%: ## invoke-<function>: send the function its fixture (needs `make lambda-watch` running)
+	$(CARGO_LAMBDA) invoke $* --invoke-address 127.0.0.1 --invoke-port 9000 \
+		--data-file tests/data/lambda/$(INVOKE_FIXTURE_$*) --output-format json
 
 # Builds the functions, creates or updates the whole stack in the AWS account of the current
 # credentials (AWS_PROFILE / AWS_REGION as usual), then prints the connector URL. Needs AWS

@@ -3,9 +3,12 @@
 
 For each `functions/*/` crate's release binary: nib-coldstart runs it 20 times under a local
 Lambda Runtime API and reports the median time from spawn to its answer to the first invocation,
-the binary's size and its peak RSS. The event handed to a function is
-`bench/events/{binary}.json` when present, else `{}` (an answer posted to `/error` still counts
-as answered; the report shows which it was). Then the same for `nib serve`: spawn to the first
+the binary's size and its peak RSS. The functions run configured as deployed, against moto's
+server on 127.0.0.1 (started here, provisioned by tests/lambda/dev_env.py: table, bucket, data
+and signing keys, one uploaded page), so the first invocation does its real work: the event is
+the function's fixture from tests/data/lambda/ (`make invoke-<fn>` sends the same), or
+`bench/events/{binary}.json`, else `{}` (an answer posted to `/error` still counts as answered;
+the report shows which it was). Then the same for `nib serve`: spawn to the first
 200 answer to `tools/list` with a bearer token, on a data directory with one user and a token.
 
 Writes OUT/cold.json. Standard library only.
@@ -15,8 +18,50 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+
+# The fixture each function gets as its first event (as `make invoke-<fn>`).
+FIXTURES = {
+    "mcp": "apigw-v2-mcp-tools-list.json",
+    "pages": "pages-list-pages.json",
+    "tasks": "tasks-list-tasks.json",
+    "ingest": "s3-object-created.json",
+    "oauth": "apigw-v2-well-known.json",
+}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_aws(root, work):
+    """moto's server on a free port, provisioned; returns (process, the functions' env)."""
+    venv = os.path.join(root, ".venv", "bin")
+    port = free_port()
+    log = open(os.path.join(work, "moto.log"), "w")
+    moto = subprocess.Popen([os.path.join(venv, "moto_server"), "-H", "127.0.0.1", "-p",
+                             str(port)], stdout=log, stderr=log)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    env_file = os.path.join(work, "lambda.env")
+    subprocess.run([os.path.join(venv, "python"), os.path.join(root, "tests/lambda/dev_env.py"),
+                    "--endpoint", f"http://127.0.0.1:{port}", "--out", env_file], check=True)
+    env = {}
+    with open(env_file) as f:
+        for line in f:
+            key, _, value = line.rstrip("\n").partition("=")
+            env[key] = value
+    env["RUST_LOG"] = "warn"
+    return moto, env
 
 
 def function_binaries(root, target):
@@ -51,13 +96,20 @@ def main():
     tool = os.path.join(args.target, "release", "nib-coldstart")
     nib = os.path.join(args.target, "release", "nib")
     results = []
+    work = os.path.join(args.out, "cold")
+    os.makedirs(work, exist_ok=True)
+    moto, function_env = start_aws(args.root, work)
+    saved_env = dict(os.environ)
+    os.environ.update(function_env)
 
     for pkg, name, path in function_binaries(args.root, args.target):
         if not os.path.exists(path):
             results.append({"name": name, "package": pkg, "kind": "lambda",
                             "error": f"{path} not built"})
             continue
-        event = os.path.join(args.root, "bench", "events", f"{name}.json")
+        event = os.path.join(args.root, "tests", "data", "lambda", FIXTURES.get(name, ""))
+        if name not in FIXTURES:
+            event = os.path.join(args.root, "bench", "events", f"{name}.json")
         cmd = ["lambda", "--name", name, "--bin", path, "--runs", str(args.runs)]
         if os.path.exists(event):
             cmd += ["--event", event]
@@ -66,7 +118,9 @@ def main():
         results.append(r)
         print(f"cold: {name}: {r}", flush=True)
 
-    work = os.path.join(args.out, "cold")
+    moto.terminate()
+    os.environ.clear()
+    os.environ.update(saved_env)
     data = os.path.join(work, "data")
     shutil.rmtree(data, ignore_errors=True)
     os.makedirs(work, exist_ok=True)

@@ -163,12 +163,14 @@ impl AwsConfig {
         Ok(())
     }
 
-    /// The access-token verification key of `NIB_SIGNING_PUBLIC_KEY`, if set.
+    /// The access-token verification key of `NIB_SIGNING_PUBLIC_KEY`, if set. Line breaks may
+    /// be written as `\n` (env files keep a value on one line).
     pub fn signing_public_key(&self) -> Result<Option<p256::PublicKey>, ConfigError> {
         self.signing_public_key_pem
             .as_deref()
             .map(|pem| {
-                crate::auth::oauth::jwt::public_key_from_pem(pem).map_err(|e| {
+                let pem = pem.replace("\\n", "\n");
+                crate::auth::oauth::jwt::public_key_from_pem(&pem).map_err(|e| {
                     ConfigError::Invalid {
                         name: "NIB_SIGNING_PUBLIC_KEY",
                         reason: e.to_string(),
@@ -260,7 +262,20 @@ mod tests {
             Some("arn:aws:kms:eu-west-1:1:key/k")
         );
         assert_eq!(config.signing_public_key_pem.as_deref(), Some(pem.as_str()));
-        assert!(config.signing_public_key().unwrap().is_some());
+        let key = config.signing_public_key().unwrap().unwrap();
+        // The same key written on one line, as an env file holds it.
+        let one_line = AwsConfig {
+            signing_public_key_pem: Some(pem.replace('\n', "\\n")),
+            ..config
+        };
+        assert!(
+            !one_line
+                .signing_public_key_pem
+                .as_ref()
+                .unwrap()
+                .contains('\n')
+        );
+        assert_eq!(one_line.signing_public_key().unwrap(), Some(key));
     }
 
     #[test]
