@@ -142,10 +142,12 @@ $(BENCH_VENV_STAMP): bench/requirements.txt $(VENV_STAMP)
 		-c tests/tools/constraints.txt
 	touch $@
 
-# Release builds of nib, the Lambda functions (functions/*/, once they exist) and the bench
-# tools (bench/: page generator, floor server, cold-start harness); none of the latter ship.
+# Release builds of nib and the bench tools (bench/: page generator, floor server, cold-start
+# harness; none of them ship), and the Lambda functions as `make lambdas` builds them
+# (profile release-lambda) but for this machine's architecture, for the cold-start benchmark.
 bench-build:
-	$(CARGO) build --release --workspace --bins
+	$(CARGO) build --release --workspace --bins $(addprefix --exclude nib-fn-,$(FUNCTIONS))
+	$(CARGO) build --profile release-lambda $(addprefix -p nib-fn-,$(FUNCTIONS))
 
 bench-micro: ## criterion micro benchmarks (the 100k-page search store is built once, cached in target/)
 	@mkdir -p $(BENCH_OUT)
@@ -159,7 +161,7 @@ bench-load: bench-build ## nib serve vs the floor server under wrk at c=1/16/64,
 		--out $(BENCH_OUT) --pages $(BENCH_PAGES) --duration $(BENCH_SECONDS)
 
 bench-cold: bench-build tools-python ## cold start of each functions/*/ binary (and nib serve), median of 20
-	$(PYTHON3) bench/cold.py --target $(BENCH_TARGET) --out $(BENCH_OUT)
+	$(PYTHON3) bench/cold.py --target $(BENCH_TARGET) --functions-profile release-lambda --out $(BENCH_OUT)
 
 bench-report: tools-bench ## BENCHMARKS.md, bench/history.csv and the plot from $(BENCH_OUT)
 	$(VENV)/bin/python bench/report.py --out $(BENCH_OUT)
@@ -185,7 +187,7 @@ test-infra: tools-python tools-infra ## terraform fmt -check, checkov and the IA
 	if [[ -n "$$failed" ]]; then echo "test-infra: FAILED:$$failed"; exit 1; fi
 
 # Every function of functions/*/ as target/lambda/<name>/bootstrap.zip, which infra/ uploads:
-# release builds for Graviton (arm64; LAMBDA_ARCH=--x86-64 for the other architecture, with
+# size-optimised release builds (profile release-lambda) for Graviton (arm64; LAMBDA_ARCH=--x86-64 for the other architecture, with
 # infra's architecture changed to match). cargo-lambda and ziglang, its cross linker, come from
 # PyPI into .venv (tests/tools/requirements.txt); the first arm64 build adds rustup's
 # aarch64-unknown-linux-gnu target.
@@ -193,7 +195,8 @@ FUNCTIONS := mcp pages tasks ingest oauth
 LAMBDA_ARCH ?= --arm64
 CARGO_LAMBDA := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/cargo-lambda lambda
 lambdas: tools-python ## build the Lambda functions (arm64 zips in target/lambda/)
-	$(CARGO_LAMBDA) build --release $(LAMBDA_ARCH) --output-format zip $(addprefix -p nib-fn-,$(FUNCTIONS))
+	$(CARGO_LAMBDA) build --profile release-lambda $(LAMBDA_ARCH) --output-format zip \
+		$(addprefix -p nib-fn-,$(FUNCTIONS))
 	@for f in $(FUNCTIONS); do \
 		printf '%-7s %s bytes zipped\n' "$$f" "$$(stat -c %s target/lambda/$$f/bootstrap.zip)"; done
 

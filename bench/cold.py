@@ -64,7 +64,7 @@ def start_aws(root, work):
     return moto, env
 
 
-def function_binaries(root, target):
+def function_binaries(root, target, profile):
     meta = json.loads(subprocess.run(
         ["cargo", "metadata", "--no-deps", "--format-version", "1"], cwd=root,
         capture_output=True, text=True, check=True).stdout)
@@ -75,7 +75,7 @@ def function_binaries(root, target):
             continue
         for t in pkg["targets"]:
             if "bin" in t["kind"]:
-                found.append((pkg["name"], t["name"], os.path.join(target, "release", t["name"])))
+                found.append((pkg["name"], t["name"], os.path.join(target, profile, t["name"])))
     return sorted(found)
 
 
@@ -92,6 +92,8 @@ def main():
     ap.add_argument("--target", default="target")
     ap.add_argument("--out", required=True)
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--functions-profile", default="release-lambda",
+                    help="the cargo profile the function binaries were built with")
     args = ap.parse_args()
     tool = os.path.join(args.target, "release", "nib-coldstart")
     nib = os.path.join(args.target, "release", "nib")
@@ -102,7 +104,7 @@ def main():
     saved_env = dict(os.environ)
     os.environ.update(function_env)
 
-    for pkg, name, path in function_binaries(args.root, args.target):
+    for pkg, name, path in function_binaries(args.root, args.target, args.functions_profile):
         if not os.path.exists(path):
             results.append({"name": name, "package": pkg, "kind": "lambda",
                             "error": f"{path} not built"})

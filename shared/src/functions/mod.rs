@@ -163,7 +163,7 @@ pub async fn front(
         clock,
         config: http,
     });
-    Ok(crate::http::router(state))
+    Ok(crate::http::front_router(state))
 }
 
 /// The notebook of a class function (or ingest): DynamoDB, the user's data key through KMS,
@@ -231,7 +231,7 @@ pub async fn oauth(
         clock,
         config: http,
     });
-    Ok(crate::http::router(state))
+    Ok(crate::http::authorization_router(state))
 }
 
 /// The `oauth` function from the environment.

@@ -537,7 +537,7 @@ async fn forward(
     let req = req
         .body(http_body_util::Full::new(body))
         .map_err(|_| HttpError::Internal)?;
-    // `router` routes /mcp only when there is a service.
+    // Only the `oauth` Lambda has no service, and its router has no /mcp.
     let mcp = st.mcp.clone().ok_or(HttpError::Internal)?;
     let response = mcp
         .oneshot(req)

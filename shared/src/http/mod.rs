@@ -140,7 +140,7 @@ pub struct HttpState {
     pub config: HttpConfig,
     pub tokens: Arc<Tokens>,
     /// The MCP service behind `/mcp`; `None` for a process that serves only the authorization
-    /// server (the `oauth` Lambda), which then has no `/mcp` route.
+    /// server (the `oauth` Lambda, [`authorization_router`]).
     pub mcp: Option<McpService>,
     pub sessions: Option<SessionSigner>,
     pub assets: Option<Arc<LocalAssets>>,
@@ -171,14 +171,41 @@ pub fn mcp_service(handler: NibMcp, max_body_bytes: usize) -> McpService {
     )
 }
 
+/// Everything, for `nib serve`: `/mcp`, the well-known documents, the authorization server
+/// (when `state.oauth` is set), `/assets` and `/healthz`.
 pub fn router(state: Arc<HttpState>) -> Router {
     let with_oauth = state.oauth.is_some();
-    let router = if state.mcp.is_some() {
-        Router::new().route("/mcp", any(mcp_endpoint::handle))
+    let router = mcp_routes().merge(protected_resource_routes());
+    let router = router.route("/assets/{*path}", get(asset));
+    let router = if with_oauth {
+        router.merge(oauth::routes())
     } else {
-        Router::new()
+        router
     };
-    let router = router
+    router.with_state(state)
+}
+
+/// The `mcp` Lambda's part (API Gateway routes only `/mcp` to it): `/mcp` and `/healthz`.
+/// Separate from [`router`] so the front's binary links no authorization-server endpoints.
+pub fn front_router(state: Arc<HttpState>) -> Router {
+    mcp_routes().with_state(state)
+}
+
+/// The `oauth` Lambda's part: the well-known documents and the authorization server.
+pub fn authorization_router(state: Arc<HttpState>) -> Router {
+    protected_resource_routes()
+        .merge(oauth::routes())
+        .with_state(state)
+}
+
+fn mcp_routes() -> Router<Arc<HttpState>> {
+    Router::new()
+        .route("/mcp", any(mcp_endpoint::handle))
+        .route("/healthz", get(|| async { "ok" }))
+}
+
+fn protected_resource_routes() -> Router<Arc<HttpState>> {
+    Router::new()
         .route(
             "/.well-known/oauth-protected-resource",
             get(protected_resource).options(oauth::preflight),
@@ -187,14 +214,6 @@ pub fn router(state: Arc<HttpState>) -> Router {
             "/.well-known/oauth-protected-resource/mcp",
             get(protected_resource).options(oauth::preflight),
         )
-        .route("/assets/{*path}", get(asset))
-        .route("/healthz", get(|| async { "ok" }));
-    let router = if with_oauth {
-        router.merge(oauth::routes())
-    } else {
-        router
-    };
-    router.with_state(state)
 }
 
 /// RFC 9728 protected resource metadata: names nib's own authorization server when it runs
