@@ -380,7 +380,11 @@ async fn shutdown() {
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
+/// Pages `nib import` reads, parses and commits at once.
+const IMPORT_CONCURRENCY: usize = 16;
+
 async fn import(dir: &Path, user: &UserId, data_dir: &Path) -> anyhow::Result<ExitCode> {
+    use futures::StreamExt;
     let (pages, skipped) = nib::notebook::group_dir(dir)
         .with_context(|| format!("cannot read the folder {}", dir.display()))?;
     let app = open(data_dir, LocalOptions::default())?;
@@ -397,11 +401,21 @@ async fn import(dir: &Path, user: &UserId, data_dir: &Path) -> anyhow::Result<Ex
     let (mut created, mut updated, mut failed) = (0usize, 0usize, 0usize);
     // Without a terminal there is no bar: say how far we got now and then instead.
     let plain_progress = !std::io::IsTerminal::is_terminal(&std::io::stderr());
-    for (done, page) in pages.iter().enumerate() {
+    // Several pages in flight: the store commits their transactions together (one fsync for
+    // the group), and page commits do not contend (the statistics are counters).
+    let mut results = futures::stream::iter(
+        pages
+            .iter()
+            .map(|page| app.notebook.import_files(user, page)),
+    )
+    .buffer_unordered(IMPORT_CONCURRENCY);
+    let mut done = 0;
+    while let Some(result) = results.next().await {
         if plain_progress && done > 0 && done % 50 == 0 {
             eprintln!("progress: {done}/{}", pages.len());
         }
-        match app.notebook.import_files(user, page).await {
+        done += 1;
+        match result {
             Ok(saved) if saved.created => created += 1,
             Ok(_) => updated += 1,
             Err(failure) => {

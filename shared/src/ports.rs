@@ -66,6 +66,18 @@ pub enum Write {
         sk: String,
         cond: Cond,
     },
+    /// Adds `by` (which may be negative) to the counter item under the key, created at 0 when
+    /// absent; never version-conditioned, so writers that add to the same counter never fail
+    /// each other's conditions (DynamoDB's `ADD` in an `Update`; DynamoDB may still cancel a
+    /// transaction overlapping another in flight, as `Conflict`). For counters that never
+    /// expire (not those of [`Store::increment`]). A count may not go below 0: the transaction
+    /// then fails with `ConditionFailed` at this write's index. Read it back with
+    /// [`counter_value`].
+    Add {
+        pk: String,
+        sk: String,
+        by: i64,
+    },
 }
 
 impl Write {
@@ -84,9 +96,25 @@ impl Write {
     pub fn key(&self) -> (&str, &str) {
         match self {
             Write::Put { item, .. } => (&item.pk, &item.sk),
-            Write::Delete { pk, sk, .. } | Write::Check { pk, sk, .. } => (pk, sk),
+            Write::Delete { pk, sk, .. }
+            | Write::Check { pk, sk, .. }
+            | Write::Add { pk, sk, .. } => (pk, sk),
         }
     }
+
+    pub fn add(pk: impl Into<String>, sk: impl Into<String>, by: i64) -> Self {
+        Write::Add {
+            pk: pk.into(),
+            sk: sk.into(),
+            by,
+        }
+    }
+}
+
+/// The value of a counter item (`Store::increment`, `Write::Add`): its body is the count as
+/// 8 big-endian bytes on every adapter.
+pub fn counter_value(item: &Item) -> Option<u64> {
+    Some(u64::from_be_bytes(item.body.as_slice().try_into().ok()?))
 }
 
 /// Which key a query ranges over.

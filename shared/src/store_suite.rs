@@ -15,7 +15,9 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::ports::{Cond, Item, MAX_TRANSACTION_ITEMS, Query, QueryPage, Store, StoreError, Write};
+use crate::ports::{
+    Cond, Item, MAX_TRANSACTION_ITEMS, Query, QueryPage, Store, StoreError, Write, counter_value,
+};
 
 /// Runs every check, each on a new store from `make`.
 pub async fn run_all(make: impl Fn() -> Arc<dyn Store>) {
@@ -32,6 +34,8 @@ pub async fn run_all(make: impl Fn() -> Arc<dyn Store>) {
     expired_items_are_absent(make()).await;
     increment_counts(make()).await;
     increment_is_atomic(make()).await;
+    adds_in_transactions(make()).await;
+    concurrent_adds_do_not_conflict(make()).await;
     batch_get_keeps_order(make()).await;
     invalid_transactions(make()).await;
     empty_transaction_is_a_no_op(make()).await;
@@ -766,6 +770,84 @@ pub async fn increment_is_atomic(store: Arc<dyn Store>) {
     seen.sort_unstable();
     assert_eq!(seen, (1..=50).collect::<Vec<u64>>());
     assert_eq!(store.increment("C", "C", 0, later).await.unwrap(), 50);
+}
+
+/// `Write::Add` counts up and down inside transactions, with the other writes or not at all.
+pub async fn adds_in_transactions(store: Arc<dyn Store>) {
+    let s = &*store;
+    let count = |item: Option<Item>| item.as_ref().and_then(counter_value);
+    s.transact(vec![Write::add("U#a", "STATS#n", 3)])
+        .await
+        .unwrap();
+    s.transact(vec![
+        Write::put(item("U#a", "P#1"), Cond::NotExists),
+        Write::add("U#a", "STATS#n", 4),
+        Write::add("U#a", "STATS#len", 10),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(count(s.get("U#a", "STATS#n").await.unwrap()), Some(7));
+    assert_eq!(count(s.get("U#a", "STATS#len").await.unwrap()), Some(10));
+    s.transact(vec![Write::add("U#a", "STATS#len", -6)])
+        .await
+        .unwrap();
+    assert_eq!(count(s.get("U#a", "STATS#len").await.unwrap()), Some(4));
+
+    // A failed condition elsewhere adds nothing; going below zero fails at the add's index.
+    let failed = s
+        .transact(vec![
+            Write::add("U#a", "STATS#n", 1),
+            Write::put(item("U#a", "P#1"), Cond::NotExists),
+        ])
+        .await;
+    assert!(matches!(
+        failed,
+        Err(StoreError::ConditionFailed { index: 1 })
+    ));
+    let below = s
+        .transact(vec![
+            Write::put(item("U#a", "P#2"), Cond::NotExists),
+            Write::add("U#a", "STATS#len", -5),
+        ])
+        .await;
+    assert!(
+        matches!(below, Err(StoreError::ConditionFailed { index: 1 })),
+        "{below:?}"
+    );
+    assert_eq!(count(s.get("U#a", "STATS#n").await.unwrap()), Some(7));
+    assert_eq!(count(s.get("U#a", "STATS#len").await.unwrap()), Some(4));
+    assert_eq!(s.get("U#a", "P#2").await.unwrap(), None);
+}
+
+/// Transactions that add to the same counters never fail each other's conditions (there are
+/// none), and every add counts once. DynamoDB may still cancel a transaction that overlaps
+/// another in flight (`Conflict`), which the caller retries, as here.
+pub async fn concurrent_adds_do_not_conflict(store: Arc<dyn Store>) {
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                loop {
+                    let writes = vec![
+                        Write::put(item("U#c", &format!("P#{i}")), Cond::NotExists),
+                        Write::add("U#c", "STATS#n", 1),
+                        Write::add("U#c", "STATS#len", 5),
+                    ];
+                    match store.transact(writes).await {
+                        Err(StoreError::Conflict) => continue,
+                        other => return other,
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let n = store.get("U#c", "STATS#n").await.unwrap().unwrap();
+    assert_eq!(counter_value(&n), Some(20));
+    let len = store.get("U#c", "STATS#len").await.unwrap().unwrap();
+    assert_eq!(counter_value(&len), Some(100));
 }
 
 /// `batch_get` answers in the order asked, with `None` for missing keys, repeats allowed, and

@@ -167,10 +167,15 @@ async fn a_killed_import_leaves_only_whole_pages_and_a_rerun_completes_it() {
                 .unwrap();
             assert!(tasks.len() >= 7.min(count));
             if expect_all {
-                let stats = app.store.get("U#default", "STATS").await.unwrap().unwrap();
-                let stats: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+                let pages = app
+                    .store
+                    .get("U#default", "STATS#PAGES")
+                    .await
+                    .unwrap()
+                    .unwrap();
                 assert_eq!(
-                    stats["pages"], total,
+                    nib::ports::counter_value(&pages),
+                    Some(total as u64),
                     "index statistics count each page once"
                 );
             }
@@ -199,4 +204,63 @@ async fn a_killed_import_leaves_only_whole_pages_and_a_rerun_completes_it() {
         "{stdout}"
     );
     check(true).await;
+}
+
+/// A store written before the statistics became counters holds one `STATS` record: search
+/// reads it, and the next page commit folds it into the counters and deletes it.
+#[tokio::test]
+async fn a_legacy_statistics_record_is_read_and_then_folded_into_the_counters() {
+    use nib::ports::{Cond, Item, Write, counter_value};
+    let app = TestApp::spawn().await;
+    let store = app.app.store.clone();
+    let pk = "U#default";
+    let count = |item: Option<Item>| item.as_ref().and_then(counter_value).unwrap_or(0);
+    let pages = count(store.get(pk, "STATS#PAGES").await.unwrap());
+    let len = count(store.get(pk, "STATS#LEN").await.unwrap());
+    assert!(pages > 0 && len > 0);
+    let before = app
+        .call("search_pages", json!({ "query": "printer" }))
+        .await;
+
+    // Rewind to the old layout: the same numbers as one versioned record.
+    store
+        .transact(vec![
+            Write::delete(pk, "STATS#PAGES", Cond::Exists),
+            Write::delete(pk, "STATS#LEN", Cond::Exists),
+            Write::put(
+                Item {
+                    pk: pk.into(),
+                    sk: "STATS".into(),
+                    gsi1: None,
+                    version: 3,
+                    expires_at: None,
+                    body: serde_json::to_vec(&json!({ "pages": pages, "total_len": len })).unwrap(),
+                },
+                Cond::NotExists,
+            ),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        app.call("search_pages", json!({ "query": "printer" }))
+            .await,
+        before,
+        "the same ranking from the legacy record"
+    );
+
+    app.call(
+        "create_task",
+        json!({ "text": "Order printer toner", "target_date": "2026-07-02" }),
+    )
+    .await;
+    assert_eq!(
+        store.get(pk, "STATS").await.unwrap(),
+        None,
+        "folded and deleted"
+    );
+    assert_eq!(
+        count(store.get(pk, "STATS#PAGES").await.unwrap()),
+        pages + 1
+    );
+    assert!(count(store.get(pk, "STATS#LEN").await.unwrap()) > len);
 }

@@ -49,7 +49,7 @@ use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, Durability, ReadableDatabase, TableDefinition};
 use tokio::sync::oneshot;
 
-use crate::ports::{Cond, Index, Item, Query, QueryPage, Store, StoreError, Write};
+use crate::ports::{Cond, Index, Item, Query, QueryPage, Store, StoreError, Write, counter_value};
 
 const ITEMS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("items");
 const GSI1: TableDefinition<&[u8], ()> = TableDefinition::new("gsi1");
@@ -324,16 +324,25 @@ fn transact_in(
     writes: &[Write],
     now: i64,
 ) -> Result<(), StoreError> {
+    // The new values of the counters added to, computed with the conditions so that nothing
+    // is written when one of them cannot be.
+    let mut counters = Vec::new();
     for (index, write) in writes.iter().enumerate() {
+        let (pk, sk) = write.key();
         let cond = match write {
             Write::Put { cond, .. } | Write::Delete { cond, .. } | Write::Check { cond, .. } => {
                 *cond
+            }
+            Write::Add { by, .. } => {
+                let current =
+                    read_item(items, &encode_key(&[pk, sk]))?.filter(|item| is_live(item, now));
+                counters.push(added(pk, sk, current, *by, index)?);
+                continue;
             }
         };
         if cond == Cond::None {
             continue;
         }
-        let (pk, sk) = write.key();
         let current = read_item(items, &encode_key(&[pk, sk]))?.filter(|item| is_live(item, now));
         if !holds(cond, current.as_ref()) {
             return Err(StoreError::ConditionFailed { index });
@@ -343,10 +352,45 @@ fn transact_in(
         match write {
             Write::Put { item, .. } => put_item(items, gsi, item)?,
             Write::Delete { pk, sk, .. } => delete_item(items, gsi, pk, sk)?,
-            Write::Check { .. } => {}
+            Write::Check { .. } | Write::Add { .. } => {}
         }
     }
+    for item in &counters {
+        put_item(items, gsi, item)?;
+    }
     Ok(())
+}
+
+/// The counter item after adding `by` to `current` (absent: 0); `ConditionFailed { index }`
+/// when it would go below 0.
+fn added(
+    pk: &str,
+    sk: &str,
+    current: Option<Item>,
+    by: i64,
+    index: usize,
+) -> Result<Item, StoreError> {
+    let (old, version) = match &current {
+        Some(item) => (
+            counter_value(item).ok_or_else(|| invalid(format!("({pk}, {sk}) is not a counter")))?,
+            item.version + 1,
+        ),
+        None => (0, 1),
+    };
+    let sum = i128::from(old) + i128::from(by);
+    if sum < 0 {
+        return Err(StoreError::ConditionFailed { index });
+    }
+    let count =
+        u64::try_from(sum).map_err(|_| invalid(format!("counter ({pk}, {sk}) would overflow")))?;
+    Ok(Item {
+        pk: pk.to_owned(),
+        sk: sk.to_owned(),
+        gsi1: None,
+        version,
+        expires_at: None,
+        body: count.to_be_bytes().to_vec(),
+    })
 }
 
 /// One counter increment inside the group's write transaction.

@@ -458,30 +458,29 @@ impl Notebook {
             .map(|p| p.record.terms.iter().cloned().collect())
             .unwrap_or_default();
 
-        // Statistics for BM25.
-        let stats_item = self.store.get(&pk, records::STATS_SK).await?;
-        let mut stats: StatsRecord = match &stats_item {
-            Some(item) => decode("stats", &item.body)?,
-            None => StatsRecord::default(),
+        // Statistics for BM25: added to, never rewritten, so commits of other pages do not
+        // contend here. A legacy record (one versioned item) is folded into the counters by
+        // the first commit that sees it.
+        let (mut pages_delta, mut len_delta) = match &existing {
+            Some(p) => (0i64, i64::from(doc_len) - i64::from(p.record.doc_len)),
+            None => (1, i64::from(doc_len)),
         };
-        match &existing {
-            Some(p) => stats.total_len = stats.total_len.saturating_sub(p.record.doc_len as u64),
-            None => stats.pages += 1,
+        if let Some(legacy) = self.store.get(&pk, records::LEGACY_STATS_SK).await? {
+            let old: StatsRecord = decode("stats", &legacy.body)?;
+            pages_delta += i64::from(old.pages);
+            len_delta += i64::try_from(old.total_len).unwrap_or(i64::MAX);
+            writes.push(Write::delete(
+                pk.clone(),
+                records::LEGACY_STATS_SK,
+                Cond::Version(legacy.version),
+            ));
         }
-        stats.total_len += doc_len as u64;
-        writes.push(Write::put(
-            Item {
-                pk: pk.clone(),
-                sk: records::STATS_SK.into(),
-                gsi1: None,
-                version: stats_item.as_ref().map_or(1, |i| i.version + 1),
-                expires_at: None,
-                body: encode(&stats),
-            },
-            stats_item
-                .as_ref()
-                .map_or(Cond::NotExists, |i| Cond::Version(i.version)),
-        ));
+        if pages_delta != 0 {
+            writes.push(Write::add(pk.clone(), records::STATS_PAGES_SK, pages_delta));
+        }
+        if len_delta != 0 {
+            writes.push(Write::add(pk.clone(), records::STATS_LEN_SK, len_delta));
+        }
 
         // The page itself, and its stem.
         let psk = page_sk(page_id);

@@ -25,7 +25,13 @@ pub fn taskkey_sk(blind: &str) -> String {
 pub fn stem_sk(blind: &str) -> String {
     format!("STEM#{blind}")
 }
-pub const STATS_SK: &str = "STATS";
+/// The BM25 statistics, as two counters that page commits add to (`Write::Add`), so that
+/// commits of different pages do not contend on one item.
+pub const STATS_PAGES_SK: &str = "STATS#PAGES";
+pub const STATS_LEN_SK: &str = "STATS#LEN";
+/// The statistics as one versioned record (`StatsRecord`), as stores written before the
+/// counters hold them; the next page commit folds it into the counters and deletes it.
+pub const LEGACY_STATS_SK: &str = "STATS";
 pub fn pages_partition(user: &UserId) -> String {
     format!("U#{user}#PAGES")
 }
@@ -200,6 +206,39 @@ pub struct StemRecord {
 pub struct StatsRecord {
     pub pages: u32,
     pub total_len: u64,
+}
+
+impl StatsRecord {
+    /// The statistics from the items under `[LEGACY_STATS_SK, STATS_PAGES_SK, STATS_LEN_SK]`
+    /// (any may be absent): the legacy record plus the counters.
+    pub fn from_items(
+        items: &[Option<crate::ports::Item>],
+    ) -> Result<StatsRecord, super::NotebookError> {
+        let mut stats = match items.first() {
+            Some(Some(item)) => decode("stats", &item.body)?,
+            _ => StatsRecord::default(),
+        };
+        let counter = |i: usize| -> Result<u64, super::NotebookError> {
+            match items.get(i) {
+                Some(Some(item)) => crate::ports::counter_value(item)
+                    .ok_or_else(|| super::NotebookError::Corrupt("a stats counter".into())),
+                _ => Ok(0),
+            }
+        };
+        stats.pages = stats
+            .pages
+            .saturating_add(u32::try_from(counter(1)?).unwrap_or(u32::MAX));
+        stats.total_len = stats.total_len.saturating_add(counter(2)?);
+        Ok(stats)
+    }
+
+    /// The keys [`StatsRecord::from_items`] reads, in its order.
+    pub fn keys(pk: &str) -> Vec<(String, String)> {
+        [LEGACY_STATS_SK, STATS_PAGES_SK, STATS_LEN_SK]
+            .into_iter()
+            .map(|sk| (pk.to_owned(), sk.to_owned()))
+            .collect()
+    }
 }
 
 pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::pages::open_page_lines;
-use super::records::{PageHead, STATS_SK, StatsRecord, decode, page_sk, term_partition, user_pk};
+use super::records::{PageHead, StatsRecord, decode, page_sk, term_partition, user_pk};
 use super::{Notebook, NotebookError};
 use crate::domain::text::{self, Query as TextQuery};
 use crate::domain::{Date, PageId, UserId};
@@ -185,10 +185,10 @@ impl Notebook {
         }
         let keys = self.vault.user_keys(user).await?;
         let pk = user_pk(user);
-        let stats: StatsRecord = match self.store.get(&pk, STATS_SK).await? {
-            Some(item) => decode("stats", &item.body)?,
-            None => return Ok(Vec::new()),
-        };
+        let stats = StatsRecord::from_items(&self.store.batch_get(&StatsRecord::keys(&pk)).await?)?;
+        if stats.pages == 0 {
+            return Ok(Vec::new());
+        }
         let docs = stats.pages.max(1);
         let avg_len = stats.total_len as f64 / docs as f64;
 

@@ -49,6 +49,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, ReturnValue, TransactWriteItem,
+    Update,
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as CURSOR;
@@ -479,6 +480,33 @@ async fn backoff(attempt: u32) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
+/// `Write::Add` as an update: `ADD` to the count and the version; when subtracting, on the
+/// condition that the count stays at or above 0.
+struct AddExpr {
+    condition: Option<String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl AddExpr {
+    const UPDATE: &'static str = "ADD #cnt :by, #ver :one";
+
+    fn new(by: i64) -> AddExpr {
+        let mut values = HashMap::from([(":by".to_owned(), n(by)), (":one".to_owned(), n(1))]);
+        let condition = (by < 0).then(|| {
+            values.insert(":least".to_owned(), n(by.unsigned_abs()));
+            "#cnt >= :least".to_owned()
+        });
+        AddExpr { condition, values }
+    }
+
+    fn names(&self) -> HashMap<String, String> {
+        HashMap::from([
+            ("#cnt".to_owned(), COUNT.to_owned()),
+            ("#ver".to_owned(), VERSION.to_owned()),
+        ])
+    }
+}
+
 // ---- The port -------------------------------------------------------------------------------
 
 impl DynamoStore {
@@ -507,6 +535,20 @@ impl DynamoStore {
                     .set_condition_expression(cond.as_ref().map(|c| c.text.clone()))
                     .set_expression_attribute_names(cond.as_ref().and_then(Expr::names))
                     .set_expression_attribute_values(cond.as_ref().and_then(Expr::values))
+                    .send()
+                    .await
+                    .map_err(write_error)?;
+            }
+            Write::Add { pk, sk, by } => {
+                let add = AddExpr::new(by);
+                self.client
+                    .update_item()
+                    .table_name(&self.table)
+                    .set_key(Some(key(&pk, &sk)))
+                    .update_expression(AddExpr::UPDATE)
+                    .set_condition_expression(add.condition.clone())
+                    .set_expression_attribute_names(Some(add.names()))
+                    .set_expression_attribute_values(Some(add.values))
                     .send()
                     .await
                     .map_err(write_error)?;
@@ -542,6 +584,19 @@ impl DynamoStore {
                     .build()
                     .map_err(built)?;
                 TransactWriteItem::builder().delete(delete).build()
+            }
+            Write::Add { pk, sk, by } => {
+                let add = AddExpr::new(by);
+                let update = Update::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(key(&pk, &sk)))
+                    .update_expression(AddExpr::UPDATE)
+                    .set_condition_expression(add.condition.clone())
+                    .set_expression_attribute_names(Some(add.names()))
+                    .set_expression_attribute_values(Some(add.values))
+                    .build()
+                    .map_err(built)?;
+                TransactWriteItem::builder().update(update).build()
             }
             Write::Check { pk, sk, cond } => {
                 // A check needs a condition; `Cond::None` checks only that the request is valid.
