@@ -153,17 +153,29 @@ pub async fn front(
         NibMcp::new(dispatch, http.public_discovery),
         http.max_body_bytes,
     );
-    let state = Arc::new(HttpState {
+    let state = http_state(http, store, clock, Some(mcp), oauth);
+    Ok(crate::http::front_router(state))
+}
+
+/// The HTTP state of a deployed function: store-backed tokens and rate limits, no sessions,
+/// no local assets.
+fn http_state(
+    config: HttpConfig,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    mcp: Option<crate::http::McpService>,
+    oauth: OAuth,
+) -> Arc<HttpState> {
+    Arc::new(HttpState {
         tokens: Arc::new(Tokens::new(store.clone(), clock.clone())),
-        mcp: Some(mcp),
+        mcp,
         sessions: None,
         assets: None,
         oauth: Some(Arc::new(oauth)),
         limiter: Arc::new(StoreRateLimiter::new(store, clock.clone())),
         clock,
-        config: http,
-    });
-    Ok(crate::http::front_router(state))
+        config,
+    })
 }
 
 /// The notebook of a class function (or ingest): DynamoDB, the user's data key through KMS,
@@ -221,16 +233,7 @@ pub async fn oauth(
         keys.signer,
         keys.csrf_key,
     );
-    let state = Arc::new(HttpState {
-        tokens: Arc::new(Tokens::new(store.clone(), clock.clone())),
-        mcp: None,
-        sessions: None,
-        assets: None,
-        oauth: Some(Arc::new(oauth)),
-        limiter: Arc::new(StoreRateLimiter::new(store, clock.clone())),
-        clock,
-        config: http,
-    });
+    let state = http_state(http, store, clock, None, oauth);
     Ok(crate::http::authorization_router(state))
 }
 

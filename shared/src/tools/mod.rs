@@ -155,6 +155,19 @@ pub trait Dispatch: Send + Sync {
     ) -> Result<Value, ToolError>;
 }
 
+/// The tool `name`, when `principal` may call it. The HTTP layer answers 403 before any
+/// dispatch; this is the second lock on the door, in every `Dispatch`.
+pub fn permitted(principal: &Principal, name: &str) -> Result<&'static ToolDef, ToolError> {
+    let tool = find(name).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
+    if !principal.scope.allows(tool.scope) {
+        return Err(ToolError::Rejected(format!(
+            "{name} needs the {} scope",
+            tool.scope
+        )));
+    }
+    Ok(tool)
+}
+
 /// Calls the handlers in this process.
 pub struct InProcess {
     pub notebook: Arc<Notebook>,
@@ -168,14 +181,7 @@ impl Dispatch for InProcess {
         name: &str,
         args: Map<String, Value>,
     ) -> Result<Value, ToolError> {
-        let tool = find(name).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
-        if !principal.scope.allows(tool.scope) {
-            // The HTTP layer answers 403 before this; this is the second lock on the door.
-            return Err(ToolError::Rejected(format!(
-                "{name} needs the {} scope",
-                tool.scope
-            )));
-        }
+        let tool = permitted(principal, name)?;
         let args = Args::new(&args, tool.input_schema["properties"].as_object());
         args.check_known()?;
         (tool.handler)(Ctx {

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use crate::auth::Principal;
 use crate::tools::invocation::{ToolInvocation, ToolReply};
-use crate::tools::{Dispatch, ToolClass, ToolError, find};
+use crate::tools::{Dispatch, ToolClass, ToolError, permitted};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
@@ -107,13 +107,7 @@ impl Dispatch for LambdaDispatch {
         name: &str,
         args: Map<String, Value>,
     ) -> Result<Value, ToolError> {
-        let tool = find(name).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
-        if !principal.scope.allows(tool.scope) {
-            return Err(ToolError::Rejected(format!(
-                "{name} needs the {} scope",
-                tool.scope
-            )));
-        }
+        let tool = permitted(principal, name)?;
         let function = self.function(tool.class);
         let payload = serde_json::to_vec(&ToolInvocation {
             principal: principal.clone(),
