@@ -68,7 +68,7 @@ def function_binaries(root, target, profile):
     meta = json.loads(subprocess.run(
         ["cargo", "metadata", "--no-deps", "--format-version", "1"], cwd=root,
         capture_output=True, text=True, check=True).stdout)
-    functions = os.path.join(root, "functions") + os.sep
+    functions = os.path.join(os.path.abspath(root), "functions") + os.sep
     found = []
     for pkg in meta["packages"]:
         if not pkg["manifest_path"].startswith(functions):
