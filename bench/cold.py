@@ -5,10 +5,12 @@ For each `functions/*/` crate's release binary: nib-coldstart runs it 20 times u
 Lambda Runtime API and reports the median time from spawn to its answer to the first invocation,
 the binary's size and its peak RSS. The functions run configured as deployed, against moto's
 server on 127.0.0.1 (started here, provisioned by tests/lambda/dev_env.py: table, bucket, data
-and signing keys, one uploaded page), so the first invocation does its real work: the event is
-the function's fixture from tests/data/lambda/ (`make invoke-<fn>` sends the same), or
-`bench/events/{binary}.json`, else `{}` (an answer posted to `/error` still counts as answered;
-the report shows which it was). Then the same for `nib serve`: spawn to the first
+and signing keys, one uploaded page). Each function is measured twice: with
+`bench/events/{binary}.json`, an event it answers without a request to AWS (the cold start
+proper; mcp and oauth have none there: their fixtures need no request, a call without a token
+and the metadata, though oauth's start itself reads its secret), and with its fixture from tests/data/lambda/ (`make invoke-<fn>` sends the same), whose answer
+includes the first request's real work against the emulator. The size of the arm64 binary of
+`make lambdas` is recorded beside the host build's when target/lambda/ has it. Then the same for `nib serve`: spawn to the first
 200 answer to `tools/list` with a bearer token, on a data directory with one user and a token.
 
 Writes OUT/cold.json. Standard library only.
@@ -79,6 +81,16 @@ def function_binaries(root, target, profile):
     return sorted(found)
 
 
+def deployed_size(target, name):
+    """The size of the binary in `make lambdas`' zip (arm64), when it was built."""
+    import zipfile
+    path = os.path.join(target, "lambda", name, "bootstrap.zip")
+    if not os.path.exists(path):
+        return None
+    with zipfile.ZipFile(path) as z:
+        return z.getinfo("bootstrap").file_size
+
+
 def coldstart(tool, args):
     out = subprocess.run([tool] + args, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
@@ -109,16 +121,25 @@ def main():
             results.append({"name": name, "package": pkg, "kind": "lambda",
                             "error": f"{path} not built"})
             continue
-        event = os.path.join(args.root, "tests", "data", "lambda", FIXTURES.get(name, ""))
-        if name not in FIXTURES:
-            event = os.path.join(args.root, "bench", "events", f"{name}.json")
-        cmd = ["lambda", "--name", name, "--bin", path, "--runs", str(args.runs)]
-        if os.path.exists(event):
-            cmd += ["--event", event]
-        r = coldstart(tool, cmd)
-        r.update({"package": pkg, "kind": "lambda"})
-        results.append(r)
-        print(f"cold: {name}: {r}", flush=True)
+        deployed = deployed_size(args.target, name)
+        # Two first events: one the function answers without a request to AWS (the cold start
+        # itself: process, runtime client, SDK clients, config), and its fixture, whose answer
+        # includes the first request's real work against the emulator.
+        probe = os.path.join(args.root, "bench", "events", f"{name}.json")
+        fixture = os.path.join(args.root, "tests", "data", "lambda", FIXTURES.get(name, "-"))
+        runs = [("lambda", probe if os.path.exists(probe) else fixture)]
+        if runs[0][1] != fixture:
+            runs.append(("lambda, first request", fixture))
+        for kind, event in runs:
+            cmd = ["lambda", "--name", name, "--bin", path, "--runs", str(args.runs)]
+            if os.path.exists(event):
+                cmd += ["--event", event]
+            r = coldstart(tool, cmd)
+            r.update({"package": pkg, "kind": kind, "event": os.path.relpath(event, args.root)})
+            if deployed:
+                r["deployed_binary_bytes"] = deployed
+            results.append(r)
+            print(f"cold: {name} ({kind}): {r}", flush=True)
 
     moto.terminate()
     os.environ.clear()
