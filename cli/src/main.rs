@@ -401,14 +401,17 @@ async fn import(dir: &Path, user: &UserId, data_dir: &Path) -> anyhow::Result<Ex
     let (mut created, mut updated, mut failed) = (0usize, 0usize, 0usize);
     // Without a terminal there is no bar: say how far we got now and then instead.
     let plain_progress = !std::io::IsTerminal::is_terminal(&std::io::stderr());
-    // Several pages in flight: the store commits their transactions together (one fsync for
-    // the group), and page commits do not contend (the statistics are counters).
-    let mut results = futures::stream::iter(
-        pages
-            .iter()
-            .map(|page| app.notebook.import_files(user, page)),
-    )
-    .buffer_unordered(IMPORT_CONCURRENCY);
+    // Several pages in flight, so the store commits their transactions together (one fsync
+    // for the group); the statistics are counters, so page commits do not contend on them.
+    // Pages of nearby dates share tasks (a task copied forward day to day), and concurrent
+    // commits of one task retry, so the pages in flight are far apart: each of
+    // IMPORT_CONCURRENCY workers takes one contiguous run of dates, in order.
+    let chunk = pages.len().div_ceil(IMPORT_CONCURRENCY).max(1);
+    let mut results = futures::stream::select_all(pages.chunks(chunk).map(|run| {
+        futures::stream::iter(run)
+            .then(|page| app.notebook.import_files(user, page))
+            .boxed()
+    }));
     let mut done = 0;
     while let Some(result) = results.next().await {
         if plain_progress && done > 0 && done % 50 == 0 {
