@@ -61,7 +61,7 @@ def start_aws(root, work):
     with open(env_file) as f:
         for line in f:
             key, _, value = line.rstrip("\n").partition("=")
-            env[key] = value
+            env[key] = value.strip('"')
     env["RUST_LOG"] = "warn"
     return moto, env
 

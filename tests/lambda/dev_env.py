@@ -81,7 +81,7 @@ def main():
     }
     with open(args.out, "w") as f:
         for k, v in env.items():
-            f.write(f"{k}={v}\n")
+            f.write(f'{k}="{v}"\n')  # quoted: the PEM has spaces (\n stays two characters)
     print(f"lambda-watch: resources on {args.endpoint}, environment in {args.out}")
 
 
