@@ -3,30 +3,30 @@
 //!
 //! An upload is named like a file of an import folder: `uploads/{user}/{stem}.{ext}`, with
 //! `ext` one of pdf, png, md, markdown, txt, and the files of one page sharing the stem
-//! (`uploads/alice/2026-06-19.pdf` + `uploads/alice/2026-06-19.md`). Each event re-reads every
-//! file of its page that is there so far, writes them to a scratch folder with their own names,
-//! and imports that folder's one page with `group_dir` + `read_page` + `Notebook::import_page`,
-//! exactly as `nib import` does. A stem is one page, so the second file of a page updates the
-//! page the first created; a redelivered event changes nothing.
+//! (`uploads/alice/2026-06-19.pdf` + `uploads/alice/2026-06-19.md`). Each event reads every file
+//! of its page that is there so far (concurrently) and imports the page with `read_page_with` +
+//! `Notebook::import_page`, the checks and the write `nib import` uses, the keys standing for
+//! the file names. A stem is one page, so the second file of a page updates the page the first
+//! created; a redelivered event changes nothing.
 //!
 //! Outcomes: a bad page (not a PDF, no date, not UTF-8) is [`IngestOutcome::Rejected`], logged
 //! and not retried (it would fail the same way); a failure to read S3 or write the store is an
 //! [`IngestError`], which fails the invocation so that Lambda retries it and, after the retries,
 //! sends the event to the dead-letter queue.
 
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use aws_sdk_s3::operation::get_object::GetObjectError;
 
 use crate::domain::UserId;
-use crate::notebook::{ImportFailure, Notebook, NotebookError, SavedPage, group_dir, read_page};
+use crate::notebook::{
+    ImportFailure, Notebook, NotebookError, PAGE_EXTENSIONS, PageFiles, SavedPage, read_page_with,
+};
 
 /// The prefix the bucket notification fires on.
 pub const UPLOAD_PREFIX: &str = "uploads/";
-
-/// File extensions of a page, as `nib import` knows them.
-const PAGE_EXTENSIONS: [&str; 5] = ["pdf", "png", "md", "markdown", "txt"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -36,12 +36,6 @@ pub enum IngestError {
         key: String,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    #[error("cannot use the scratch folder {path}")]
-    Scratch {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
     },
     #[error("cannot store the page")]
     Store(#[source] NotebookError),
@@ -62,22 +56,14 @@ pub struct Ingest {
     notebook: Arc<Notebook>,
     s3: aws_sdk_s3::Client,
     bucket: String,
-    scratch: PathBuf,
 }
 
 impl Ingest {
-    /// `scratch`: a writable folder for the pages in flight (`/tmp` on Lambda).
-    pub fn new(
-        notebook: Arc<Notebook>,
-        s3: aws_sdk_s3::Client,
-        bucket: impl Into<String>,
-        scratch: PathBuf,
-    ) -> Self {
+    pub fn new(notebook: Arc<Notebook>, s3: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
         Ingest {
             notebook,
             s3,
             bucket: bucket.into(),
-            scratch,
         }
     }
 
@@ -95,64 +81,41 @@ impl Ingest {
                 "{key} is not uploads/{{user}}/{{stem}}.{{pdf|png|md|markdown|txt}}"
             )));
         };
-        let dir = self
-            .scratch
-            .join(format!("nib-ingest-{}", uuid::Uuid::new_v4()));
-        let scratch_error = |path: &Path| {
-            let path = path.to_owned();
-            move |source| IngestError::Scratch { path, source }
-        };
-        std::fs::create_dir_all(&dir).map_err(scratch_error(&dir))?;
-        let outcome = self.import_from(&dir, &key, &user, stem).await;
-        if let Err(e) = std::fs::remove_dir_all(&dir) {
-            tracing::warn!(path = %dir.display(), error = %e, "could not remove the scratch folder");
-        }
-        outcome
-    }
-
-    async fn import_from(
-        &self,
-        dir: &Path,
-        key: &str,
-        user: &UserId,
-        stem: &str,
-    ) -> Result<IngestOutcome, IngestError> {
-        // The object that fired the event must be there; its siblings may not be (yet).
+        // The object that fired the event must be there; its siblings may not be (yet). They
+        // are read at once, and the page is read from them as `nib import` reads its files,
+        // with the keys as the file names (so a bad page names the upload).
         let prefix = format!("{UPLOAD_PREFIX}{user}/{stem}.");
-        for ext in PAGE_EXTENSIONS {
-            let sibling = format!("{prefix}{ext}");
-            let Some(bytes) = self.fetch(&sibling, sibling == key).await? else {
-                continue;
-            };
-            let path = dir.join(format!("{stem}.{ext}"));
-            std::fs::write(&path, bytes).map_err(|source| IngestError::Scratch {
-                path: path.clone(),
-                source,
-            })?;
-        }
-        let (pages, _) = group_dir(dir).map_err(|source| IngestError::Scratch {
-            path: dir.to_owned(),
-            source,
-        })?;
-        let Some(files) = pages.into_iter().next() else {
-            return Ok(IngestOutcome::Ignored(format!("{key} is gone")));
+        let siblings: Vec<String> = PAGE_EXTENSIONS
+            .iter()
+            .map(|ext| format!("{prefix}{ext}"))
+            .collect();
+        let fetched = futures::future::try_join_all(
+            siblings
+                .iter()
+                .map(|sibling| self.fetch(sibling, *sibling == key)),
+        )
+        .await?;
+        let mut files = PageFiles {
+            stem: stem.to_owned(),
+            ..PageFiles::default()
         };
-        let draft = match read_page(&files) {
-            Ok(draft) => draft,
-            Err(mut failure) => {
-                // Name the upload, not the scratch file.
-                failure.path = PathBuf::from(format!(
-                    "{prefix}{}",
-                    failure
-                        .path
-                        .extension()
-                        .and_then(|e| e.to_str())
-                        .unwrap_or("")
-                ));
-                return Ok(IngestOutcome::Rejected(failure));
+        let mut objects = HashMap::new();
+        for ((sibling, ext), bytes) in siblings.iter().zip(PAGE_EXTENSIONS).zip(fetched) {
+            if let Some(bytes) = bytes {
+                files.set(ext, PathBuf::from(sibling));
+                objects.insert(PathBuf::from(sibling), bytes);
             }
+        }
+        let draft = match read_page_with(&files, |path| {
+            objects
+                .get(path)
+                .cloned()
+                .ok_or_else(|| std::io::ErrorKind::NotFound.into())
+        }) {
+            Ok(draft) => draft,
+            Err(failure) => return Ok(IngestOutcome::Rejected(failure)),
         };
-        match self.notebook.import_page(user, draft).await {
+        match self.notebook.import_page(&user, draft).await {
             Ok(saved) => Ok(IngestOutcome::Imported(saved)),
             Err(NotebookError::Invalid(reason)) => Ok(IngestOutcome::Rejected(ImportFailure {
                 path: PathBuf::from(key),

@@ -244,8 +244,7 @@ pub async fn oauth_from_env() -> Result<axum::Router, AppError> {
     oauth(&config, &FunctionEnv::from_env(), &clients).await
 }
 
-/// The `ingest` function from the environment; its scratch folder is the system's temporary
-/// folder (`/tmp` on Lambda).
+/// The `ingest` function from the environment.
 pub async fn ingest_from_env() -> Result<ingest::Ingest, AppError> {
     let config = AwsConfig::from_env()?;
     let clients = AwsClients::connect(&config).await;
@@ -253,7 +252,6 @@ pub async fn ingest_from_env() -> Result<ingest::Ingest, AppError> {
         notebook(&config, &clients)?,
         clients.s3.clone(),
         config.bucket.clone(),
-        std::env::temp_dir(),
     ))
 }
 

@@ -20,7 +20,28 @@ pub struct PageFiles {
     pub txt: Option<PathBuf>,
 }
 
+/// Whether `ext` names one of a page's files (pdf, png, md, markdown, txt; any case).
+pub fn is_page_extension(ext: &str) -> bool {
+    PAGE_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str())
+}
+
+/// The extensions of a page's files.
+pub const PAGE_EXTENSIONS: [&str; 5] = ["pdf", "png", "md", "markdown", "txt"];
+
 impl PageFiles {
+    /// Puts `path` in the slot its extension names; false (and nothing set) for another one.
+    pub fn set(&mut self, ext: &str, path: PathBuf) -> bool {
+        let slot = match ext.to_ascii_lowercase().as_str() {
+            "pdf" => &mut self.pdf,
+            "png" => &mut self.png,
+            "md" | "markdown" => &mut self.md,
+            "txt" => &mut self.txt,
+            _ => return false,
+        };
+        *slot = Some(path);
+        true
+    }
+
     /// The file a page-level message names: the OCR file, else the ink.
     pub fn first_file(&self) -> PathBuf {
         [&self.md, &self.txt, &self.png, &self.pdf]
@@ -76,21 +97,16 @@ pub fn group_dir(dir: &Path) -> std::io::Result<(Vec<PageFiles>, Vec<PathBuf>)> 
             skipped.push(path);
             continue;
         }
-        let page = pages.entry(stem.to_owned()).or_insert_with(|| PageFiles {
-            stem: stem.to_owned(),
+        if !is_page_extension(ext) {
+            skipped.push(path);
+            continue;
+        }
+        let (stem, ext) = (stem.to_owned(), ext.to_owned());
+        let page = pages.entry(stem.clone()).or_insert_with(|| PageFiles {
+            stem,
             ..PageFiles::default()
         });
-        let slot = match ext.to_ascii_lowercase().as_str() {
-            "pdf" => &mut page.pdf,
-            "png" => &mut page.png,
-            "md" | "markdown" => &mut page.md,
-            "txt" => &mut page.txt,
-            _ => {
-                skipped.push(path);
-                continue;
-            }
-        };
-        *slot = Some(path);
+        page.set(&ext, path);
     }
     skipped.sort();
     let pages = pages
@@ -147,8 +163,16 @@ fn fail(path: &Path, reason: impl Into<String>) -> ImportFailure {
 
 /// Reads and checks a page's files into a draft.
 pub fn read_page(files: &PageFiles) -> Result<PageDraft, ImportFailure> {
-    let read =
-        |path: &Path| std::fs::read(path).map_err(|e| fail(path, format!("cannot read: {e}")));
+    read_page_with(files, |path| std::fs::read(path))
+}
+
+/// [`read_page`] over files that `load` reads (the `ingest` function's are S3 objects, named
+/// by their keys).
+pub fn read_page_with(
+    files: &PageFiles,
+    load: impl Fn(&Path) -> std::io::Result<Vec<u8>>,
+) -> Result<PageDraft, ImportFailure> {
+    let read = |path: &Path| load(path).map_err(|e| fail(path, format!("cannot read: {e}")));
     // Ink files must be what their extension says: a mislabelled file fails its page.
     let ink = |path: &Option<PathBuf>,
                magic: &[u8],

@@ -16,7 +16,10 @@ mod tasks;
 
 use std::sync::Arc;
 
-pub use import::{ImportFailure, ImportReport, PageFiles, group_dir, read_page};
+pub use import::{
+    ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
+    read_page, read_page_with,
+};
 pub use pages::{LineView, PageSummary, PageView, SavedPage};
 pub use search::SearchHit;
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
