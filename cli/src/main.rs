@@ -325,11 +325,8 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    if let Some(host) = public_url
-        .split_once("://")
-        .map(|(_, rest)| rest.split('/').next().unwrap_or(rest).to_owned())
-    {
-        config.allowed_hosts.push(host);
+    if let Some(host) = nib::http::url_authority(&public_url) {
+        config.allowed_hosts.push(host.to_owned());
     }
     let router = app.router(config);
 

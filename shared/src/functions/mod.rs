@@ -26,7 +26,7 @@ use crate::auth::oauth::OAuth;
 use crate::auth::tokens::Tokens;
 use crate::config::{AwsConfig, ConfigError};
 use crate::crypto::Vault;
-use crate::http::{HttpConfig, HttpState, RateLimits};
+use crate::http::{HttpConfig, HttpState, RateLimits, url_authority};
 use crate::mcp::NibMcp;
 use crate::notebook::{Notebook, NotebookConfig};
 use crate::ports::{Clock, Keys, Store, SystemClock};
@@ -84,7 +84,8 @@ impl FunctionEnv {
             .public_url
             .as_deref()
             .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
-        if host_of(url).is_none() {
+        let http = url.starts_with("https://") || url.starts_with("http://");
+        if !http || url_authority(url).is_none() {
             return Err(ConfigError::Invalid {
                 name: "NIB_PUBLIC_URL",
                 reason: "must be an http:// or https:// URL with a host".into(),
@@ -94,21 +95,12 @@ impl FunctionEnv {
     }
 }
 
-/// `example.com:8443` of `https://example.com:8443/...`.
-fn host_of(url: &str) -> Option<&str> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))?;
-    let host = rest.split('/').next().unwrap_or("");
-    (!host.is_empty()).then_some(host)
-}
-
 /// The HTTP settings of a deployed function: the public URL's host is the one accepted `Host`
 /// (API Gateway passes the client's), its origin the one accepted `Origin`; the default rate
 /// limits (the front sets its configured ones); no session ids (each request may land on
 /// another instance, so the stateless era's rules apply to every era).
 pub fn http_config(public_url: &str) -> HttpConfig {
-    let host = host_of(public_url).unwrap_or_default().to_owned();
+    let host = url_authority(public_url).unwrap_or_default().to_owned();
     let scheme = public_url.split("://").next().unwrap_or("https");
     let mut config = HttpConfig::local(public_url.to_owned());
     config.allowed_hosts = vec![host.clone()];

@@ -133,6 +133,13 @@ impl HttpConfig {
     }
 }
 
+/// The `host[:port]` of a URL such as `https://nib.example.com:8443/x`, as a `Host` header
+/// carries it; `None` without a scheme or a host.
+pub fn url_authority(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    rest.split('/').next().filter(|host| !host.is_empty())
+}
+
 pub type McpService = StreamableHttpService<NibMcp, NeverSessionManager>;
 
 /// What the handlers share.
