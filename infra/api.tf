@@ -10,6 +10,9 @@ locals {
     "POST /mcp"   = "mcp"
     "GET /mcp"    = "mcp"
     "DELETE /mcp" = "mcp"
+    # A page's stable link (the `url` of search/fetch): the front shows it to its signed-in
+    # owner, reading it through the pages function like a get_page call.
+    "GET /pages/{proxy+}" = "mcp"
 
     # RFC 9728 protected resource metadata, root and /mcp path forms (the fallback for clients
     # whose 401 lost its WWW-Authenticate header on the way through API Gateway).

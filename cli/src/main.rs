@@ -285,6 +285,7 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
         Backend::Aws => {
             let mut config = AwsConfig::from_env().context("cannot configure the AWS back end")?;
             config.asset_ttl_seconds = args.asset_ttl_seconds;
+            config.public_url = Some(public_url.clone());
             let place = format!("the DynamoDB table {}", config.table);
             let app = App::open_aws(config)
                 .await

@@ -140,6 +140,7 @@ impl App {
             clock.clone(),
             NotebookConfig {
                 asset_ttl_seconds: options.asset_ttl_seconds,
+                public_url: options.public_url.trim_end_matches('/').to_owned(),
             },
         ));
         let tokens = Arc::new(Tokens::new(store.clone(), clock.clone()));
@@ -195,6 +196,7 @@ impl App {
             clock.clone(),
             NotebookConfig {
                 asset_ttl_seconds: config.asset_ttl_seconds,
+                public_url: config.public_url.clone().unwrap_or_default(),
             },
         ));
         let tokens = Arc::new(Tokens::new(store.clone(), clock.clone()));
@@ -265,7 +267,7 @@ impl App {
             notebook: self.notebook.clone(),
         });
         let mcp = crate::http::mcp_service(
-            NibMcp::new(dispatch, config.public_discovery),
+            NibMcp::new(dispatch.clone(), config.public_discovery),
             config.max_body_bytes,
         );
         let sessions = config
@@ -281,6 +283,7 @@ impl App {
             clock: self.clock.clone(),
             oauth,
             limiter: self.limiter.clone(),
+            dispatch: Some(dispatch),
         });
         crate::http::router(state)
     }

@@ -93,6 +93,9 @@ pub struct AwsConfig {
     /// tokens with it alone (no KMS permission); the oauth function uses it instead of asking
     /// KMS (`GetPublicKey`) at start. Checked by [`AwsConfig::validate`].
     pub signing_public_key_pem: Option<String>,
+    /// The connector's public base URL (`NIB_PUBLIC_URL`, no trailing slash): page links
+    /// (`{public_url}/pages/{id}`) are built on it. `None` in tests that make no links.
+    pub public_url: Option<String>,
 }
 
 impl AwsConfig {
@@ -123,6 +126,7 @@ impl AwsConfig {
             credentials: None,
             signing_key_id: get("NIB_SIGNING_KEY_ID"),
             signing_public_key_pem: get("NIB_SIGNING_PUBLIC_KEY"),
+            public_url: get("NIB_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_owned()),
         };
         config.validate()?;
         Ok(config)

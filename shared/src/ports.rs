@@ -393,6 +393,22 @@ pub trait RateLimiter: Send + Sync {
     /// Counts one hit of `key` in each window, shortest first, and stops at the first window
     /// that is over its limit (so a refused hit still counts in the windows before it).
     async fn hit(&self, key: &str, windows: &[Window]) -> Result<RateDecision, RateLimitError>;
+
+    /// Counts `n` hits of `key` (a JSON-RPC batch counts each of its messages), one after the
+    /// other, and stops at the first refused one.
+    async fn hit_many(
+        &self,
+        key: &str,
+        windows: &[Window],
+        n: u64,
+    ) -> Result<RateDecision, RateLimitError> {
+        for _ in 0..n {
+            if let d @ RateDecision::Limited { .. } = self.hit(key, windows).await? {
+                return Ok(d);
+            }
+        }
+        Ok(RateDecision::Allowed)
+    }
 }
 
 /// Time, so tests can pin it.

@@ -548,6 +548,10 @@ def test_api_routes_and_stage(infra: Infra) -> None:
     routes = infra.locals["routes"]
     for method in ("POST", "GET", "DELETE"):
         assert routes[f"{method} /mcp"] == "mcp"
+    # Page links are shown by the front (it reads the page through the pages function); the
+    # sign-in they need is under /oauth/, the authorization server's.
+    assert routes["GET /pages/{proxy+}"] == "mcp"
+    assert routes["GET /oauth/{proxy+}"] == routes["POST /oauth/{proxy+}"] == "oauth"
     for doc in ("oauth-protected-resource", "oauth-protected-resource/mcp",
                 "oauth-authorization-server", "openid-configuration"):
         assert routes[f"GET /.well-known/{doc}"] == "oauth"

@@ -130,12 +130,14 @@ impl TestApp {
                 None,
             ),
             Backend::Aws => {
-                let config = emulator().await.fresh().await.unwrap();
+                let mut config = emulator().await.fresh().await.unwrap();
+                config.public_url = Some(base.clone());
                 (App::open_aws(config.clone()).await.unwrap(), Some(config))
             }
             Backend::Lambda => {
                 let emulator = emulator().await;
                 let mut config = emulator.fresh().await.unwrap();
+                config.public_url = Some(base.clone());
                 let (key_id, public_pem) = emulator.create_signing_key().await.unwrap();
                 config.signing_key_id = Some(key_id);
                 config.signing_public_key_pem = Some(public_pem);

@@ -408,6 +408,8 @@ fn response(reply: &Value) -> Response {
     };
     let mut response = (status, body).into_response();
     let out = response.headers_mut();
+    // The function's headers are the response's: not the default of a byte body.
+    out.remove(axum::http::header::CONTENT_TYPE);
     let mut add = |name: &str, value: &str| {
         let name = if name.eq_ignore_ascii_case("www-authenticate") {
             "x-amzn-remapped-www-authenticate"

@@ -238,3 +238,108 @@ async fn no_limits_by_default_in_the_library_and_unauthenticated_requests_are_no
     assert_eq!(RateLimits::DEFAULT.all().len(), 2);
     assert!(RateLimits::OFF.all().is_empty());
 }
+
+/// A 2025-03-26 batch of `n` tools/call messages of `tool`.
+async fn batch(
+    env: &Env,
+    tool: &str,
+    n: usize,
+    args: impl Fn(usize) -> Value,
+) -> reqwest::Response {
+    let messages: Vec<Value> = (0..n)
+        .map(|i| json!({ "jsonrpc": "2.0", "id": i, "method": "tools/call", "params": { "name": tool, "arguments": args(i) } }))
+        .collect();
+    env.app
+        .post_anon()
+        .bearer_auth(&env.app.token)
+        .header("mcp-protocol-version", "2025-03-26")
+        .json(&messages)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Every message of a batch counts against the limits, reads and writes apart: a batch is no
+/// way around them (it used to count once per HTTP request).
+#[tokio::test]
+async fn a_batch_counts_every_message_against_the_limits() {
+    for limiter in [Limiter::Memory, Limiter::Store] {
+        let env = spawn(
+            RateLimits {
+                per_minute: 6,
+                writes_per_minute: 2,
+                ..RateLimits::OFF
+            },
+            limiter,
+        )
+        .await;
+        let r = batch(&env, "list_pages", 4, |_| json!({ "limit": 1 })).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(
+            r.json::<Value>().await.unwrap().as_array().unwrap().len(),
+            4
+        );
+        // Four more reads would make eight of six: refused whole.
+        let r = batch(&env, "list_pages", 4, |_| json!({ "limit": 1 })).await;
+        assert_eq!(r.status(), 429);
+        assert_eq!(
+            r.json::<Value>().await.unwrap()["error"]["code"],
+            RATE_LIMITED_CODE
+        );
+
+        // Writes: three create_task calls in one batch are over a write limit of two.
+        let env = spawn(
+            RateLimits {
+                per_minute: 100,
+                writes_per_minute: 2,
+                ..RateLimits::OFF
+            },
+            limiter,
+        )
+        .await;
+        let r = batch(
+            &env,
+            "create_task",
+            3,
+            |i| json!({ "target_date": "2026-06-20", "text": format!("batched {i}") }),
+        )
+        .await;
+        assert_eq!(r.status(), 429);
+        // Reads in a batch go on (they are not writes).
+        let r = batch(&env, "list_tasks", 5, |_| json!({})).await;
+        assert_eq!(r.status(), 200);
+    }
+}
+
+/// A batch over the cap is one JSON-RPC error and nothing of it runs.
+#[tokio::test]
+async fn a_batch_over_the_cap_is_one_error_and_runs_nothing() {
+    let env = spawn(RateLimits::OFF, Limiter::Memory).await;
+    let n = nib::http::MAX_BATCH_MESSAGES + 1;
+    let r = batch(
+        &env,
+        "create_task",
+        n,
+        |i| json!({ "target_date": "2026-06-20", "text": format!("capped {i}") }),
+    )
+    .await;
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("at most {}", nib::http::MAX_BATCH_MESSAGES)),
+        "{body}"
+    );
+    let tasks = env.app.call("list_tasks", json!({ "status": "all" })).await;
+    assert_eq!(
+        tasks["tasks"],
+        json!([]),
+        "nothing of the batch ran: {tasks}"
+    );
+    // Exactly the cap is accepted.
+    let r = batch(&env, "list_tasks", n - 1, |_| json!({})).await;
+    assert_eq!(r.status(), 200);
+}

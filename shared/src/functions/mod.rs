@@ -142,25 +142,28 @@ pub async fn front(
         signing::verify_only(config)?,
     );
     let mcp = crate::http::mcp_service(
-        NibMcp::new(dispatch, http.public_discovery),
+        NibMcp::new(dispatch.clone(), http.public_discovery),
         http.max_body_bytes,
     );
-    let state = http_state(http, store, clock, Some(mcp), oauth);
+    let state = http_state(http, store, clock, Some((mcp, dispatch)), oauth);
     Ok(crate::http::front_router(state))
 }
 
 /// The HTTP state of a deployed function: store-backed tokens and rate limits, no sessions,
-/// no local assets.
+/// no local assets. The front has the MCP service and the dispatch its tool calls and page
+/// views go through.
 fn http_state(
     config: HttpConfig,
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-    mcp: Option<crate::http::McpService>,
+    front: Option<(crate::http::McpService, Arc<LambdaDispatch>)>,
     oauth: OAuth,
 ) -> Arc<HttpState> {
+    let (mcp, dispatch) = front.unzip();
     Arc::new(HttpState {
         tokens: Arc::new(Tokens::new(store.clone(), clock.clone())),
         mcp,
+        dispatch: dispatch.map(|d| d as Arc<dyn crate::tools::Dispatch>),
         sessions: None,
         assets: None,
         oauth: Some(Arc::new(oauth)),
@@ -190,6 +193,7 @@ pub fn notebook(config: &AwsConfig, clients: &AwsClients) -> Result<Arc<Notebook
         clock,
         NotebookConfig {
             asset_ttl_seconds: config.asset_ttl_seconds,
+            public_url: config.public_url.clone().unwrap_or_default(),
         },
     )))
 }

@@ -29,6 +29,8 @@ const LEGACY_DEFAULT_VERSION: &str = "2025-03-26";
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const META_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+/// The most messages a JSON-RPC batch (2025-03-26) may hold; a bigger one is refused whole.
+pub const MAX_BATCH_MESSAGES: usize = 50;
 
 /// What we learned about the request while checking it, for the log line.
 #[derive(Default)]
@@ -242,6 +244,15 @@ async fn check_and_forward(
                         message: "empty batch".into(),
                     });
                 }
+                if items.len() > MAX_BATCH_MESSAGES {
+                    return Err(HttpError::InvalidRequest {
+                        id: None,
+                        message: format!(
+                            "a batch holds at most {MAX_BATCH_MESSAGES} messages; this one has {}",
+                            items.len()
+                        ),
+                    });
+                }
                 batch = true;
                 messages = items;
             }
@@ -338,21 +349,25 @@ async fn check_and_forward(
 
     // Rate limits, per credential.
     if let Some(p) = &principal {
-        let writes = messages.iter().any(is_write_call);
-        rate_limit(st, p, writes, cid).await.map_err(|e| match e {
-            HttpError::RateLimited {
-                max,
-                window_secs,
-                retry_after_secs,
-                ..
-            } => HttpError::RateLimited {
-                id: messages.first().and_then(|m| m.get("id").cloned()),
-                max,
-                window_secs,
-                retry_after_secs,
-            },
-            other => other,
-        })?;
+        // Every message of a batch counts, so a batch is no way around the limits.
+        let all = messages.len() as u64;
+        let writes = messages.iter().filter(|m| is_write_call(m)).count() as u64;
+        rate_limit(st, p, all, writes, cid)
+            .await
+            .map_err(|e| match e {
+                HttpError::RateLimited {
+                    max,
+                    window_secs,
+                    retry_after_secs,
+                    ..
+                } => HttpError::RateLimited {
+                    id: messages.first().and_then(|m| m.get("id").cloned()),
+                    max,
+                    window_secs,
+                    retry_after_secs,
+                },
+                other => other,
+            })?;
     }
 
     // Hand over to rmcp. We never stream, so both media types are acceptable to it.
@@ -457,25 +472,31 @@ fn is_write_call(message: &Value) -> bool {
             .is_some_and(|t| t.scope > Scope::Read)
 }
 
-/// Counts the request against the credential's limits (and its write limits for a write).
-/// A limiter that cannot be reached lets the request through: limits protect capacity, not
-/// data, and the request would need the same store anyway.
+/// Counts the request's `all` messages against the credential's limits, and its `writes`
+/// (calls of write tools) against its write limits. A limiter that cannot be reached lets the
+/// request through: limits protect capacity, not data, and the request would need the same
+/// store anyway.
 async fn rate_limit(
     st: &HttpState,
     principal: &Principal,
-    writes: bool,
+    all: u64,
+    writes: u64,
     cid: &str,
 ) -> Result<(), HttpError> {
     let limits = &st.config.rate_limits;
-    let mut checks = vec![(principal.credential_id.clone(), limits.all())];
-    if writes {
-        checks.push((format!("{}#w", principal.credential_id), limits.writes()));
-    }
-    for (key, windows) in checks {
-        if windows.is_empty() {
+    let checks = [
+        (principal.credential_id.clone(), limits.all(), all),
+        (
+            format!("{}#w", principal.credential_id),
+            limits.writes(),
+            writes,
+        ),
+    ];
+    for (key, windows, n) in checks {
+        if windows.is_empty() || n == 0 {
             continue;
         }
-        match st.limiter.hit(&key, &windows).await {
+        match st.limiter.hit_many(&key, &windows, n).await {
             Ok(RateDecision::Allowed) => {}
             Ok(RateDecision::Limited {
                 window,

@@ -15,6 +15,7 @@
 mod errors;
 mod mcp_endpoint;
 mod oauth;
+mod pages;
 
 use std::sync::Arc;
 
@@ -28,6 +29,8 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use serde::Deserialize;
 
 pub use errors::{HttpError, RATE_LIMITED_CODE, oauth_error_response};
+pub use mcp_endpoint::MAX_BATCH_MESSAGES;
+pub use pages::SIGNIN_PATH;
 
 use crate::adapters::local_assets::{FetchError, LocalAssets};
 use crate::auth::oauth::{OAuth, OAuthConfig, metadata};
@@ -35,6 +38,7 @@ use crate::auth::sessions::SessionSigner;
 use crate::auth::tokens::Tokens;
 use crate::mcp::NibMcp;
 use crate::ports::{Clock, RateLimiter, Window};
+use crate::tools::Dispatch;
 
 /// The biggest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 2_000_000;
@@ -156,6 +160,9 @@ pub struct HttpState {
     pub oauth: Option<Arc<OAuth>>,
     /// Counts requests for `config.rate_limits` (and sign-in attempts).
     pub limiter: Arc<dyn RateLimiter>,
+    /// Runs `get_page` for `/pages/{id}` (the tool calls' own dispatch); `None` where no page
+    /// is served (the `oauth` Lambda).
+    pub dispatch: Option<Arc<dyn Dispatch>>,
 }
 
 /// Builds rmcp's service: stateless, JSON responses, no SSE, our own checks in front.
@@ -185,23 +192,26 @@ pub fn router(state: Arc<HttpState>) -> Router {
     let router = mcp_routes().merge(protected_resource_routes());
     let router = router.route("/assets/{*path}", get(asset));
     let router = if with_oauth {
-        router.merge(oauth::routes())
+        router.merge(oauth::routes()).merge(pages::signin_routes())
     } else {
         router
     };
     router.with_state(state)
 }
 
-/// The `mcp` Lambda's part (API Gateway routes only `/mcp` to it): `/mcp` and `/healthz`.
-/// Separate from [`router`] so the front's binary links no authorization-server endpoints.
+/// The `mcp` Lambda's part (API Gateway routes `/mcp` and `/pages/{id}` to it): `/mcp`,
+/// `/pages/{id}` and `/healthz`. Separate from [`router`] so the front's binary links no
+/// authorization-server endpoints.
 pub fn front_router(state: Arc<HttpState>) -> Router {
     mcp_routes().with_state(state)
 }
 
-/// The `oauth` Lambda's part: the well-known documents and the authorization server.
+/// The `oauth` Lambda's part: the well-known documents, the authorization server and the page
+/// sign-in.
 pub fn authorization_router(state: Arc<HttpState>) -> Router {
     protected_resource_routes()
         .merge(oauth::routes())
+        .merge(pages::signin_routes())
         .with_state(state)
 }
 
@@ -209,6 +219,7 @@ fn mcp_routes() -> Router<Arc<HttpState>> {
     Router::new()
         .route("/mcp", any(mcp_endpoint::handle))
         .route("/healthz", get(|| async { "ok" }))
+        .merge(pages::page_routes())
 }
 
 fn protected_resource_routes() -> Router<Arc<HttpState>> {

@@ -56,12 +56,15 @@ pub enum NotebookError {
 pub struct NotebookConfig {
     /// Lifetime of signed asset URLs, returned as `signed_url_ttl_seconds`.
     pub asset_ttl_seconds: u64,
+    /// The server's public base URL, without a trailing slash: page links are built on it.
+    pub public_url: String,
 }
 
 impl Default for NotebookConfig {
     fn default() -> Self {
         NotebookConfig {
             asset_ttl_seconds: 3600,
+            public_url: "http://127.0.0.1".into(),
         }
     }
 }
@@ -94,6 +97,12 @@ impl Notebook {
 
     pub fn config(&self) -> &NotebookConfig {
         &self.config
+    }
+
+    /// The page's stable link (`{public_url}/pages/{id}`): it shows the page to its owner after
+    /// sign-in, long after signed image URLs have expired (`http::pages`).
+    pub fn page_url(&self, page_id: &crate::domain::PageId) -> String {
+        format!("{}/pages/{page_id}", self.config.public_url)
     }
 }
 

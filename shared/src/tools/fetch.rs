@@ -2,14 +2,14 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, ToolClass, ToolDef, ToolError, nullable, object_schema};
+use super::{Ctx, ToolClass, ToolDef, ToolError, object_schema};
 use crate::auth::Scope;
 
 pub fn def() -> ToolDef {
     ToolDef {
         name: "fetch",
         title: "Fetch a notebook page",
-        description: "Fetch the full text of a page by the id `search` returned.",
+        description: "Fetch the full text of a page by the id `search` returned, with its stable link (`url`: the page for its owner after sign-in).",
         scope: Scope::Read,
         class: ToolClass::Pages,
         read_only: true,
@@ -22,7 +22,7 @@ pub fn def() -> ToolDef {
                 "id": { "type": "string" },
                 "title": { "type": "string" },
                 "text": { "type": "string" },
-                "url": nullable("string"),
+                "url": { "type": "string" },
                 "metadata": object_schema(json!({ "date": { "type": "string" } }), &["date"])
             }),
             &["id", "title", "text", "url", "metadata"],
@@ -44,7 +44,7 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         "id": p.page_id,
         "title": format!("Page of {}", p.date),
         "text": text,
-        "url": p.png_url.or(p.pdf_url),
+        "url": ctx.notebook.page_url(&p.page_id),
         "metadata": { "date": p.date },
     }))
 }

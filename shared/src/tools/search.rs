@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, ToolClass, ToolDef, ToolError, nullable, object_schema};
+use super::{Ctx, ToolClass, ToolDef, ToolError, object_schema};
 use crate::auth::Scope;
 use crate::notebook::MAX_TEXT_CHARS;
 
@@ -11,7 +11,7 @@ pub fn def() -> ToolDef {
     ToolDef {
         name: "search",
         title: "Search the notebook",
-        description: "Search the notebook's pages. Returns ids to pass to `fetch`, with a title and, for pages with ink, a link to the page image.",
+        description: "Search the notebook's pages. Returns ids to pass to `fetch`, with a title and the page's stable link (it shows the page to its owner after sign-in).",
         scope: Scope::Read,
         class: ToolClass::Pages,
         read_only: true,
@@ -24,7 +24,7 @@ pub fn def() -> ToolDef {
         ),
         output_schema: object_schema(
             json!({ "results": { "type": "array", "items": object_schema(json!({
-                "id": { "type": "string" }, "title": { "type": "string" }, "url": nullable("string")
+                "id": { "type": "string" }, "title": { "type": "string" }, "url": { "type": "string" }
             }), &["id", "title", "url"]) } }),
             &["results"],
         ),
@@ -43,7 +43,7 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .await?;
     let results: Vec<Value> = hits
         .into_iter()
-        .map(|h| json!({ "id": h.page_id, "title": format!("Page of {}", h.date), "url": h.url }))
+        .map(|h| json!({ "id": h.page_id, "title": format!("Page of {}", h.date), "url": ctx.notebook.page_url(&h.page_id) }))
         .collect();
     Ok(json!({ "results": results }))
 }

@@ -191,6 +191,7 @@ impl Emulator {
             }),
             signing_key_id: None,
             signing_public_key_pem: None,
+            public_url: None,
         }
     }
 

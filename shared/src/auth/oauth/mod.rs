@@ -26,6 +26,7 @@ pub mod clients;
 pub mod grants;
 pub mod jwt;
 pub mod metadata;
+pub mod page_session;
 pub mod token;
 
 use std::sync::Arc;

@@ -1,0 +1,471 @@
+//! Page links a person can open: `GET /pages/{page_id}` shows one page to its owner as plain
+//! HTML (the image, the text, the tasks; no JavaScript), after sign-in on `/oauth/signin`.
+//!
+//! This is the stable `url` of `search`/`fetch` (what a ChatGPT citation links to, long after a
+//! signed image URL has expired) and the `page_url` of the page tools. The page is read through
+//! the same `Dispatch` as a `get_page` tool call, with the read scope, so on AWS the mcp front
+//! serves it and the pages function reads it, exactly as for an assistant. Another user's page
+//! id, a malformed one and a missing one are the same 404.
+//!
+//! | route | where | what |
+//! |---|---|---|
+//! | `GET /pages/{page_id}` | the front (`nib serve`, the mcp function) | the page, or a redirect to sign-in |
+//! | `GET /oauth/signin?next=/pages/{id}` | the authorization server | the sign-in form |
+//! | `POST /oauth/signin` | the authorization server | password check, then the session cookie and back |
+
+use std::sync::Arc;
+
+use askama::Template;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use super::HttpState;
+use crate::auth::oauth::OAuth;
+use crate::auth::oauth::page_session::{PAGE_SESSION_COOKIE, PAGE_SESSION_TTL_SECS};
+use crate::auth::{Principal, Scope};
+use crate::domain::PageId;
+use crate::ports::{RateDecision, Window};
+use crate::telemetry;
+use crate::tools::ToolError;
+
+/// Where the sign-in form lives (the authorization server's path space).
+pub const SIGNIN_PATH: &str = "/oauth/signin";
+/// The CSRF cookie of the sign-in form (the consent form's name: one per browser is enough).
+const CSRF_COOKIE: &str = "nib_csrf";
+/// The largest sign-in form accepted.
+const MAX_FORM_BYTES: usize = 16 * 1024;
+/// Sign-in attempts per user name, as on the consent page.
+const LOGIN_LIMITS: [Window; 2] = [
+    Window { secs: 60, max: 10 },
+    Window {
+        secs: 3600,
+        max: 100,
+    },
+];
+
+/// `GET /pages/{page_id}`, for the front.
+pub(super) fn page_routes() -> Router<Arc<HttpState>> {
+    Router::new().route("/pages/{page_id}", get(page))
+}
+
+/// `GET|POST /oauth/signin`, for the authorization server.
+pub(super) fn signin_routes() -> Router<Arc<HttpState>> {
+    Router::new()
+        .route(SIGNIN_PATH, get(signin_page).post(signin_submit))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
+}
+
+/// The page's path on this server, when `next` is one (the only place sign-in returns to, so
+/// it cannot be turned into an open redirect).
+fn page_path(next: &str) -> Option<String> {
+    let id = next.strip_prefix("/pages/")?;
+    PageId::parse(id).ok().map(|id| format!("/pages/{id}"))
+}
+
+/// The headers of every page of ours. Images may come from this server or, on AWS, from the
+/// bucket's presigned HTTPS URLs.
+fn html(status: StatusCode, body: String) -> Response {
+    let mut r = (status, axum::response::Html(body)).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-store"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; img-src 'self' https:; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    r
+}
+
+fn see_other(location: &str) -> Response {
+    let mut r = StatusCode::SEE_OTHER.into_response();
+    if let Ok(v) = HeaderValue::from_str(location) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// A cookie's value (JWTs included: base64url and dots).
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+        .filter(|v| {
+            !v.is_empty()
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        })
+}
+
+fn secure(st: &HttpState) -> &'static str {
+    if st.config.public_url.starts_with("https://") {
+        "; Secure"
+    } else {
+        ""
+    }
+}
+
+#[derive(Template)]
+#[template(path = "message.html")]
+struct MessagePage<'a> {
+    title: &'a str,
+    message: String,
+}
+
+fn message(status: StatusCode, title: &str, message: String) -> Response {
+    match (MessagePage { title, message }).render() {
+        Ok(body) => html(status, body),
+        Err(_) => status.into_response(),
+    }
+}
+
+fn not_found() -> Response {
+    message(
+        StatusCode::NOT_FOUND,
+        "Page not found",
+        "There is no such page in your notebook.".into(),
+    )
+}
+
+/// One line of the page as shown.
+struct LineView {
+    /// `heading`, `task`, `bullet` or `text`.
+    notation: String,
+    text: String,
+    /// The box of a task line: ☐ open, ☑ done, ☒ cancelled, → migrated.
+    mark: &'static str,
+    status: String,
+}
+
+#[derive(Template)]
+#[template(path = "page.html")]
+struct PageView {
+    date: String,
+    png_url: Option<String>,
+    pdf_url: Option<String>,
+    has_ocr: bool,
+    lines: Vec<LineView>,
+}
+
+impl PageView {
+    /// From `get_page`'s result.
+    fn from_result(v: &Value) -> PageView {
+        let s = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
+        let lines = v
+            .pointer("/structure_json/lines")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|l| {
+                let status = l["status"].as_str().unwrap_or("").to_owned();
+                LineView {
+                    notation: l["notation"].as_str().unwrap_or("text").to_owned(),
+                    text: l["text"].as_str().unwrap_or("").to_owned(),
+                    mark: match status.as_str() {
+                        "done" => "☑",
+                        "cancelled" => "☒",
+                        "migrated" => "→",
+                        _ => "☐",
+                    },
+                    status,
+                }
+            })
+            .collect();
+        PageView {
+            date: s("/date").unwrap_or_default(),
+            png_url: s("/png_url"),
+            pdf_url: s("/pdf_url"),
+            has_ocr: s("/ocr_text").is_some() || s("/ocr_markdown").is_some(),
+            lines,
+        }
+    }
+}
+
+/// `GET /pages/{page_id}`: the page for its signed-in owner.
+async fn page(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    Path(page_id): Path<String>,
+) -> Response {
+    let cid = telemetry::correlation_id();
+    let (Some(oauth), Some(dispatch)) = (&st.oauth, &st.dispatch) else {
+        // Without an authorization server nobody can sign in, so there is nothing to show.
+        return not_found();
+    };
+    let Some(path) = page_path(&format!("/pages/{page_id}")) else {
+        return not_found();
+    };
+    let Some(user) =
+        cookie(&headers, PAGE_SESSION_COOKIE).and_then(|t| oauth.verify_page_session(t))
+    else {
+        let query: String = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("next", &path)
+            .finish();
+        return see_other(&format!("{SIGNIN_PATH}?{query}"));
+    };
+    let windows = st.config.rate_limits.all();
+    if !windows.is_empty() {
+        match st.limiter.hit(&format!("pages#{user}"), &windows).await {
+            Ok(RateDecision::Allowed) => {}
+            Ok(RateDecision::Limited {
+                retry_after_secs, ..
+            }) => {
+                let mut r = message(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "Too many requests",
+                    format!("Try again in {retry_after_secs} s."),
+                );
+                if let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string()) {
+                    r.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+                return r;
+            }
+            Err(e) => {
+                tracing::warn!(correlation_id = %cid, error = %telemetry::chain(&e), "rate limiter unavailable");
+            }
+        }
+    }
+    let principal = Principal {
+        user,
+        scope: Scope::Read,
+        credential_id: "page_session".into(),
+    };
+    let args = json!({ "page_id": page_id });
+    let Value::Object(args) = args else {
+        unreachable!("an object literal")
+    };
+    match dispatch.call(&principal, "get_page", args).await {
+        Ok(result) => match PageView::from_result(&result).render() {
+            Ok(body) => html(StatusCode::OK, body),
+            Err(e) => {
+                tracing::error!(correlation_id = %cid, error = %e, "page rendering failed");
+                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            }
+        },
+        Err(
+            ToolError::NotFound(_) | ToolError::InvalidArgument { .. } | ToolError::Rejected(_),
+        ) => not_found(),
+        Err(e) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "page view failed");
+            message(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Something went wrong",
+                format!("The page could not be read (correlation id {cid})."),
+            )
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "signin.html")]
+struct SigninPage<'a> {
+    issuer: &'a str,
+    action: &'static str,
+    next: &'a str,
+    csrf: String,
+    username: &'a str,
+    error: Option<&'a str>,
+}
+
+fn oauth(st: &HttpState) -> &OAuth {
+    st.oauth
+        .as_deref()
+        .expect("sign-in routes are mounted only with an authorization server")
+}
+
+/// Renders the sign-in form, setting the CSRF cookie when it is missing.
+fn signin_form(
+    st: &HttpState,
+    next: &str,
+    existing_cookie: Option<&str>,
+    username: &str,
+    error: Option<(&str, StatusCode)>,
+) -> Response {
+    let oauth = oauth(st);
+    let cookie_value = existing_cookie
+        .filter(|c| c.len() >= 16)
+        .map(str::to_owned)
+        .unwrap_or_else(OAuth::new_csrf_cookie);
+    let page = SigninPage {
+        issuer: &oauth.config.issuer,
+        action: SIGNIN_PATH,
+        next,
+        csrf: oauth.signin_csrf_token(&cookie_value, next),
+        username,
+        error: error.map(|(m, _)| m),
+    };
+    let Ok(body) = page.render() else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let mut r = html(error.map_or(StatusCode::OK, |(_, s)| s), body);
+    if existing_cookie != Some(cookie_value.as_str()) {
+        let c = format!(
+            "{CSRF_COOKIE}={cookie_value}; Path=/oauth; HttpOnly; SameSite=Strict; Max-Age=3600{}",
+            secure(st)
+        );
+        if let Ok(v) = HeaderValue::from_str(&c) {
+            r.headers_mut().insert(header::SET_COOKIE, v);
+        }
+    }
+    r
+}
+
+fn bad_link() -> Response {
+    message(
+        StatusCode::BAD_REQUEST,
+        "This link cannot be used",
+        "Sign-in returns only to a page of your notebook; open the page link again.".into(),
+    )
+}
+
+/// `GET /oauth/signin?next=/pages/{id}`.
+async fn signin_page(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let query = query.unwrap_or_default();
+    let next = url::form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "next")
+        .and_then(|(_, v)| page_path(&v));
+    match next {
+        Some(next) => signin_form(&st, &next, cookie(&headers, CSRF_COOKIE), "", None),
+        None => bad_link(),
+    }
+}
+
+/// `POST /oauth/signin`: CSRF, the sign-in limit, the password; then the session cookie.
+async fn signin_submit(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let cid = telemetry::correlation_id();
+    let oauth = oauth(&st);
+    let field = |name: &str| {
+        url::form_urlencoded::parse(&body)
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    };
+    let Some(next) = field("next").and_then(|n| page_path(&n)) else {
+        return bad_link();
+    };
+    let csrf_cookie = cookie(&headers, CSRF_COOKIE);
+    if !oauth.check_signin_csrf(csrf_cookie, field("csrf_token").as_deref(), &next) {
+        tracing::warn!(correlation_id = %cid, "sign-in form without a valid CSRF token");
+        return signin_form(
+            &st,
+            &next,
+            None,
+            "",
+            Some(("This form expired; sign in again.", StatusCode::FORBIDDEN)),
+        );
+    }
+    let username = field("username").unwrap_or_default();
+    let password = field("password").unwrap_or_default();
+    let retry =
+        |m: &str, status| signin_form(&st, &next, csrf_cookie, &username, Some((m, status)));
+    // Fail closed: a limiter that cannot count is no brake on password guessing.
+    let login_key = format!("login#{}", username.trim().to_ascii_lowercase());
+    match st.limiter.hit(&login_key, &LOGIN_LIMITS).await {
+        Ok(RateDecision::Allowed) => {}
+        Ok(RateDecision::Limited { .. }) => {
+            return retry(
+                "Too many sign-in attempts for this user; wait a minute and try again.",
+                StatusCode::TOO_MANY_REQUESTS,
+            );
+        }
+        Err(e) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "sign-in limiter unavailable");
+            let mut r = retry(
+                "Sign-in is unavailable right now; try again in a minute.",
+                StatusCode::SERVICE_UNAVAILABLE,
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+            return r;
+        }
+    }
+    let user = match oauth.users.check(&username, &password).await {
+        Ok(Some(user)) => user,
+        Ok(None) => {
+            tracing::info!(correlation_id = %cid, "page sign-in refused");
+            return retry("Wrong user name or password.", StatusCode::UNAUTHORIZED);
+        }
+        Err(e) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "page sign-in failed");
+            return retry(
+                "Sign-in failed on our side; try again.",
+                StatusCode::INTERNAL_SERVER_ERROR,
+            );
+        }
+    };
+    let session = match oauth.sign_page_session(&user).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "page session signing failed");
+            return retry(
+                "Sign-in failed on our side; try again.",
+                StatusCode::INTERNAL_SERVER_ERROR,
+            );
+        }
+    };
+    tracing::info!(correlation_id = %cid, user = user.as_str(), "page sign-in");
+    let mut r = see_other(&next);
+    let c = format!(
+        "{PAGE_SESSION_COOKIE}={session}; Path=/pages; HttpOnly; SameSite=Lax; Max-Age={PAGE_SESSION_TTL_SECS}{}",
+        secure(&st)
+    );
+    if let Ok(v) = HeaderValue::from_str(&c) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sign_in_returns_only_to_a_page_of_this_server() {
+        let id = uuid::Uuid::new_v4().to_string();
+        assert_eq!(
+            page_path(&format!("/pages/{id}")),
+            Some(format!("/pages/{id}"))
+        );
+        for bad in [
+            "https://evil.example/pages/x".to_owned(),
+            "//evil.example".to_owned(),
+            format!("/pages/{id}/../../oauth"),
+            "/pages/".to_owned(),
+            format!("/pages/{id}?x=1"),
+        ] {
+            assert_eq!(page_path(&bad), None, "{bad}");
+        }
+    }
+}
