@@ -586,3 +586,16 @@ def test_every_checkov_skip_has_a_reason() -> None:
             if "checkov:skip" in line:
                 m = re.search(r"#checkov:skip=(CKV2?_AWS_\d+):(.*)", line)
                 assert m and len(m.group(2).strip()) >= 40, f"{path.name}:{n}: skip without a reason"
+
+
+def test_the_readme_claims_what_the_key_policy_allows(infra: Infra) -> None:
+    """The security notes may not promise more than the policies give: while the account root
+    keeps kms:PutKeyPolicy, administrators can rewrite the data key's policy, and while the
+    class functions trust their payload, any account principal that may invoke them can act as
+    any user. The README must say both, not that administrators cannot use the key."""
+    readme = (INFRA / "README.md").read_text()
+    admin_actions = [str(a) for a in as_list(infra.locals["kms_admin_actions"])]
+    if "kms:PutKeyPolicy" in admin_actions:
+        assert "PutKeyPolicy" in readme, "the README must say the key policy can be rewritten"
+        assert "cannot use it, and" not in readme, "an overstated claim is back"
+    assert "within this stack" in readme and "lambda:InvokeFunction" in readme
