@@ -30,6 +30,8 @@ pub mod functions;
 pub mod http;
 pub mod mcp;
 pub mod notebook;
+#[cfg(feature = "ocr")]
+pub mod ocr;
 pub mod ports;
 #[cfg(any(test, feature = "testing"))]
 pub mod store_suite;

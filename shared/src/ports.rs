@@ -438,3 +438,88 @@ impl Clock for SystemClock {
         SystemTime::now()
     }
 }
+
+/// A page image for OCR: 8-bit grey, row-major, `width * height` bytes. Decoding (PNG, JPEG)
+/// and PDF rasterising happen before an engine sees it (`crate::ocr::raster`), so every engine
+/// and the layout analysis look at the same pixels.
+#[derive(Clone)]
+pub struct PageImage {
+    pub width: u32,
+    pub height: u32,
+    pub gray: Vec<u8>,
+}
+
+impl std::fmt::Debug for PageImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PageImage({}x{})", self.width, self.height)
+    }
+}
+
+/// A rectangle in page-image pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct OcrBox {
+    pub x: f32,
+    pub y: f32,
+    pub w: f32,
+    pub h: f32,
+}
+
+impl OcrBox {
+    pub fn right(&self) -> f32 {
+        self.x + self.w
+    }
+
+    pub fn bottom(&self) -> f32 {
+        self.y + self.h
+    }
+
+    pub fn center_y(&self) -> f32 {
+        self.y + self.h / 2.0
+    }
+}
+
+/// One piece of recognised text: a line, or a segment of one (engines differ; the layout step
+/// joins segments into lines by position).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OcrLine {
+    pub text: String,
+    /// The engine's confidence in the text, 0..1.
+    pub confidence: f32,
+    pub bbox: OcrBox,
+}
+
+/// Which engine read a page, as recorded on the page (`ocr_engine`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OcrEngine {
+    pub name: String,
+    pub version: String,
+}
+
+impl std::fmt::Display for OcrEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.name, self.version)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OcrError {
+    /// The engine cannot run here (model files or library missing, service unreachable).
+    #[error("the OCR engine is not available: {0}")]
+    Unavailable(String),
+    /// The input is not an image the pipeline can read (corrupt, unsupported, too large).
+    #[error("not a readable page image: {0}")]
+    BadImage(String),
+    /// The engine failed on this page.
+    #[error("OCR failed")]
+    Failed(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Recognises the text of one page image (DESIGN §2 `Ocr`): the local PP-OCR engine
+/// (`ocr::paddle`), or Amazon Textract on AWS.
+#[async_trait]
+pub trait Ocr: Send + Sync {
+    fn engine(&self) -> OcrEngine;
+
+    /// The text on `page`, as lines or line segments with their boxes, in any order.
+    async fn recognize(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError>;
+}

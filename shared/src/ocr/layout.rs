@@ -1,0 +1,540 @@
+//! From recognised text segments to notebook lines: which segments form a line, and what the
+//! line is (a heading, a task with its checkbox ticked or not, a bullet, text). Engine-neutral:
+//! the local engine and Textract both end here.
+//!
+//! Checkboxes are found in the pixels, not guessed from glyphs (engines read a drawn square as
+//! `口`, `□`, `O`, `D`, `C1`, or nothing): left of each line we look for the square whose four
+//! edges are best covered by ink ([`find_checkbox`]), and call it ticked when its inside holds
+//! ink. Whatever text an engine read inside the square is dropped. A bullet is a small blob (a
+//! dot or a dash) before the line, or a `-`/`•` the engine read; a heading is a line written
+//! clearly larger than the page's median, or one underlined by a long stroke.
+
+use crate::ports::{OcrBox, OcrLine, PageImage};
+
+/// Lines read with less confidence than this are marked unsure.
+pub const UNSURE_BELOW: f32 = 0.75;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Heading,
+    Task { done: bool },
+    Bullet,
+    Text,
+}
+
+/// One line of the page as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub kind: Kind,
+    pub text: String,
+    /// The engine's confidence in the text (length-weighted over its segments), 0..1.
+    pub confidence: f32,
+    pub bbox: OcrBox,
+}
+
+impl Line {
+    pub fn unsure(&self) -> bool {
+        self.confidence < UNSURE_BELOW
+    }
+
+    /// The line as nib's markdown writes it.
+    pub fn markdown(&self) -> String {
+        match self.kind {
+            Kind::Heading => format!("# {}", self.text),
+            Kind::Task { done: false } => format!("- [ ] {}", self.text),
+            Kind::Task { done: true } => format!("- [x] {}", self.text),
+            Kind::Bullet => format!("- {}", self.text),
+            Kind::Text => self.text.clone(),
+        }
+    }
+}
+
+/// Dark-pixel view of the page: what counts as ink.
+struct Ink<'a> {
+    page: &'a PageImage,
+    threshold: u8,
+}
+
+impl<'a> Ink<'a> {
+    fn new(page: &'a PageImage) -> Self {
+        // Paper is the bright majority: take a high percentile as its level, and call ink what
+        // is clearly darker (faint ruled lines and noise stay out).
+        let mut hist = [0u64; 256];
+        for &v in page.gray.iter().step_by(7) {
+            hist[v as usize] += 1;
+        }
+        let total: u64 = hist.iter().sum();
+        let mut acc = 0;
+        let mut paper = 255u8;
+        for (v, &n) in hist.iter().enumerate() {
+            acc += n;
+            if acc * 10 >= total * 7 {
+                paper = v as u8;
+                break;
+            }
+        }
+        let threshold = (f32::from(paper) * 0.66) as u8;
+        Ink { page, threshold }
+    }
+
+    fn dark(&self, x: i64, y: i64) -> bool {
+        if x < 0 || y < 0 || x >= i64::from(self.page.width) || y >= i64::from(self.page.height) {
+            return false;
+        }
+        self.page.gray[(y as usize) * self.page.width as usize + x as usize] < self.threshold
+    }
+}
+
+/// A window of the page's ink with prefix sums along rows and columns, so the coverage of any
+/// horizontal or vertical edge is O(1).
+struct Window {
+    x0: i64,
+    y0: i64,
+    w: usize,
+    h: usize,
+    /// Ink within `band` rows of (x, y), prefix-summed along x, per row.
+    rows: Vec<u32>,
+    /// Ink within `band` columns of (x, y), prefix-summed along y, per column.
+    cols: Vec<u32>,
+    /// Plain ink, 2-D prefix sums (area counts).
+    area: Vec<u32>,
+}
+
+impl Window {
+    fn new(ink: &Ink<'_>, x0: i64, y0: i64, w: usize, h: usize, band: i64) -> Window {
+        let mut dark = vec![false; w * h];
+        for y in 0..h {
+            for x in 0..w {
+                dark[y * w + x] = ink.dark(x0 + x as i64, y0 + y as i64);
+            }
+        }
+        let near = |x: usize, y: usize, vertical: bool| -> bool {
+            (-band..=band).any(|d| {
+                let (xx, yy) = if vertical {
+                    (x as i64, y as i64 + d)
+                } else {
+                    (x as i64 + d, y as i64)
+                };
+                xx >= 0
+                    && yy >= 0
+                    && (xx as usize) < w
+                    && (yy as usize) < h
+                    && dark[yy as usize * w + xx as usize]
+            })
+        };
+        let mut rows = vec![0u32; h * (w + 1)];
+        for y in 0..h {
+            for x in 0..w {
+                rows[y * (w + 1) + x + 1] = rows[y * (w + 1) + x] + u32::from(near(x, y, true));
+            }
+        }
+        let mut cols = vec![0u32; w * (h + 1)];
+        for x in 0..w {
+            for y in 0..h {
+                cols[x * (h + 1) + y + 1] = cols[x * (h + 1) + y] + u32::from(near(x, y, false));
+            }
+        }
+        let mut area = vec![0u32; (w + 1) * (h + 1)];
+        for y in 0..h {
+            for x in 0..w {
+                area[(y + 1) * (w + 1) + x + 1] = u32::from(dark[y * w + x])
+                    + area[y * (w + 1) + x + 1]
+                    + area[(y + 1) * (w + 1) + x]
+                    - area[y * (w + 1) + x];
+            }
+        }
+        Window {
+            x0,
+            y0,
+            w,
+            h,
+            rows,
+            cols,
+            area,
+        }
+    }
+
+    /// Fraction of x in [x, x+len) where row y has ink nearby.
+    fn hrun(&self, x: usize, y: usize, len: usize) -> f32 {
+        let r = &self.rows[y * (self.w + 1)..];
+        (r[x + len] - r[x]) as f32 / len as f32
+    }
+
+    /// Fraction of y in [y, y+len) where column x has ink nearby.
+    fn vrun(&self, x: usize, y: usize, len: usize) -> f32 {
+        let c = &self.cols[x * (self.h + 1)..];
+        (c[y + len] - c[y]) as f32 / len as f32
+    }
+
+    /// Ink pixels in [x0, x1) x [y0, y1).
+    fn ink(&self, x0: usize, y0: usize, x1: usize, y1: usize) -> u32 {
+        let w = self.w + 1;
+        self.area[y1 * w + x1] + self.area[y0 * w + x0]
+            - self.area[y0 * w + x1]
+            - self.area[y1 * w + x0]
+    }
+}
+
+/// A checkbox found in the pixels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Checkbox {
+    pub bbox: OcrBox,
+    pub ticked: bool,
+}
+
+/// The square, if any, drawn left of (or at the very start of) a line of height `line_h`
+/// whose text starts at `start_x` with its vertical centre at `cy`.
+fn find_checkbox(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> Option<Checkbox> {
+    let x0 = (start_x - 2.6 * line_h).floor() as i64;
+    let x1 = (start_x + 1.4 * line_h).ceil() as i64;
+    let y0 = (cy - 1.1 * line_h).floor() as i64;
+    let y1 = (cy + 1.1 * line_h).ceil() as i64;
+    let (w, h) = ((x1 - x0).max(1) as usize, (y1 - y0).max(1) as usize);
+    let band = ((line_h * 0.05).round() as i64).max(2);
+    let win = Window::new(ink, x0, y0, w, h, band);
+    let min_side = (line_h * 0.35).max(8.0) as usize;
+    let max_side = ((line_h * 1.3) as usize).min(w.min(h).saturating_sub(1));
+    let mut best: Option<(f32, usize, usize, usize)> = None;
+    for side in (min_side..=max_side).step_by(2) {
+        for top in 0..h.saturating_sub(side) {
+            // The square must sit across the line's middle.
+            let mid = y0 as f32 + top as f32 + side as f32 / 2.0;
+            if (mid - cy).abs() > line_h * 0.45 {
+                continue;
+            }
+            for left in 0..w.saturating_sub(side) {
+                let l = win.vrun(left, top, side);
+                if l < 0.7 {
+                    continue;
+                }
+                let r = win.vrun(left + side, top, side);
+                if r < 0.7 {
+                    continue;
+                }
+                let t = win.hrun(left, top, side);
+                let b = win.hrun(left, top + side, side);
+                let score = l.min(r).min(t).min(b);
+                if score < 0.7 {
+                    continue;
+                }
+                // Prefer the squares best covered, then the larger (a square inside a ticked
+                // square's cross is not the box).
+                let key = score + side as f32 * 0.002;
+                if best.is_none_or(|(k, ..)| key > k) {
+                    best = Some((key, left, top, side));
+                }
+            }
+        }
+    }
+    let (_, left, top, side) = best?;
+    // Ticked: ink well inside the square (away from its edges).
+    let margin = ((side as f32) * 0.22).ceil() as usize;
+    let (ix0, iy0) = (left + margin, top + margin);
+    let (ix1, iy1) = (left + side - margin, top + side - margin);
+    let inner = (ix1.saturating_sub(ix0) * iy1.saturating_sub(iy0)).max(1);
+    let fill = win.ink(ix0, iy0, ix1, iy1) as f32 / inner as f32;
+    Some(Checkbox {
+        bbox: OcrBox {
+            x: (win.x0 + left as i64) as f32,
+            y: (win.y0 + top as i64) as f32,
+            w: side as f32,
+            h: side as f32,
+        },
+        ticked: fill > 0.04,
+    })
+}
+
+/// A small blob (a dot or a short dash) just before the line: a bullet.
+fn find_bullet(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> bool {
+    let x0 = (start_x - 1.8 * line_h).floor() as i64;
+    let x1 = (start_x - 0.1 * line_h).ceil() as i64;
+    let y0 = (cy - 0.5 * line_h).floor() as i64;
+    let y1 = (cy + 0.5 * line_h).ceil() as i64;
+    if x1 <= x0 {
+        return false;
+    }
+    // The ink's extent in the window, and how much there is.
+    let (mut minx, mut maxx, mut miny, mut maxy, mut n) = (i64::MAX, i64::MIN, i64::MAX, i64::MIN, 0);
+    for y in y0..y1 {
+        for x in x0..x1 {
+            if ink.dark(x, y) {
+                minx = minx.min(x);
+                maxx = maxx.max(x);
+                miny = miny.min(y);
+                maxy = maxy.max(y);
+                n += 1;
+            }
+        }
+    }
+    if n == 0 {
+        return false;
+    }
+    let (bw, bh) = ((maxx - minx + 1) as f32, (maxy - miny + 1) as f32);
+    let small = bw <= 0.75 * line_h && bh <= 0.4 * line_h && bw >= 0.06 * line_h;
+    let solid = n as f32 >= 0.3 * bw * bh;
+    small && solid
+}
+
+/// An underline: a long stroke just below the line, across most of it.
+fn underlined(ink: &Ink<'_>, bbox: &OcrBox) -> bool {
+    let x0 = bbox.x as i64;
+    let x1 = bbox.right() as i64;
+    let len = (x1 - x0).max(1);
+    let y_from = (bbox.bottom() - 0.35 * bbox.h) as i64;
+    let y_to = (bbox.bottom() + 0.6 * bbox.h) as i64;
+    let band = 3;
+    (y_from..y_to).any(|y| {
+        let covered = (x0..x1)
+            .filter(|&x| (-band..=band).any(|d| ink.dark(x, y + d)))
+            .count() as i64;
+        covered * 10 >= len * 8
+    })
+}
+
+/// Segments grouped into lines: by vertical position, each line read left to right.
+fn group(mut segments: Vec<OcrLine>) -> Vec<Vec<OcrLine>> {
+    segments.sort_by(|a, b| a.bbox.center_y().total_cmp(&b.bbox.center_y()));
+    let mut lines: Vec<Vec<OcrLine>> = Vec::new();
+    for s in segments {
+        // The line whose horizontally nearest segment sits at this height.
+        let fits = lines.iter_mut().rev().take(4).find(|line| {
+            let nearest = line
+                .iter()
+                .min_by(|a, b| {
+                    gap(&a.bbox, &s.bbox).total_cmp(&gap(&b.bbox, &s.bbox))
+                })
+                .expect("lines are not empty");
+            let overlap_x = s.bbox.x < nearest.bbox.right() - 0.3 * nearest.bbox.h
+                && nearest.bbox.x < s.bbox.right() - 0.3 * nearest.bbox.h;
+            let dy = (nearest.bbox.center_y() - s.bbox.center_y()).abs();
+            !overlap_x && dy < 0.45 * nearest.bbox.h.min(s.bbox.h)
+        });
+        match fits {
+            Some(line) => line.push(s),
+            None => lines.push(vec![s]),
+        }
+    }
+    for line in &mut lines {
+        line.sort_by(|a, b| a.bbox.x.total_cmp(&b.bbox.x));
+    }
+    lines.sort_by(|a, b| {
+        let ya = a[0].bbox.center_y();
+        let yb = b[0].bbox.center_y();
+        ya.total_cmp(&yb)
+    });
+    lines
+}
+
+/// The horizontal gap between two boxes (0 when they overlap).
+fn gap(a: &OcrBox, b: &OcrBox) -> f32 {
+    (b.x - a.right()).max(a.x - b.right()).max(0.0)
+}
+
+fn union(a: &OcrBox, b: &OcrBox) -> OcrBox {
+    let x = a.x.min(b.x);
+    let y = a.y.min(b.y);
+    OcrBox {
+        x,
+        y,
+        w: a.right().max(b.right()) - x,
+        h: a.bottom().max(b.bottom()) - y,
+    }
+}
+
+/// Characters engines read for a drawn square, or for its tick.
+fn is_box_glyph(c: char) -> bool {
+    matches!(
+        c,
+        '□' | '☐' | '☑' | '☒' | '■' | '▢' | '口' | '囗' | '回' | '[' | ']' | '(' | ')' | '|' | '{'
+            | '}' | '<' | '>' | '✓' | '✔' | '✗' | '✘' | '×' | '√' | '∨' | '£' | '¤' | '#'
+    )
+}
+
+/// A bullet mark an engine read at the start of a line.
+fn strip_bullet_mark(text: &str) -> Option<&str> {
+    let t = text.trim_start();
+    let mut chars = t.chars();
+    let first = chars.next()?;
+    if matches!(first, '-' | '•' | '·' | '*' | '–' | '—' | '+' | '◦' | '●' | '∙' | '・' | '‧') {
+        let rest = chars.as_str().trim_start();
+        if !rest.is_empty() && rest.chars().next().is_some_and(|c| c.is_alphanumeric()) {
+            return Some(rest);
+        }
+    }
+    None
+}
+
+/// The page's lines, in reading order.
+pub fn analyze(page: &PageImage, segments: Vec<OcrLine>) -> Vec<Line> {
+    let ink = Ink::new(page);
+    let grouped = group(segments.into_iter().filter(|s| !s.text.trim().is_empty()).collect());
+    let mut heights: Vec<f32> = grouped
+        .iter()
+        .map(|l| l.iter().map(|s| s.bbox.h).fold(0.0, f32::max))
+        .collect();
+    heights.sort_by(f32::total_cmp);
+    let median_h = heights.get(heights.len() / 2).copied().unwrap_or(40.0);
+    let mut out = Vec::new();
+    for (index, mut segs) in grouped.into_iter().enumerate() {
+        let line_h = segs.iter().map(|s| s.bbox.h).fold(0.0, f32::max);
+        let h = line_h.min(median_h * 1.6);
+        let cy = segs[0].bbox.center_y();
+        let start_x = segs[0].bbox.x;
+        let checkbox = find_checkbox(&ink, start_x, cy, h * 0.8);
+        if let Some(cb) = checkbox {
+            // Drop what the engine read inside the square (and its tick).
+            let box_right = cb.bbox.right() + 0.1 * h;
+            segs.retain(|s| s.bbox.right() > box_right || s.bbox.w > 2.0 * h);
+            if let Some(first) = segs.first_mut()
+                && first.bbox.x < box_right
+            {
+                let trimmed: String = first
+                    .text
+                    .trim_start_matches(|c: char| is_box_glyph(c) || c.is_whitespace())
+                    .to_owned();
+                first.text = trimmed;
+            }
+            segs.retain(|s| !s.text.trim().is_empty());
+        }
+        if segs.is_empty() {
+            continue;
+        }
+        let (mut text, mut weight, mut conf) = (String::new(), 0.0f32, 0.0f32);
+        let mut bbox = segs[0].bbox;
+        for s in &segs {
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(s.text.trim());
+            let n = s.text.chars().count().max(1) as f32;
+            conf += s.confidence * n;
+            weight += n;
+            bbox = union(&bbox, &s.bbox);
+        }
+        let confidence = if weight > 0.0 { conf / weight } else { 0.0 };
+        let kind = if let Some(cb) = checkbox {
+            Kind::Task { done: cb.ticked }
+        } else if let Some(rest) = strip_bullet_mark(&text) {
+            text = rest.to_owned();
+            Kind::Bullet
+        } else if find_bullet(&ink, bbox.x, cy, h) {
+            Kind::Bullet
+        } else if line_h > median_h * 1.3 || (index == 0 && underlined(&ink, &bbox)) || underlined(&ink, &bbox) && line_h > median_h * 1.1 {
+            Kind::Heading
+        } else {
+            Kind::Text
+        };
+        out.push(Line {
+            kind,
+            text,
+            confidence,
+            bbox,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A white page with dark rectangles drawn as outlines or filled.
+    struct Canvas(PageImage);
+
+    impl Canvas {
+        fn new(w: u32, h: u32) -> Canvas {
+            Canvas(PageImage {
+                width: w,
+                height: h,
+                gray: vec![245; (w * h) as usize],
+            })
+        }
+
+        fn fill(&mut self, x0: u32, y0: u32, x1: u32, y1: u32) {
+            for y in y0..y1 {
+                for x in x0..x1 {
+                    self.0.gray[(y * self.0.width + x) as usize] = 40;
+                }
+            }
+        }
+
+        fn square(&mut self, x: u32, y: u32, side: u32, stroke: u32) {
+            self.fill(x, y, x + side, y + stroke);
+            self.fill(x, y + side - stroke, x + side, y + side);
+            self.fill(x, y, x + stroke, y + side);
+            self.fill(x + side - stroke, y, x + side, y + side);
+        }
+    }
+
+    fn seg(text: &str, x: f32, y: f32, w: f32, h: f32) -> OcrLine {
+        OcrLine {
+            text: text.into(),
+            confidence: 0.95,
+            bbox: OcrBox { x, y, w, h },
+        }
+    }
+
+    #[test]
+    fn squares_left_of_lines_are_tasks_and_ink_inside_ticks_them() {
+        let mut c = Canvas::new(800, 400);
+        c.square(40, 40, 36, 3); // empty, line at y 40..76
+        c.square(40, 140, 36, 3); // ticked with a cross
+        for i in 0..28 {
+            c.fill(46 + i, 146 + i, 49 + i, 149 + i);
+            c.fill(46 + i, 172 - i, 49 + i, 175 - i);
+        }
+        c.fill(40, 250, 52, 262); // a dot: a bullet
+        let lines = analyze(
+            &c.0,
+            vec![
+                seg("口 Buy milk", 36.0, 36.0, 300.0, 44.0),
+                seg("Call Dana", 100.0, 136.0, 200.0, 44.0),
+                seg("Notes from the call", 80.0, 234.0, 300.0, 44.0),
+                seg("plain text line", 40.0, 320.0, 300.0, 44.0),
+            ],
+        );
+        let kinds: Vec<(Kind, &str)> = lines.iter().map(|l| (l.kind, l.text.as_str())).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (Kind::Task { done: false }, "Buy milk"),
+                (Kind::Task { done: true }, "Call Dana"),
+                (Kind::Bullet, "Notes from the call"),
+                (Kind::Text, "plain text line"),
+            ]
+        );
+    }
+
+    #[test]
+    fn segments_join_into_lines_in_reading_order() {
+        let page = Canvas::new(1000, 300).0;
+        let lines = analyze(
+            &page,
+            vec![
+                seg("world", 300.0, 52.0, 100.0, 40.0),
+                seg("second", 20.0, 150.0, 120.0, 40.0),
+                seg("hello", 20.0, 50.0, 100.0, 40.0),
+                seg("- a dash bullet", 20.0, 220.0, 200.0, 40.0),
+            ],
+        );
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, vec!["hello world", "second", "a dash bullet"]);
+        assert_eq!(lines[2].kind, Kind::Bullet);
+    }
+
+    #[test]
+    fn a_larger_first_line_is_a_heading_and_markdown_says_so() {
+        let page = Canvas::new(1000, 400).0;
+        let lines = analyze(
+            &page,
+            vec![
+                seg("Monday", 20.0, 20.0, 200.0, 70.0),
+                seg("one", 20.0, 120.0, 100.0, 40.0),
+                seg("two", 20.0, 200.0, 100.0, 40.0),
+            ],
+        );
+        assert_eq!(lines[0].kind, Kind::Heading);
+        assert_eq!(lines[0].markdown(), "# Monday");
+        assert_eq!(lines[1].markdown(), "one");
+    }
+}

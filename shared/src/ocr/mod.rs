@@ -1,0 +1,50 @@
+//! Reading handwriting: ink files to page images (`raster`), an engine behind the [`Ocr`] port
+//! (the local PP-OCR engine in `paddle`, Textract on AWS), and the layout analysis that turns
+//! the engine's text segments into notebook lines (`layout`: headings, tasks with their
+//! checkboxes, bullets). The result is written as a page's OCR text and markdown and then runs
+//! through the same parser, task reconciliation and index as an imported markdown page.
+
+pub mod layout;
+#[cfg(feature = "ocr-local")]
+pub mod paddle;
+pub mod raster;
+
+use crate::ports::{Ocr, OcrEngine, OcrError, PageImage};
+
+pub use layout::{Kind, Line, UNSURE_BELOW};
+
+/// One page as OCR read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadPage {
+    pub engine: OcrEngine,
+    pub lines: Vec<Line>,
+}
+
+impl ReadPage {
+    /// The page's text: its lines, without markdown marks.
+    pub fn text(&self) -> String {
+        self.lines
+            .iter()
+            .map(|l| l.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The page as nib's markdown (`#`, `- [ ]`, `- [x]`, `-`).
+    pub fn markdown(&self) -> String {
+        self.lines
+            .iter()
+            .map(Line::markdown)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Reads one page image: the engine's segments, then the layout.
+pub async fn read(ocr: &dyn Ocr, image: &PageImage) -> Result<ReadPage, OcrError> {
+    let segments = ocr.recognize(image).await?;
+    Ok(ReadPage {
+        engine: ocr.engine(),
+        lines: layout::analyze(image, segments),
+    })
+}

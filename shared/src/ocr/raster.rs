@@ -1,0 +1,215 @@
+//! Ink files to page images: PNG and JPEG decoded, PDF pages rendered (hayro, pure Rust, so
+//! the ingest Lambda needs no poppler), everything turned to 8-bit grey for the engines and the
+//! layout analysis. Limits keep a hostile file from exhausting memory.
+
+use std::io::Cursor;
+
+use crate::ports::{OcrError, PageImage};
+
+/// The largest image accepted, in pixels (a 600 dpi A4 scan is ~35 M).
+pub const MAX_PIXELS: u64 = 40_000_000;
+/// The most pages of one PDF read.
+pub const MAX_PDF_PAGES: usize = 500;
+/// The longer side PDF pages are rendered at: about a 160 dpi A4 page, what the engines were
+/// measured at (a handwritten line is then ~40-60 px high).
+const PDF_LONG_SIDE: f32 = 1872.0;
+
+/// What kind of file `bytes` are, by their magic numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InkFormat {
+    Png,
+    Jpeg,
+    Pdf,
+}
+
+impl InkFormat {
+    pub fn sniff(bytes: &[u8]) -> Option<InkFormat> {
+        if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+            Some(InkFormat::Png)
+        } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+            Some(InkFormat::Jpeg)
+        } else if bytes.len() > 5 && bytes[..1024.min(bytes.len())].windows(5).any(|w| w == b"%PDF-")
+        {
+            Some(InkFormat::Pdf)
+        } else {
+            None
+        }
+    }
+}
+
+/// The page images of an ink file: one for a PNG or JPEG, one per page of a PDF.
+pub fn decode(bytes: &[u8]) -> Result<Vec<PageImage>, OcrError> {
+    match InkFormat::sniff(bytes) {
+        Some(InkFormat::Png | InkFormat::Jpeg) => decode_image(bytes).map(|p| vec![p]),
+        Some(InkFormat::Pdf) => pdf_pages(bytes),
+        None => Err(OcrError::BadImage("not a PNG, JPEG or PDF file".into())),
+    }
+}
+
+/// A PNG or JPEG as grey pixels.
+pub fn decode_image(bytes: &[u8]) -> Result<PageImage, OcrError> {
+    let mut reader = image::ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| OcrError::BadImage(e.to_string()))?;
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(MAX_PIXELS * 4);
+    reader.limits(limits);
+    let (w, h) = reader
+        .into_dimensions()
+        .map_err(|e| OcrError::BadImage(e.to_string()))?;
+    if u64::from(w) * u64::from(h) > MAX_PIXELS {
+        return Err(OcrError::BadImage(format!(
+            "{w}x{h} is more than {MAX_PIXELS} pixels"
+        )));
+    }
+    let mut reader = image::ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| OcrError::BadImage(e.to_string()))?;
+    reader.limits(limits_for(w, h));
+    let img = reader
+        .decode()
+        .map_err(|e| OcrError::BadImage(e.to_string()))?;
+    let gray = img.to_luma8();
+    Ok(PageImage {
+        width: gray.width(),
+        height: gray.height(),
+        gray: gray.into_raw(),
+    })
+}
+
+fn limits_for(w: u32, h: u32) -> image::Limits {
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some((u64::from(w) * u64::from(h) * 8).max(1 << 20));
+    limits
+}
+
+/// How many pages a PDF has (0 when it cannot be read).
+pub fn pdf_page_count(bytes: &[u8]) -> usize {
+    hayro::hayro_syntax::Pdf::new(bytes.to_vec())
+        .map(|pdf| pdf.pages().len())
+        .unwrap_or(0)
+}
+
+/// Every page of a PDF, rendered so its longer side is about [`PDF_LONG_SIDE`] pixels.
+pub fn pdf_pages(bytes: &[u8]) -> Result<Vec<PageImage>, OcrError> {
+    use hayro::hayro_interpret::InterpreterSettings;
+    use hayro::{PixmapSettings, RenderCache, RenderSettings};
+
+    let pdf = hayro::hayro_syntax::Pdf::new(bytes.to_vec())
+        .map_err(|e| OcrError::BadImage(format!("unreadable PDF: {e:?}")))?;
+    let pages = pdf.pages();
+    if pages.len() > MAX_PDF_PAGES {
+        return Err(OcrError::BadImage(format!(
+            "the PDF has {} pages; at most {MAX_PDF_PAGES} are read",
+            pages.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(pages.len());
+    for page in pages.iter() {
+        let (w, h) = page.render_dimensions();
+        if !(w.is_finite() && h.is_finite()) || w < 1.0 || h < 1.0 {
+            return Err(OcrError::BadImage("a PDF page has no size".into()));
+        }
+        let scale = PDF_LONG_SIDE / w.max(h);
+        if f64::from(w * scale) * f64::from(h * scale) > MAX_PIXELS as f64 {
+            return Err(OcrError::BadImage("a PDF page is too large".into()));
+        }
+        let cache = RenderCache::new();
+        let pixmap = hayro::render(
+            page,
+            &cache,
+            &InterpreterSettings::default(),
+            &RenderSettings::default(),
+            &PixmapSettings {
+                x_scale: scale,
+                y_scale: scale,
+                ..Default::default()
+            },
+        );
+        let (pw, ph) = (u32::from(pixmap.width()), u32::from(pixmap.height()));
+        // Premultiplied RGBA on a transparent page, composited over white paper: the luma of
+        // the colour plus what the missing coverage lets through.
+        let rgba = pixmap.data_as_u8_slice();
+        let gray = rgba
+            .chunks_exact(4)
+            .map(|p| {
+                let (r, g, b, a) = (
+                    u32::from(p[0]),
+                    u32::from(p[1]),
+                    u32::from(p[2]),
+                    u32::from(p[3]),
+                );
+                ((r * 299 + g * 587 + b * 114) / 1000 + (255 - a)).min(255) as u8
+            })
+            .collect();
+        out.push(PageImage {
+            width: pw,
+            height: ph,
+            gray,
+        });
+    }
+    if out.is_empty() {
+        return Err(OcrError::BadImage("the PDF has no pages".into()));
+    }
+    Ok(out)
+}
+
+/// A page image as PNG (the `png_url` of a page that came as PDF; Textract's input).
+pub fn to_png(page: &PageImage) -> Vec<u8> {
+    let mut out = Vec::new();
+    let encoder = image::codecs::png::PngEncoder::new(&mut out);
+    image::ImageEncoder::write_image(
+        encoder,
+        &page.gray,
+        page.width,
+        page.height,
+        image::ExtendedColorType::L8,
+    )
+    .expect("writing a PNG to memory cannot fail");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_are_sniffed_by_content() {
+        let png = to_png(&PageImage {
+            width: 3,
+            height: 2,
+            gray: vec![0, 50, 100, 150, 200, 250],
+        });
+        assert_eq!(InkFormat::sniff(&png), Some(InkFormat::Png));
+        let back = decode(&png).unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!((back[0].width, back[0].height), (3, 2));
+        assert_eq!(back[0].gray, vec![0, 50, 100, 150, 200, 250]);
+        assert_eq!(InkFormat::sniff(b"%PDF-1.7\n"), Some(InkFormat::Pdf));
+        assert_eq!(InkFormat::sniff(b"hello"), None);
+        assert!(matches!(decode(b"hello"), Err(OcrError::BadImage(_))));
+        assert!(matches!(
+            decode(b"\x89PNG\r\n\x1a\nbroken"),
+            Err(OcrError::BadImage(_))
+        ));
+        assert!(matches!(decode(b"%PDF-1.7 broken"), Err(OcrError::BadImage(_))));
+    }
+
+    #[test]
+    fn a_pdf_page_renders_to_grey_pixels() {
+        let pdf = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/sample/2026-06-19.pdf"
+        ))
+        .unwrap();
+        assert_eq!(pdf_page_count(&pdf), 1);
+        let pages = decode(&pdf).unwrap();
+        assert_eq!(pages.len(), 1);
+        let p = &pages[0];
+        assert_eq!(p.width.max(p.height), PDF_LONG_SIDE as u32);
+        assert_eq!(p.gray.len(), (p.width * p.height) as usize);
+        // Mostly white paper with some ink.
+        let dark = p.gray.iter().filter(|&&v| v < 128).count();
+        assert!(dark > 0 && dark < p.gray.len() / 4, "{dark}");
+    }
+}
