@@ -6,7 +6,8 @@ Usage: python_client.py URL TOKEN
 For each protocol era the SDK speaks it connects with `Authorization: Bearer TOKEN`, then:
 initialize (legacy) or server/discover (auto -> 2026-07-28) -> tools/list (all eight tools) ->
 tools/call list_pages -> tools/call create_task -> tools/call list_tasks {"status": "open"} (the new
-task is listed). It also checks that connecting without the token fails, and that a bare POST
+task is listed) -> list_tasks {"limit": 500} (lowered: limit_applied 200) -> update_task_status done
+then todo (answers todo) -> get_page (the line reads status open, from the page). It also checks that connecting without the token fails, and that a bare POST
 without it gets HTTP 401 with a WWW-Authenticate challenge.
 
 Prints one line per check and ends with `python client: N passed, M failed`; exits 1 on any failure.
@@ -131,12 +132,47 @@ async def run_mode(url: str, token: str, mode: str, era: str) -> None:
                 f"isError={res.is_error} structuredContent={short(sc)}",
             )
 
+            created = sc if isinstance(sc, dict) else {}
+
             res = await client.call_tool("list_tasks", {"status": "open"})
             sc = res.structured_content
             check(
                 f"{label} list_tasks status=open lists the new task",
                 not res.is_error and contains_value(sc, task_text),
                 f"isError={res.is_error} structuredContent={short(sc)}",
+            )
+
+            # A limit above the maximum is lowered, not refused, and the result says so (the SDK
+            # validates structuredContent against the output schema, paging fields included).
+            res = await client.call_tool("list_tasks", {"status": "all", "limit": 500})
+            sc = res.structured_content
+            check(
+                f"{label} list_tasks limit=500 answers limit_applied 200 and next_cursor",
+                not res.is_error
+                and isinstance(sc, dict)
+                and sc.get("limit_applied") == 200
+                and "next_cursor" in sc,
+                f"isError={res.is_error} structuredContent={short(sc)}",
+            )
+
+            # Done then todo at once reopens the task; its line reads open, from the page.
+            task_id = created.get("task_link_id")
+            statuses = []
+            for status in ("done", "todo"):
+                res = await client.call_tool("update_task_status", {"task_link_id": task_id, "status": status})
+                sc = res.structured_content
+                statuses.append(None if res.is_error or not isinstance(sc, dict) else sc.get("status"))
+            check(f"{label} update_task_status done then todo answers todo", statuses == ["done", "todo"], f"got {statuses}")
+            res = await client.call_tool("get_page", {"page_id": created.get("page_id")})
+            sc = res.structured_content
+            lines = sc.get("structure_json", {}).get("lines", []) if isinstance(sc, dict) else []
+            line = next((ln for ln in lines if ln.get("line_id") == created.get("block_id")), None)
+            check(
+                f"{label} get_page shows the reopened line status open, page_status open, from the page",
+                not res.is_error
+                and line is not None
+                and (line.get("status"), line.get("page_status"), line.get("status_source")) == ("open", "open", "page"),
+                f"isError={res.is_error} line={short(line)}",
             )
 
 

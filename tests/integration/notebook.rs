@@ -4,7 +4,13 @@
 //! body over a given back end: here (module `local`) over the embedded one, and in `aws.rs`
 //! over DynamoDB, S3 and KMS on the emulator. The assertions are the same for both.
 
-use nib::auth::Scope;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use nib::auth::{Principal, Scope};
+use nib::domain::UserId;
+use nib::notebook::{Notebook, NotebookConfig};
+use nib::tools::{Dispatch, InProcess};
 use serde_json::{Value, json};
 
 use crate::helpers::TestApp;
@@ -23,6 +29,12 @@ macro_rules! notebook_tests {
             list_tasks_filters,
             create_task_adds_a_line_and_reuses_open_tasks,
             a_hundred_concurrent_creates_of_one_text_make_one_task,
+            a_task_reopened_in_the_same_second_is_open,
+            line_statuses_speak_the_page_vocabulary,
+            toggling_a_task_keeps_its_history_bounded,
+            search_queries_are_bounded,
+            limits_above_the_maximum_are_lowered,
+            every_list_pages_through_cursors,
         );
     };
     (@each $options:expr; $($name:ident),* $(,)?) => {
@@ -94,7 +106,8 @@ pub async fn list_pages_is_newest_first_and_filters_by_date(app: &TestApp) {
         (json!({ "from": "June 1" }), "from"),
         (json!({ "to": "2026-02-30" }), "to"),
         (json!({ "limit": 0 }), "limit"),
-        (json!({ "limit": 201 }), "limit"),
+        (json!({ "limit": -1 }), "limit"),
+        (json!({ "limit": 2.5 }), "limit"),
         (json!({ "limit": "10" }), "limit"),
         (json!({ "colour": "red" }), "colour"),
     ] {
@@ -305,7 +318,7 @@ pub async fn search_ranks_matches_with_snippets_and_phrases(app: &TestApp) {
             .contains("'query'")
     );
     assert!(
-        app.call_error("search_pages", json!({ "query": "x".repeat(10_001) }))
+        app.call_error("search_pages", json!({ "query": "x".repeat(513) }))
             .await
             .contains("'query'")
     );
@@ -553,7 +566,7 @@ pub async fn create_task_adds_a_line_and_reuses_open_tasks(app: &TestApp) {
             l["status"].clone(),
             l["page_status"].clone()
         ),
-        (json!("task"), json!("todo"), json!("open"))
+        (json!("task"), json!("open"), json!("open"))
     );
     // Searchable at once.
     let hits = app
@@ -653,4 +666,508 @@ pub async fn a_hundred_concurrent_creates_of_one_text_make_one_task(app: &TestAp
             .count(),
         1
     );
+}
+
+/// A clock pinned at one instant.
+struct PinnedClock(SystemTime);
+
+impl nib::ports::Clock for PinnedClock {
+    fn now(&self) -> SystemTime {
+        self.0
+    }
+}
+
+/// The tools in process over the app's store, keys and assets (any back end), with the
+/// notebook's clock pinned at `unix` seconds, and the default user's admin principal.
+fn tools_at(app: &TestApp, unix: u64) -> (InProcess, Principal) {
+    let a = &app.app;
+    let notebook = Notebook::new(
+        a.store.clone(),
+        a.vault.clone(),
+        a.assets.clone(),
+        Arc::new(PinnedClock(
+            SystemTime::UNIX_EPOCH + Duration::from_secs(unix),
+        )),
+        NotebookConfig::default(),
+    );
+    let principal = Principal {
+        user: UserId::parse("default").unwrap(),
+        scope: Scope::Admin,
+        credential_id: "test".into(),
+    };
+    (
+        InProcess {
+            notebook: Arc::new(notebook),
+        },
+        principal,
+    )
+}
+
+async fn call_in(tools: &(InProcess, Principal), tool: &str, args: Value) -> Value {
+    tools
+        .0
+        .call(&tools.1, tool, args.as_object().unwrap().clone())
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+/// 2026-06-30 12:00:00 UTC, after every page of the sample.
+const JUNE_30_NOON: u64 = 1_782_820_800;
+
+async fn task_id(app: &TestApp, text: &str) -> String {
+    let all = app.call("list_tasks", json!({ "status": "all" })).await;
+    all["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["text"] == text)
+        .unwrap_or_else(|| panic!("no task {text:?} in {all}"))["task_link_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Every line showing `text` (trailing punctuation aside) on the pages of `date`.
+async fn lines_of(app: &TestApp, date: &str, text: &str) -> Vec<Value> {
+    let pages = app
+        .call("list_pages", json!({ "from": date, "to": date }))
+        .await;
+    let mut found = Vec::new();
+    for p in pages["pages"].as_array().unwrap() {
+        let page = app
+            .call("get_page", json!({ "page_id": p["page_id"] }))
+            .await;
+        found.extend(
+            lines(&page)
+                .iter()
+                .filter(|l| l["text"].as_str().unwrap().trim_end_matches('.') == text)
+                .cloned(),
+        );
+    }
+    found
+}
+
+/// Issue 11, item 13: done and then todo within the same second reopens the task (it used to
+/// answer `done` and stay done: same-second updates were ordered by status rank).
+pub async fn a_task_reopened_in_the_same_second_is_open(app: &TestApp) {
+    let id = task_id(app, "Follow up on API spec").await;
+    let tools = tools_at(app, JUNE_30_NOON);
+    let done = call_in(
+        &tools,
+        "update_task_status",
+        json!({ "task_link_id": id, "status": "done" }),
+    )
+    .await;
+    assert_eq!(done["status"], "done");
+    let reopened = call_in(
+        &tools,
+        "update_task_status",
+        json!({ "task_link_id": id, "status": "todo" }),
+    )
+    .await;
+    assert_eq!(reopened["status"], "todo", "{reopened}");
+    // And again, all in the same second: the last one made wins.
+    for status in ["cancelled", "done", "todo"] {
+        let r = call_in(
+            &tools,
+            "update_task_status",
+            json!({ "task_link_id": id, "status": status }),
+        )
+        .await;
+        assert_eq!(r["status"], status);
+    }
+
+    let open = app.call("list_tasks", json!({ "status": "open" })).await;
+    let task = open["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_link_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("the reopened task is not open: {open}"));
+    assert_eq!(
+        (task["status"].clone(), task["completed_date"].clone()),
+        (json!("todo"), Value::Null)
+    );
+    for date in ["2026-06-16", "2026-06-17"] {
+        let lines = lines_of(app, date, "Follow up on API spec").await;
+        assert_eq!(lines.len(), 1, "{date}");
+        let l = &lines[0];
+        assert_eq!(
+            (
+                l["status"].clone(),
+                l["page_status"].clone(),
+                l["status_source"].clone(),
+                l["completed_date"].clone()
+            ),
+            (json!("open"), json!("open"), json!("page"), Value::Null),
+            "{date}"
+        );
+    }
+}
+
+/// Issue 11, item 15: a line's `status` is in the page vocabulary like its `page_status`
+/// (`open`, `done`, `cancelled`, `migrated`); `todo` is only for task objects.
+pub async fn line_statuses_speak_the_page_vocabulary(app: &TestApp) {
+    let vocabulary = [
+        json!("open"),
+        json!("done"),
+        json!("cancelled"),
+        json!("migrated"),
+    ];
+    let all = app.call("list_pages", json!({})).await;
+    let mut task_lines = 0;
+    for p in all["pages"].as_array().unwrap() {
+        let page = app
+            .call("get_page", json!({ "page_id": p["page_id"] }))
+            .await;
+        for l in lines(&page) {
+            if l["notation"] != "task" {
+                continue;
+            }
+            task_lines += 1;
+            assert!(vocabulary.contains(&l["status"]), "{l}");
+            assert!(vocabulary.contains(&l["page_status"]), "{l}");
+        }
+    }
+    assert!(task_lines >= 10, "{task_lines} task lines");
+    // An open line of an open task is open; a migrated one stays migrated, from the page.
+    let open = &lines_of(app, "2026-06-16", "Follow up on API spec").await[0];
+    assert_eq!(
+        (open["status"].clone(), open["status_source"].clone()),
+        (json!("open"), json!("page"))
+    );
+    let migrated = &lines_of(app, "2026-06-19", "Follow up on API spec").await[0];
+    assert_eq!(
+        (
+            migrated["status"].clone(),
+            migrated["page_status"].clone(),
+            migrated["status_source"].clone()
+        ),
+        (json!("migrated"), json!("migrated"), json!("page"))
+    );
+    // Once done elsewhere, the lines say `done`, reconciled; the task object says `done` too.
+    let id = task_id(app, "Follow up on API spec").await;
+    let r = app
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": id, "status": "done" }),
+        )
+        .await;
+    assert_eq!(r["status"], "done");
+    let migrated = &lines_of(app, "2026-06-19", "Follow up on API spec").await[0];
+    assert_eq!(
+        (
+            migrated["status"].clone(),
+            migrated["status_source"].clone()
+        ),
+        (json!("done"), json!("reconciled"))
+    );
+    // The schema lists the same vocabulary.
+    let (_, list) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+        .await;
+    let get_page = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "get_page")
+        .unwrap();
+    let line_schema =
+        &get_page["outputSchema"]["properties"]["structure_json"]["properties"]["lines"]["items"];
+    assert_eq!(
+        line_schema["properties"]["status"]["enum"],
+        line_schema["properties"]["page_status"]["enum"]
+    );
+}
+
+/// The raw body of the default user's task item (its unsealed metadata is plain JSON).
+async fn task_body(app: &TestApp, id: &str) -> (Value, usize) {
+    let item = app
+        .app
+        .store
+        .get("U#default", &format!("TASK#{id}"))
+        .await
+        .unwrap()
+        .expect("the task item");
+    (serde_json::from_slice(&item.body).unwrap(), item.body.len())
+}
+
+/// Issue 11, item 9: every status change was appended to the task item, so toggling grew it
+/// towards DynamoDB's 400 KB item limit. The item keeps the newest 32 updates and counts the
+/// rest, and the status stays the last update's.
+pub async fn toggling_a_task_keeps_its_history_bounded(app: &TestApp) {
+    const KEPT: usize = nib::domain::tasks::MAX_KEPT_UPDATES;
+    let id = task_id(app, "Draft the quarterly budget").await;
+    let (_, fresh_size) = task_body(app, &id).await;
+    let toggles = KEPT + 8;
+    for i in 0..toggles {
+        let status = if i % 2 == 0 { "done" } else { "todo" };
+        let r = app
+            .call(
+                "update_task_status",
+                json!({ "task_link_id": id, "status": status }),
+            )
+            .await;
+        assert_eq!(r["status"], status, "toggle {i}");
+    }
+    let (body, size) = task_body(app, &id).await;
+    assert_eq!(body["updates"].as_array().unwrap().len(), KEPT, "{body}");
+    assert_eq!(body["dropped_updates"], (toggles - KEPT) as u64);
+    assert!(body["checkpoint"].is_object(), "{body}");
+    let seqs: Vec<u64> = body["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["seq"].as_u64().unwrap())
+        .collect();
+    let newest: Vec<u64> = (toggles - KEPT + 1..=toggles).map(|n| n as u64).collect();
+    assert_eq!(seqs, newest, "the newest updates, in order");
+    assert!(size < fresh_size + 4096, "{size} bytes");
+    // The last toggle (todo) decides, and the pages showing it can still be written.
+    let open = app.call("list_tasks", json!({ "status": "open" })).await;
+    assert!(
+        open["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["task_link_id"] == id.as_str())
+    );
+    let created = app
+        .call(
+            "create_task",
+            json!({ "target_date": "2026-06-17", "text": "Ship the budget deck" }),
+        )
+        .await;
+    assert_eq!(created["created"], true);
+    let lines = lines_of(app, "2026-06-17", "Draft the quarterly budget").await;
+    assert_eq!(lines[0]["status"], "open");
+}
+
+/// Issue 11, item 9: a query's length and distinct words are capped (a 10,000-character query
+/// used to fan out into a read per word), with an error that names the argument and the limit.
+pub async fn search_queries_are_bounded(app: &TestApp) {
+    let words = |n: usize| {
+        (0..n)
+            .map(|i| format!("word{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let too_many = app
+        .call_error("search_pages", json!({ "query": words(33) }))
+        .await;
+    assert!(
+        too_many.contains("'query'") && too_many.contains("32"),
+        "{too_many}"
+    );
+    let too_long = app
+        .call_error("search_pages", json!({ "query": "spec ".repeat(103) }))
+        .await;
+    assert!(
+        too_long.contains("'query'") && too_long.contains("512"),
+        "{too_long}"
+    );
+    // At the limits it searches.
+    let r = app
+        .call(
+            "search_pages",
+            json!({ "query": format!("spec {}", words(31)) }),
+        )
+        .await;
+    assert_eq!(r["results"].as_array().unwrap().len(), 4, "{r}");
+    // The ChatGPT `search` tool runs the same checks (in the notebook).
+    let r = app
+        .call_raw(&app.token, "search", json!({ "query": words(33) }))
+        .await;
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        r["content"][0]["text"].as_str().unwrap().contains("32"),
+        "{r}"
+    );
+    let r = app
+        .call_raw(&app.token, "search", json!({ "query": "x".repeat(10_000) }))
+        .await;
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        r["content"][0]["text"].as_str().unwrap().contains("512"),
+        "{r}"
+    );
+}
+
+/// Issue 11, item 16: a limit above the maximum is lowered to it (it was an error), and the
+/// result says which limit it used. Zero or negative stays an error.
+pub async fn limits_above_the_maximum_are_lowered(app: &TestApp) {
+    for (tool, args, max) in [
+        ("list_pages", json!({ "limit": 500 }), 200),
+        ("list_tasks", json!({ "limit": 500, "status": "all" }), 200),
+        (
+            "search_pages",
+            json!({ "limit": 500, "query": "spec" }),
+            100,
+        ),
+    ] {
+        let r = app.call(tool, args).await;
+        assert_eq!(r["limit_applied"], max, "{tool}: {r}");
+        assert_eq!(r["next_cursor"], Value::Null, "{tool}: everything fits");
+        for bad in [json!(0), json!(-5)] {
+            let mut args = json!({ "limit": bad });
+            if tool == "search_pages" {
+                args["query"] = json!("spec");
+            }
+            let message = app.call_error(tool, args).await;
+            assert!(message.contains("'limit'"), "{tool}: {message}");
+        }
+    }
+    // Defaults are reported too.
+    let r = app.call("list_tasks", json!({})).await;
+    assert_eq!(r["limit_applied"], 50);
+    // The input schemas let a large limit through, and declare the cursor.
+    let (_, list) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+        .await;
+    for tool in list["result"]["tools"].as_array().unwrap() {
+        if ["list_pages", "list_tasks", "search_pages"].contains(&tool["name"].as_str().unwrap()) {
+            let input = &tool["inputSchema"]["properties"];
+            assert!(input["limit"].get("maximum").is_none(), "{tool}");
+            assert_eq!(input["cursor"]["type"], "string", "{tool}");
+            let output = &tool["outputSchema"];
+            for key in ["next_cursor", "limit_applied"] {
+                assert!(
+                    output["properties"].get(key).is_some(),
+                    "{tool} lacks {key}"
+                );
+                assert!(
+                    output["required"].as_array().unwrap().contains(&json!(key)),
+                    "{tool}"
+                );
+            }
+        }
+    }
+}
+
+/// Follows `next_cursor` from `args` to the end; returns every row of `field` and the number
+/// of calls.
+async fn walk(app: &TestApp, tool: &str, args: Value, field: &str) -> (Vec<Value>, usize) {
+    let mut rows = Vec::new();
+    let mut args = args;
+    let mut calls = 0;
+    loop {
+        let r = app.call(tool, args.clone()).await;
+        calls += 1;
+        assert!(calls < 50, "{tool} does not end");
+        rows.extend(r[field].as_array().unwrap().iter().cloned());
+        match r["next_cursor"].as_str() {
+            Some(c) => {
+                assert!(
+                    !r[field].as_array().unwrap().is_empty(),
+                    "a cursor after nothing"
+                );
+                args["cursor"] = json!(c);
+            }
+            None => return (rows, calls),
+        }
+    }
+}
+
+/// Issue 11, item 16: every list returns `next_cursor` when more follows, so nothing is cut
+/// silently: walking the cursors gives the whole list, in order, each row once. A cursor is
+/// checked (another list's, an edited one), and gives another user nothing of this one's.
+pub async fn every_list_pages_through_cursors(app: &TestApp) {
+    for (tool, args, field, key) in [
+        ("list_pages", json!({}), "pages", "page_id"),
+        (
+            "list_pages",
+            json!({ "from": "2026-06-17", "to": "2026-06-19" }),
+            "pages",
+            "page_id",
+        ),
+        (
+            "list_tasks",
+            json!({ "status": "all" }),
+            "tasks",
+            "task_link_id",
+        ),
+        (
+            "list_tasks",
+            json!({ "status": "open" }),
+            "tasks",
+            "task_link_id",
+        ),
+        (
+            "list_tasks",
+            json!({ "status": "all", "since": "2026-06-17" }),
+            "tasks",
+            "task_link_id",
+        ),
+        (
+            "search_pages",
+            json!({ "query": "spec printer" }),
+            "results",
+            "page_id",
+        ),
+    ] {
+        let whole = app.call(tool, args.clone()).await;
+        assert_eq!(whole["next_cursor"], Value::Null, "{tool}");
+        let whole = whole[field].as_array().unwrap().clone();
+        assert!(whole.len() >= 2, "{tool} {args}: {whole:?}");
+        for limit in [1, 2, whole.len()] {
+            let mut paged = args.clone();
+            paged["limit"] = json!(limit);
+            let (rows, calls) = walk(app, tool, paged, field).await;
+            let ids = |v: &[Value]| v.iter().map(|r| r[key].clone()).collect::<Vec<_>>();
+            assert_eq!(ids(&rows), ids(&whole), "{tool} {args} by {limit}");
+            assert_eq!(
+                calls,
+                whole.len().div_ceil(limit),
+                "{tool} {args} by {limit}"
+            );
+        }
+    }
+
+    let first = app.call("list_pages", json!({ "limit": 2 })).await;
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    // Another list's cursor, or an edited one, is refused, naming the argument.
+    for (tool, args) in [
+        ("list_tasks", json!({ "cursor": cursor })),
+        ("search_pages", json!({ "query": "spec", "cursor": cursor })),
+        ("list_pages", json!({ "cursor": format!("{cursor}x") })),
+        (
+            "list_pages",
+            json!({ "cursor": "djF8cHwyMDI2LTA2LTE5fC4uL1UjbWFsbG9yeQ" }),
+        ),
+    ] {
+        let message = app.call_error(tool, args.clone()).await;
+        assert!(message.contains("'cursor'"), "{tool} {args}: {message}");
+    }
+    let search = app
+        .call("search_pages", json!({ "query": "spec", "limit": 1 }))
+        .await;
+    let other_query = app
+        .call_error(
+            "search_pages",
+            json!({ "query": "printer", "cursor": search["next_cursor"] }),
+        )
+        .await;
+    assert!(other_query.contains("'cursor'"), "{other_query}");
+    // Another user with this user's cursors reads only their own (empty) notebook.
+    let other = app.token_for("mallory", Scope::Admin).await;
+    let tasks = app
+        .call("list_tasks", json!({ "status": "all", "limit": 1 }))
+        .await;
+    for (tool, args, field) in [
+        ("list_pages", json!({ "cursor": cursor }), "pages"),
+        (
+            "list_tasks",
+            json!({ "status": "all", "cursor": tasks["next_cursor"] }),
+            "tasks",
+        ),
+        (
+            "search_pages",
+            json!({ "query": "spec", "cursor": search["next_cursor"] }),
+            "results",
+        ),
+    ] {
+        let r = app.call_raw(&other, tool, args).await;
+        assert_eq!(r["isError"], false, "{tool}: {r}");
+        assert_eq!(r["structuredContent"][field], json!([]), "{tool}");
+    }
 }

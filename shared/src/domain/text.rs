@@ -72,6 +72,38 @@ pub fn parse_query(q: &str) -> Query {
     query
 }
 
+/// The longest query accepted, in characters.
+pub const MAX_QUERY_CHARS: usize = 512;
+/// The most distinct terms a query may have: each is one partition read, so a long query would
+/// fan out into as many reads.
+pub const MAX_QUERY_TERMS: usize = 32;
+
+/// Why a query cannot be searched. The messages read after the argument's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    #[error("must be at most {MAX_QUERY_CHARS} characters (it has {0})")]
+    TooLong(usize),
+    #[error("must have at most {MAX_QUERY_TERMS} distinct search words (it has {0})")]
+    TooManyTerms(usize),
+    #[error("has no searchable words")]
+    NoTerms,
+}
+
+/// [`parse_query`] within the limits: at most [`MAX_QUERY_CHARS`] characters and
+/// [`MAX_QUERY_TERMS`] distinct terms, and at least one term.
+pub fn parse_bounded_query(q: &str) -> Result<Query, QueryError> {
+    let chars = q.chars().count();
+    if chars > MAX_QUERY_CHARS {
+        return Err(QueryError::TooLong(chars));
+    }
+    let query = parse_query(q);
+    match query.terms.len() {
+        0 => Err(QueryError::NoTerms),
+        n if n > MAX_QUERY_TERMS => Err(QueryError::TooManyTerms(n)),
+        _ => Ok(query),
+    }
+}
+
 /// True when the terms of `text` contain `phrase` as a consecutive run.
 pub fn contains_phrase(text_terms: &[String], phrase: &[String]) -> bool {
     // An empty phrase asks for nothing (and `windows(0)` would panic).
@@ -221,6 +253,34 @@ mod tests {
         assert_eq!(q.phrases, vec![strings(&["team", "sync"])]);
         assert_eq!(parse_query(""), Query::default());
         assert_eq!(parse_query("\"\"\""), Query::default());
+    }
+
+    /// Issue 11, item 9: a query's length and its distinct terms are capped before any read.
+    #[test]
+    fn queries_are_bounded() {
+        let words: Vec<String> = (0..MAX_QUERY_TERMS).map(|i| format!("w{i}")).collect();
+        let at_limit = words.join(" ");
+        assert_eq!(
+            parse_bounded_query(&at_limit).unwrap().terms.len(),
+            MAX_QUERY_TERMS
+        );
+        // Repeats count once.
+        assert!(parse_bounded_query(&format!("{at_limit} {at_limit}")).is_ok());
+        assert_eq!(
+            parse_bounded_query(&format!("{at_limit} one more")),
+            Err(QueryError::TooManyTerms(MAX_QUERY_TERMS + 2))
+        );
+        assert_eq!(
+            parse_bounded_query(&"é".repeat(MAX_QUERY_CHARS + 1)),
+            Err(QueryError::TooLong(MAX_QUERY_CHARS + 1))
+        );
+        assert!(parse_bounded_query(&"é".repeat(MAX_QUERY_CHARS)).is_ok());
+        assert_eq!(parse_bounded_query("the of \"\""), Err(QueryError::NoTerms));
+        assert!(
+            QueryError::TooManyTerms(40)
+                .to_string()
+                .contains(&MAX_QUERY_TERMS.to_string())
+        );
     }
 
     #[test]

@@ -55,7 +55,8 @@ pub struct LineView {
     pub text: String,
     pub section: Option<String>,
     pub notation: Notation,
-    pub status: Option<TaskStatus>,
+    /// The effective status, in the page vocabulary like `page_status` (`todo` is `open`).
+    pub status: Option<PageStatus>,
     pub page_status: Option<PageStatus>,
     pub status_source: Option<StatusSource>,
     pub completed_date: Option<Date>,
@@ -345,7 +346,7 @@ impl Notebook {
                 text: records::seal(keys, user, &pk, &sk, "text", text.as_bytes()),
                 source_url,
                 appearances: Vec::new(),
-                updates: Vec::new(),
+                history: Default::default(),
                 created_at: now,
             };
             let cond = match dedup.get(key) {
@@ -419,9 +420,7 @@ impl Notebook {
             });
             rec.first_seen_date = apps[0].date;
             rec.appearances = apps;
-            let r = tasks::reconcile(&rec.appearances, &rec.updates);
-            rec.status = r.status;
-            rec.completed_date = r.completed_date;
+            rec.reconcile();
             let (cond, version) = match &item {
                 Some(item) => (Cond::Version(item.version), item.version + 1),
                 None => (Cond::NotExists, 1),
@@ -584,17 +583,42 @@ impl Notebook {
         to: Option<Date>,
         limit: usize,
     ) -> Result<Vec<PageSummary>, NotebookError> {
+        Ok(self.list_pages_after(user, from, to, None, limit).await?.0)
+    }
+
+    /// Pages newest first, `from`/`to` inclusive, after the page `after` (the last one of the
+    /// previous call), and whether more follow.
+    pub async fn list_pages_after(
+        &self,
+        user: &UserId,
+        from: Option<Date>,
+        to: Option<Date>,
+        after: Option<(Date, &PageId)>,
+        limit: usize,
+    ) -> Result<(Vec<PageSummary>, bool), NotebookError> {
         let mut query = Query::gsi1(pages_partition(user), "");
         query.reverse = true;
         query.from = from.map(|d| d.to_string());
         // Sort keys are `{date}#{page_id}`; `~` sorts after every id character.
         query.to = to.map(|d| format!("{d}#~"));
-        query.limit = limit;
-        let mut out = Vec::with_capacity(limit);
+        // Continuing: up to the last page shown (inclusive in the store, skipped here).
+        if let Some((date, page)) = after {
+            let last = page_gsi_sk(date, page);
+            if query.to.as_ref().is_none_or(|to| &last < to) {
+                query.to = Some(last);
+            }
+        }
+        // One more than asked, to know whether more follow.
+        let want = limit + 1;
+        query.limit = want + usize::from(after.is_some());
+        let mut out = Vec::with_capacity(want);
         loop {
             let page = self.store.query(&query).await?;
             for item in page.items {
                 let r: PageListing = decode("page", &item.body)?;
+                if after.is_some_and(|(d, p)| d == r.date && p == &r.page_id) {
+                    continue;
+                }
                 out.push(PageSummary {
                     page_id: r.page_id,
                     date: r.date,
@@ -603,15 +627,16 @@ impl Notebook {
                 });
             }
             match page.next {
-                Some(next) if out.len() < limit => {
+                Some(next) if out.len() < want => {
                     query.after = Some(next);
-                    query.limit = limit - out.len();
+                    query.limit = want - out.len();
                 }
                 _ => break,
             }
         }
+        let more = out.len() > limit;
         out.truncate(limit);
-        Ok(out)
+        Ok((out, more))
     }
 
     /// A whole page, with each task line's reconciled status and signed ink URLs.
@@ -666,11 +691,10 @@ impl Notebook {
             .map(|l| {
                 let task = l.task_link_id.as_ref().and_then(|id| statuses.get(id));
                 let (status, status_source, completed_date) = match (task, l.page_status) {
-                    (Some((status, done)), Some(ps)) => (
-                        Some(*status),
-                        Some(tasks::status_source(ps, *status)),
-                        *done,
-                    ),
+                    (Some((status, done)), Some(ps)) => {
+                        let (line, source) = tasks::line_status(ps, *status);
+                        (Some(line), Some(source), *done)
+                    }
                     _ => (None, None, None),
                 };
                 LineView {

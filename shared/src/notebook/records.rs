@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::NotebookError;
 use crate::crypto::{Aad, UserKeys};
-use crate::domain::tasks::{Appearance, StatusUpdate};
+use crate::domain::tasks::{Appearance, History};
 use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
 
 pub fn user_pk(user: &UserId) -> String {
@@ -185,8 +185,31 @@ pub struct TaskRecord {
     #[serde(with = "b64::opt", default)]
     pub source_url: Option<Vec<u8>>,
     pub appearances: Vec<Appearance>,
-    pub updates: Vec<StatusUpdate>,
+    /// The explicit updates, bounded: `updates` (the newest), `checkpoint` and
+    /// `dropped_updates` (what the older ones added up to), at the top level of the body.
+    #[serde(flatten)]
+    pub history: History,
     pub created_at: i64,
+}
+
+impl TaskRecord {
+    /// Recomputes `status` and `completed_date` from the appearances and the history.
+    pub fn reconcile(&mut self) {
+        let r = self.history.reconcile(&self.appearances);
+        self.status = r.status;
+        self.completed_date = r.completed_date;
+    }
+
+    /// Records an explicit status change made now, and reconciles.
+    pub fn record_update(&mut self, today: Date, at: i64, status: TaskStatus) {
+        self.history.record(&self.appearances, today, at, status);
+        self.reconcile();
+    }
+
+    /// The newest explicit update's status, if any.
+    pub fn last_update(&self) -> Option<TaskStatus> {
+        self.history.updates.last().map(|u| u.status)
+    }
 }
 
 /// A dedup item's body: which task link holds the normalized text.

@@ -170,19 +170,43 @@ impl Notebook {
     }
 
     /// Ranked pages for a query. Loose terms are OR'ed and ranked by BM25; quoted phrases must
-    /// appear as written. Ties break by page id, so the order is deterministic.
+    /// appear as written. Ties break by page id, so the order is deterministic. The query is
+    /// bounded (`text::parse_bounded_query`): at most 512 characters and 32 distinct terms.
     pub async fn search(
         &self,
         user: &UserId,
         query: &str,
         limit: usize,
     ) -> Result<Vec<SearchHit>, NotebookError> {
-        let parsed: TextQuery = text::parse_query(query);
-        if parsed.terms.is_empty() {
-            return Err(NotebookError::Invalid(
-                "query has no searchable words".into(),
-            ));
-        }
+        Ok(self.search_from(user, query, 0, limit).await?.0)
+    }
+
+    /// The hits `offset..offset + limit` of [`Notebook::search`]'s ranking, and whether more
+    /// follow.
+    pub async fn search_from(
+        &self,
+        user: &UserId,
+        query: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(Vec<SearchHit>, bool), NotebookError> {
+        let parsed: TextQuery = text::parse_bounded_query(query)
+            .map_err(|e| NotebookError::Invalid(format!("query {e}")))?;
+        // One more than asked, to know whether more follow.
+        let want = offset.saturating_add(limit).saturating_add(1);
+        let mut hits = self.ranked_hits(user, &parsed, want).await?;
+        let more = hits.len() == want;
+        hits.truncate(want - 1);
+        Ok((hits.split_off(offset.min(hits.len())), more))
+    }
+
+    /// The best `limit` hits of a parsed query.
+    async fn ranked_hits(
+        &self,
+        user: &UserId,
+        parsed: &TextQuery,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, NotebookError> {
         let keys = self.vault.user_keys(user).await?;
         let pk = user_pk(user);
         let stats = StatsRecord::from_items(&self.store.batch_get(&StatsRecord::keys(&pk)).await?)?;
@@ -215,8 +239,8 @@ impl Notebook {
         // Walk down the ranking, verifying revisions and phrases on the decrypted pages. Only
         // the best `batch` candidates are put in order at a time (usually one batch gives the
         // hits), rather than sorting every page that matched a word.
-        let mut hits = Vec::with_capacity(limit);
-        let batch = (limit * 2).max(8);
+        let mut hits = Vec::with_capacity(limit.min(256));
+        let batch = limit.saturating_mul(2).clamp(8, 256);
         let mut rest: &mut [Candidate] = &mut ranked;
         while !rest.is_empty() {
             let take = batch.min(rest.len());

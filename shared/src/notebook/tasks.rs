@@ -10,7 +10,7 @@ use super::records::{
     task_gsi_sk, task_sk, taskkey_sk, tasks_partition, user_pk,
 };
 use super::{MAX_ATTEMPTS, MAX_TEXT_CHARS, Notebook, NotebookError, backoff, is_retryable};
-use crate::domain::tasks::{self, StatusUpdate};
+use crate::domain::tasks;
 use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
 use crate::ports::{Cond, Item, Query};
 
@@ -74,25 +74,73 @@ impl Notebook {
         since: Option<Date>,
         limit: usize,
     ) -> Result<Vec<TaskView>, NotebookError> {
+        Ok(self
+            .list_tasks_after(user, filter, since, None, limit)
+            .await?
+            .0)
+    }
+
+    /// [`Notebook::list_tasks`] after the task `after` (the last one of the previous call: its
+    /// first-seen date and id), and whether more follow.
+    pub async fn list_tasks_after(
+        &self,
+        user: &UserId,
+        filter: TaskFilter,
+        since: Option<Date>,
+        after: Option<(Date, &TaskLinkId)>,
+        limit: usize,
+    ) -> Result<(Vec<TaskView>, bool), NotebookError> {
         let statuses: &[TaskStatus] = match filter {
             TaskFilter::Open => &[TaskStatus::Todo],
             TaskFilter::Done => &[TaskStatus::Done],
             TaskFilter::All => &[TaskStatus::Todo, TaskStatus::Done, TaskStatus::Cancelled],
         };
+        // Every status partition is sorted by `{first_seen}#{id}`, the order of the merged
+        // list, so one position continues all of them: from the last task shown (inclusive in
+        // the store, skipped here), or from `since`.
+        let from = match (after, since) {
+            (Some((date, id)), since) => {
+                let last = task_gsi_sk(date, id);
+                Some(match since.map(|d| d.to_string()) {
+                    Some(s) if s > last => s,
+                    _ => last,
+                })
+            }
+            (None, since) => since.map(|d| d.to_string()),
+        };
+        let skip = after.map(|(date, id)| task_gsi_sk(date, id));
+        // One more than asked, to know whether more follow.
+        let want = limit + 1;
         let mut rows: BTreeMap<(Date, TaskLinkId), TaskRecord> = BTreeMap::new();
         for status in statuses {
             let mut q = Query::gsi1(tasks_partition(user, *status), "");
-            q.from = since.map(|d| d.to_string());
-            q.limit = limit;
-            let page = self.store.query(&q).await?;
-            for item in page.items {
-                let t: TaskRecord = decode("task", &item.body)?;
-                rows.insert((t.first_seen_date, t.task_link_id.clone()), t);
+            q.from = from.clone();
+            q.limit = want + usize::from(skip.is_some());
+            let mut found = 0;
+            loop {
+                let page = self.store.query(&q).await?;
+                for item in page.items {
+                    let t: TaskRecord = decode("task", &item.body)?;
+                    if skip.as_deref() == Some(&task_gsi_sk(t.first_seen_date, &t.task_link_id)) {
+                        continue;
+                    }
+                    rows.insert((t.first_seen_date, t.task_link_id.clone()), t);
+                    found += 1;
+                }
+                match page.next {
+                    Some(next) if found < want => {
+                        q.after = Some(next);
+                        q.limit = want - found;
+                    }
+                    _ => break,
+                }
             }
         }
+        let more = rows.len() > limit;
         let keys = self.vault.user_keys(user).await?;
         let pk = user_pk(user);
-        rows.into_values()
+        let tasks = rows
+            .into_values()
             .take(limit)
             .map(|t| {
                 let text = records::open_string(
@@ -113,7 +161,8 @@ impl Notebook {
                     notion_url: None,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, NotebookError>>()?;
+        Ok((tasks, more))
     }
 
     /// Adds a task line to the page of `date` (creating that page if needed), unless an open
@@ -253,17 +302,12 @@ impl Notebook {
                 .ok_or(NotebookError::NotFound("task"))?;
             let mut t: TaskRecord = decode("task", &item.body)?;
             let text = records::open_string(&keys, user, &pk, &sk, "text", &t.text)?;
-            if t.status == status && t.updates.last().is_some_and(|u| u.status == status) {
+            if t.status == status && t.last_update() == Some(status) {
                 return Ok(UpdatedTask { status, text });
             }
-            t.updates.push(StatusUpdate {
-                date: self.clock.today(),
-                at: self.clock.unix(),
-                status,
-            });
-            let r = tasks::reconcile(&t.appearances, &t.updates);
-            t.status = r.status;
-            t.completed_date = r.completed_date;
+            // Appended with the next sequence number, so updates apply in the order they were
+            // made (also within one second); the history stays bounded (`History`).
+            t.record_update(self.clock.today(), self.clock.unix(), status);
             let new = Item {
                 pk: pk.clone(),
                 sk: sk.clone(),

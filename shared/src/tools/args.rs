@@ -88,15 +88,16 @@ impl<'a> Args<'a> {
             .ok_or_else(|| ToolError::invalid(name, "is required"))
     }
 
-    /// An optional whole number in `1..=max`, `default` when absent.
+    /// An optional whole number of at least 1, `default` when absent, lowered to `max` when
+    /// above it (the caller reports the value used as `limit_applied`).
     pub fn limit(&self, name: &str, default: usize, max: usize) -> Result<usize, ToolError> {
         match self.get(name) {
-            None => Ok(default),
+            None => Ok(default.min(max)),
             Some(Value::Number(n)) => match n.as_u64() {
-                Some(v) if (1..=max as u64).contains(&v) => Ok(v as usize),
+                Some(v) if v >= 1 => Ok(usize::try_from(v).unwrap_or(usize::MAX).min(max)),
                 _ => Err(ToolError::invalid(
                     name,
-                    format!("must be a whole number from 1 to {max}"),
+                    format!("must be a whole number of at least 1 (above {max} counts as {max})"),
                 )),
             },
             Some(other) => Err(ToolError::invalid(

@@ -13,7 +13,7 @@ pub fn def() -> ToolDef {
             "text": { "type": "string" },
             "section": nullable("string"),
             "notation": { "type": "string", "enum": ["heading", "task", "bullet", "text"] },
-            "status": { "type": ["string", "null"], "enum": ["todo", "done", "cancelled", null] },
+            "status": { "type": ["string", "null"], "enum": ["open", "done", "migrated", "cancelled", null], "description": "A task line's effective status, in the page's vocabulary like page_status (an open task is open)." },
             "page_status": { "type": ["string", "null"], "enum": ["open", "done", "migrated", "cancelled", null] },
             "status_source": { "type": ["string", "null"], "enum": ["page", "reconciled", null] },
             "completed_date": nullable("string"),
@@ -34,7 +34,7 @@ pub fn def() -> ToolDef {
     ToolDef {
         name: "get_page",
         title: "Read a notebook page",
-        description: "Read one page: its OCR text and markdown, its lines (section, notation, and for task lines the reconciled status), and signed links to its PDF/PNG that expire after signed_url_ttl_seconds.",
+        description: "Read one page: its OCR text and markdown, its lines (section, notation, and for task lines the reconciled status, written like the page's own: open, done, cancelled, migrated), and signed links to its PDF/PNG that expire after signed_url_ttl_seconds.",
         scope: Scope::Read,
         class: ToolClass::Pages,
         read_only: true,

@@ -1,15 +1,20 @@
-//! `list_pages {from?, to?, limit?}` -> `{"pages":[{page_id,date,has_ink,has_ocr}]}`, newest first.
+//! `list_pages {from?, to?, limit?, cursor?}` ->
+//! `{"pages":[{page_id,date,has_ink,has_ocr}],"next_cursor","limit_applied"}`, newest first.
 
 use serde_json::{Value, json};
 
-use super::{Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, object_schema};
+use super::cursor::{self, Cursor};
+use super::{
+    Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, cursor_schema, limit_schema, object_schema,
+    paged_object_schema,
+};
 use crate::auth::Scope;
 
 pub fn def() -> ToolDef {
     ToolDef {
         name: "list_pages",
         title: "List notebook pages",
-        description: "List the notebook's pages, newest first. `from` and `to` (YYYY-MM-DD, inclusive) narrow the dates; `limit` defaults to 50 (max 200).",
+        description: "List the notebook's pages, newest first. `from` and `to` (YYYY-MM-DD, inclusive) narrow the dates; `limit` defaults to 50 (max 200; more counts as 200). When more pages follow, `next_cursor` is set: pass it as `cursor` to continue.",
         scope: Scope::Read,
         class: ToolClass::Pages,
         read_only: true,
@@ -20,11 +25,12 @@ pub fn def() -> ToolDef {
             json!({
                 "from": { "type": "string", "pattern": DATE_PATTERN, "description": "First date, inclusive (YYYY-MM-DD)." },
                 "to": { "type": "string", "pattern": DATE_PATTERN, "description": "Last date, inclusive (YYYY-MM-DD)." },
-                "limit": { "type": "integer", "minimum": 1, "maximum": 200, "default": 50 }
+                "limit": limit_schema(50, 200),
+                "cursor": cursor_schema()
             }),
             &[],
         ),
-        output_schema: object_schema(
+        output_schema: paged_object_schema(
             json!({ "pages": { "type": "array", "items": object_schema(json!({
                 "page_id": { "type": "string" },
                 "date": { "type": "string" },
@@ -46,9 +52,20 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
     {
         return Err(ToolError::invalid("from", "must not be after 'to'"));
     }
-    let pages = ctx
+    let after = cursor::page(ctx.args.opt_str("cursor")?)?;
+    let (pages, more) = ctx
         .notebook
-        .list_pages(&ctx.principal.user, from, to, limit)
+        .list_pages_after(
+            &ctx.principal.user,
+            from,
+            to,
+            after.as_ref().map(|(d, p)| (*d, p)),
+            limit,
+        )
         .await?;
-    Ok(json!({ "pages": pages }))
+    let next_cursor = pages
+        .last()
+        .filter(|_| more)
+        .map(|p| Cursor::Page(p.date, p.page_id.clone()).encode());
+    Ok(json!({ "pages": pages, "next_cursor": next_cursor, "limit_applied": limit }))
 }

@@ -1,8 +1,12 @@
-//! `list_tasks {status?, since?, limit?}` -> `{"tasks":[...]}`.
+//! `list_tasks {status?, since?, limit?, cursor?}` -> `{"tasks":[...],"next_cursor","limit_applied"}`.
 
 use serde_json::{Value, json};
 
-use super::{Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, nullable, object_schema};
+use super::cursor::{self, Cursor};
+use super::{
+    Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, cursor_schema, limit_schema, nullable,
+    object_schema, paged_object_schema,
+};
 use crate::auth::Scope;
 use crate::notebook::TaskFilter;
 
@@ -10,7 +14,7 @@ pub fn def() -> ToolDef {
     ToolDef {
         name: "list_tasks",
         title: "List tasks",
-        description: "List the tasks written in the notebook (a task copied across pages is one task). `status`: open (default, not done), done, or all; `since` (YYYY-MM-DD) keeps tasks first seen on or after that date; `limit` defaults to 50 (max 200). Oldest first.",
+        description: "List the tasks written in the notebook (a task copied across pages is one task). `status`: open (default, not done), done, or all; `since` (YYYY-MM-DD) keeps tasks first seen on or after that date; `limit` defaults to 50 (max 200; more counts as 200). Oldest first. When more tasks follow, `next_cursor` is set: pass it as `cursor` to continue.",
         scope: Scope::Read,
         class: ToolClass::Tasks,
         read_only: true,
@@ -21,11 +25,12 @@ pub fn def() -> ToolDef {
             json!({
                 "status": { "type": "string", "enum": ["open", "done", "all"], "default": "open" },
                 "since": { "type": "string", "pattern": DATE_PATTERN },
-                "limit": { "type": "integer", "minimum": 1, "maximum": 200, "default": 50 }
+                "limit": limit_schema(50, 200),
+                "cursor": cursor_schema()
             }),
             &[],
         ),
-        output_schema: object_schema(
+        output_schema: paged_object_schema(
             json!({ "tasks": { "type": "array", "items": object_schema(json!({
                 "task_link_id": { "type": "string" },
                 "text": { "type": "string" },
@@ -52,9 +57,20 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
     };
     let since = ctx.args.opt_date("since")?;
     let limit = ctx.args.limit("limit", 50, 200)?;
-    let tasks = ctx
+    let after = cursor::task(ctx.args.opt_str("cursor")?)?;
+    let (tasks, more) = ctx
         .notebook
-        .list_tasks(&ctx.principal.user, filter, since, limit)
+        .list_tasks_after(
+            &ctx.principal.user,
+            filter,
+            since,
+            after.as_ref().map(|(d, t)| (*d, t)),
+            limit,
+        )
         .await?;
-    Ok(json!({ "tasks": tasks }))
+    let next_cursor = tasks
+        .last()
+        .filter(|_| more)
+        .map(|t| Cursor::Task(t.first_seen_date, t.task_link_id.clone()).encode());
+    Ok(json!({ "tasks": tasks, "next_cursor": next_cursor, "limit_applied": limit }))
 }

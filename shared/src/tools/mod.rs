@@ -4,6 +4,7 @@
 
 mod args;
 mod create_task;
+mod cursor;
 mod fetch;
 mod get_page;
 pub mod invocation;
@@ -207,4 +208,48 @@ pub(crate) const DATE_PATTERN: &str = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$";
 
 pub(crate) fn nullable(kind: &str) -> Value {
     serde_json::json!({ "type": [kind, "null"] })
+}
+
+/// The `limit` argument of a list: a whole number of at least 1, lowered to `max` when above
+/// it (no `maximum` in the schema, so that clients do not refuse the call before sending it).
+pub(crate) fn limit_schema(default: usize, max: usize) -> Value {
+    serde_json::json!({
+        "type": "integer",
+        "minimum": 1,
+        "default": default,
+        "description": format!("How many to return (default {default}); above {max} counts as {max}, and the result's limit_applied says what was used."),
+    })
+}
+
+/// The `cursor` argument of a list.
+pub(crate) fn cursor_schema() -> Value {
+    serde_json::json!({
+        "type": "string",
+        "description": "The next_cursor of the previous call, to continue the list after it.",
+    })
+}
+
+/// The paging fields of a list's result: `next_cursor` (null when nothing more follows) and
+/// `limit_applied` (the limit used).
+pub(crate) fn paging_schema() -> [(&'static str, Value); 2] {
+    [
+        (
+            "next_cursor",
+            serde_json::json!({ "type": ["string", "null"], "description": "Pass as cursor to get what follows; null when nothing more follows." }),
+        ),
+        (
+            "limit_applied",
+            serde_json::json!({ "type": "integer", "description": "The limit used (a larger one is lowered to the maximum)." }),
+        ),
+    ]
+}
+
+/// `properties` (an object) with the paging fields added, and `required` with their names.
+pub(crate) fn paged_object_schema(mut properties: Value, required: &[&str]) -> Value {
+    let mut names: Vec<&str> = required.to_vec();
+    for (name, schema) in paging_schema() {
+        properties[name] = schema;
+        names.push(name);
+    }
+    object_schema(properties, &names)
 }
