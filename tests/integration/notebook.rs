@@ -358,10 +358,11 @@ pub async fn search_and_fetch_follow_the_chatgpt_shapes(app: &TestApp) {
     for key in ["id", "title", "text", "url", "metadata"] {
         assert!(page.get(key).is_some());
     }
-    // A page with ink links to it.
+    // Every page links to its own stable page (not to an image URL that expires).
     let id = app.page_of("2026-06-18").await;
     let page = app.call("fetch", json!({ "id": id })).await;
-    assert!(app.is_asset_url(page["url"].as_str().unwrap()));
+    assert_eq!(page["url"], json!(format!("{}/pages/{id}", app.base)));
+    assert!(!app.is_asset_url(page["url"].as_str().unwrap()));
 }
 
 pub async fn a_task_on_two_pages_is_one_task_reconciled_by_update(app: &TestApp) {

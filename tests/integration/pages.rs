@@ -139,6 +139,22 @@ async fn search_and_fetch_give_every_page_its_stable_link() {
             let page = app.call("fetch", json!({ "id": id })).await;
             assert_eq!(page["url"], r["url"]);
         }
+        // The page tools carry the same link as page_url.
+        let link = |id: &Value| json!(format!("{}/pages/{}", app.base, id.as_str().unwrap()));
+        let listed = app.call("list_pages", json!({})).await;
+        for p in listed["pages"].as_array().unwrap() {
+            assert_eq!(p["page_url"], link(&p["page_id"]), "{p}");
+        }
+        let found = app
+            .call("search_pages", json!({ "query": "API spec" }))
+            .await;
+        for h in found["results"].as_array().unwrap() {
+            assert_eq!(h["page_url"], link(&h["page_id"]), "{h}");
+        }
+        let page = app
+            .call("get_page", json!({ "page_id": results[0]["id"] }))
+            .await;
+        assert_eq!(page["page_url"], results[0]["url"]);
         // A page without ink has a link too (it used to be null).
         let inkless = app.page_of("2026-06-16").await;
         let page = app.call("fetch", json!({ "id": inkless })).await;

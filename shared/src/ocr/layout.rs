@@ -254,7 +254,8 @@ fn find_bullet(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> bool {
         return false;
     }
     // The ink's extent in the window, and how much there is.
-    let (mut minx, mut maxx, mut miny, mut maxy, mut n) = (i64::MAX, i64::MIN, i64::MAX, i64::MIN, 0);
+    let (mut minx, mut maxx, mut miny, mut maxy, mut n) =
+        (i64::MAX, i64::MIN, i64::MAX, i64::MIN, 0);
     for y in y0..y1 {
         for x in x0..x1 {
             if ink.dark(x, y) {
@@ -300,9 +301,7 @@ fn group(mut segments: Vec<OcrLine>) -> Vec<Vec<OcrLine>> {
         let fits = lines.iter_mut().rev().take(4).find(|line| {
             let nearest = line
                 .iter()
-                .min_by(|a, b| {
-                    gap(&a.bbox, &s.bbox).total_cmp(&gap(&b.bbox, &s.bbox))
-                })
+                .min_by(|a, b| gap(&a.bbox, &s.bbox).total_cmp(&gap(&b.bbox, &s.bbox)))
                 .expect("lines are not empty");
             let overlap_x = s.bbox.x < nearest.bbox.right() - 0.3 * nearest.bbox.h
                 && nearest.bbox.x < s.bbox.right() - 0.3 * nearest.bbox.h;
@@ -345,8 +344,33 @@ fn union(a: &OcrBox, b: &OcrBox) -> OcrBox {
 fn is_box_glyph(c: char) -> bool {
     matches!(
         c,
-        '□' | '☐' | '☑' | '☒' | '■' | '▢' | '口' | '囗' | '回' | '[' | ']' | '(' | ')' | '|' | '{'
-            | '}' | '<' | '>' | '✓' | '✔' | '✗' | '✘' | '×' | '√' | '∨' | '£' | '¤' | '#'
+        '□' | '☐'
+            | '☑'
+            | '☒'
+            | '■'
+            | '▢'
+            | '口'
+            | '囗'
+            | '回'
+            | '['
+            | ']'
+            | '('
+            | ')'
+            | '|'
+            | '{'
+            | '}'
+            | '<'
+            | '>'
+            | '✓'
+            | '✔'
+            | '✗'
+            | '✘'
+            | '×'
+            | '√'
+            | '∨'
+            | '£'
+            | '¤'
+            | '#'
     )
 }
 
@@ -355,7 +379,10 @@ fn strip_bullet_mark(text: &str) -> Option<&str> {
     let t = text.trim_start();
     let mut chars = t.chars();
     let first = chars.next()?;
-    if matches!(first, '-' | '•' | '·' | '*' | '–' | '—' | '+' | '◦' | '●' | '∙' | '・' | '‧') {
+    if matches!(
+        first,
+        '-' | '•' | '·' | '*' | '–' | '—' | '+' | '◦' | '●' | '∙' | '・' | '‧'
+    ) {
         let rest = chars.as_str().trim_start();
         if !rest.is_empty() && rest.chars().next().is_some_and(|c| c.is_alphanumeric()) {
             return Some(rest);
@@ -367,7 +394,12 @@ fn strip_bullet_mark(text: &str) -> Option<&str> {
 /// The page's lines, in reading order.
 pub fn analyze(page: &PageImage, segments: Vec<OcrLine>) -> Vec<Line> {
     let ink = Ink::new(page);
-    let grouped = group(segments.into_iter().filter(|s| !s.text.trim().is_empty()).collect());
+    let grouped = group(
+        segments
+            .into_iter()
+            .filter(|s| !s.text.trim().is_empty())
+            .collect(),
+    );
     let mut heights: Vec<f32> = grouped
         .iter()
         .map(|l| l.iter().map(|s| s.bbox.h).fold(0.0, f32::max))
@@ -419,7 +451,10 @@ pub fn analyze(page: &PageImage, segments: Vec<OcrLine>) -> Vec<Line> {
             Kind::Bullet
         } else if find_bullet(&ink, bbox.x, cy, h) {
             Kind::Bullet
-        } else if line_h > median_h * 1.3 || (index == 0 && underlined(&ink, &bbox)) || underlined(&ink, &bbox) && line_h > median_h * 1.1 {
+        } else if line_h > median_h * 1.3
+            || (index == 0 && underlined(&ink, &bbox))
+            || underlined(&ink, &bbox) && line_h > median_h * 1.1
+        {
             Kind::Heading
         } else {
             Kind::Text

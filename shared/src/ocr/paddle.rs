@@ -112,9 +112,8 @@ impl PaddleOcr {
         }
         let env = load_runtime(dir)?;
         let session = |file: &str| -> Result<Session, OcrError> {
-            let unavailable = |e: ort::Error| {
-                OcrError::Unavailable(format!("cannot load {file}: {e}"))
-            };
+            let unavailable =
+                |e: ort::Error| OcrError::Unavailable(format!("cannot load {file}: {e}"));
             Session::builder(&env)
                 .map_err(unavailable)?
                 .with_optimization_level(GraphOptimizationLevel::Level3)
@@ -299,12 +298,9 @@ fn detect(det: &mut Session, page: &PageImage) -> Result<Vec<Quad>, OcrError> {
         if grown.short_side() < 5.0 {
             continue;
         }
-        let corners = grown.corners().map(|(x, y)| {
-            (
-                (x * fx).clamp(0.0, pw),
-                (y * fy).clamp(0.0, ph),
-            )
-        });
+        let corners = grown
+            .corners()
+            .map(|(x, y)| ((x * fx).clamp(0.0, pw), (y * fy).clamp(0.0, ph)));
         quads.push(Quad(corners));
     }
     Ok(quads)
@@ -587,8 +583,7 @@ fn recognize(
                 }
             }
         }
-        let input =
-            Tensor::from_array(([n, 3, REC_HEIGHT, width], data)).map_err(failed)?;
+        let input = Tensor::from_array(([n, 3, REC_HEIGHT, width], data)).map_err(failed)?;
         let outputs = rec.run(ort::inputs![input]).map_err(failed)?;
         let (shape, probs) = outputs[0].try_extract_tensor::<f32>().map_err(failed)?;
         let (steps, classes) = (shape[1] as usize, shape[2] as usize);
@@ -623,13 +618,17 @@ fn ctc_decode(seq: &[f32], steps: usize, classes: usize, chars: &[String]) -> (S
         let (best, p) = row
             .iter()
             .enumerate()
-            .fold((0, f32::NEG_INFINITY), |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc });
-        if best != previous && best != 0 {
-            if let Some(c) = chars.get(best) {
-                text.push_str(c);
-                sum += p;
-                n += 1;
-            }
+            .fold(
+                (0, f32::NEG_INFINITY),
+                |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc },
+            );
+        if best != previous
+            && best != 0
+            && let Some(c) = chars.get(best)
+        {
+            text.push_str(c);
+            sum += p;
+            n += 1;
         }
         previous = best;
     }
@@ -653,15 +652,18 @@ mod tests {
             }
         }
         let r = min_area_rect(&points).unwrap();
-        let (long, short) = (
-            2.0 * r.half_w.max(r.half_h),
-            2.0 * r.half_w.min(r.half_h),
+        let (long, short) = (2.0 * r.half_w.max(r.half_h), 2.0 * r.half_w.min(r.half_h));
+        assert!(
+            (long - 100.0).abs() < 0.5 && (short - 10.0).abs() < 0.5,
+            "{r:?}"
         );
-        assert!((long - 100.0).abs() < 0.5 && (short - 10.0).abs() < 0.5, "{r:?}");
         let q = Quad(r.corners());
         let slope = (q.0[1].1 - q.0[0].1) / (q.0[1].0 - q.0[0].0);
         assert!((slope.atan().to_degrees() - 2.0).abs() < 0.2, "{q:?}");
-        assert!(q.0[0].0 < q.0[1].0 && q.0[0].1 < q.0[3].1, "top left first: {q:?}");
+        assert!(
+            q.0[0].0 < q.0[1].0 && q.0[0].1 < q.0[3].1,
+            "top left first: {q:?}"
+        );
     }
 
     #[test]

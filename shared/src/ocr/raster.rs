@@ -28,7 +28,10 @@ impl InkFormat {
             Some(InkFormat::Png)
         } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
             Some(InkFormat::Jpeg)
-        } else if bytes.len() > 5 && bytes[..1024.min(bytes.len())].windows(5).any(|w| w == b"%PDF-")
+        } else if bytes.len() > 5
+            && bytes[..1024.min(bytes.len())]
+                .windows(5)
+                .any(|w| w == b"%PDF-")
         {
             Some(InkFormat::Pdf)
         } else {
@@ -192,7 +195,10 @@ mod tests {
             decode(b"\x89PNG\r\n\x1a\nbroken"),
             Err(OcrError::BadImage(_))
         ));
-        assert!(matches!(decode(b"%PDF-1.7 broken"), Err(OcrError::BadImage(_))));
+        assert!(matches!(
+            decode(b"%PDF-1.7 broken"),
+            Err(OcrError::BadImage(_))
+        ));
     }
 
     #[test]

@@ -55,7 +55,8 @@ pub fn def() -> ToolDef {
                 "structure_json": object_schema(json!({ "lines": { "type": "array", "items": line } }), &["lines"]),
                 "pdf_url": nullable("string"),
                 "png_url": nullable("string"),
-                "signed_url_ttl_seconds": { "type": "integer" }
+                "signed_url_ttl_seconds": { "type": "integer" },
+                "page_url": { "type": "string", "description": "The page's stable link: it shows the page to its owner after sign-in, long after the signed URLs expire." }
             }),
             &[
                 "page_id",
@@ -67,6 +68,7 @@ pub fn def() -> ToolDef {
                 "pdf_url",
                 "png_url",
                 "signed_url_ttl_seconds",
+                "page_url",
             ],
         ),
         handler: |ctx| Box::pin(run(ctx)),
@@ -86,5 +88,6 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         "pdf_url": p.pdf_url,
         "png_url": p.png_url,
         "signed_url_ttl_seconds": p.signed_url_ttl_seconds,
+        "page_url": ctx.notebook.page_url(&p.page_id),
     }))
 }

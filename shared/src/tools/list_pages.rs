@@ -35,8 +35,9 @@ pub fn def() -> ToolDef {
                 "page_id": { "type": "string" },
                 "date": { "type": "string" },
                 "has_ink": { "type": "boolean" },
-                "has_ocr": { "type": "boolean" }
-            }), &["page_id", "date", "has_ink", "has_ocr"]) } }),
+                "has_ocr": { "type": "boolean" },
+                "page_url": { "type": "string", "description": "The page's stable link: it shows the page to its owner after sign-in." }
+            }), &["page_id", "date", "has_ink", "has_ocr", "page_url"]) } }),
             &["pages"],
         ),
         handler: |ctx| Box::pin(run(ctx)),
@@ -67,5 +68,17 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .last()
         .filter(|_| more)
         .map(|p| Cursor::Page(p.date, p.page_id.clone()).encode());
+    let pages: Vec<Value> = pages
+        .iter()
+        .map(|p| {
+            json!({
+                "page_id": p.page_id,
+                "date": p.date,
+                "has_ink": p.has_ink,
+                "has_ocr": p.has_ocr,
+                "page_url": ctx.notebook.page_url(&p.page_id),
+            })
+        })
+        .collect();
     Ok(json!({ "pages": pages, "next_cursor": next_cursor, "limit_applied": limit }))
 }

@@ -34,8 +34,9 @@ pub fn def() -> ToolDef {
             json!({
                 "query": { "type": "string" },
                 "results": { "type": "array", "items": object_schema(json!({
-                    "page_id": { "type": "string" }, "date": { "type": "string" }, "snippet": { "type": "string" }
-                }), &["page_id", "date", "snippet"]) }
+                    "page_id": { "type": "string" }, "date": { "type": "string" }, "snippet": { "type": "string" },
+                    "page_url": { "type": "string" }
+                }), &["page_id", "date", "snippet", "page_url"]) }
             }),
             &["query", "results"],
         ),
@@ -56,7 +57,7 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
     let next_cursor = more.then(|| Cursor::search(offset + hits.len(), query).encode());
     let results: Vec<Value> = hits
         .into_iter()
-        .map(|h| json!({ "page_id": h.page_id, "date": h.date, "snippet": h.snippet }))
+        .map(|h| json!({ "page_id": h.page_id, "date": h.date, "snippet": h.snippet, "page_url": ctx.notebook.page_url(&h.page_id) }))
         .collect();
     Ok(
         json!({ "query": query, "results": results, "next_cursor": next_cursor, "limit_applied": limit }),
