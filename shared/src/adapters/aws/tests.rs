@@ -88,13 +88,13 @@ macro_rules! assert_calls {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamo_store_conforms_to_the_store_suite() {
     let emulator = emulator().await;
-    store_suite::run_all(|| {
+    store_suite::run_all(|clock| {
         // The suite's factory is synchronous; each check gets its own new table.
         tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(async {
                 let config = emulator.fresh().await.unwrap();
                 let clients = AwsClients::connect(&config).await;
-                Arc::new(clients.store(&config)) as Arc<dyn Store>
+                Arc::new(clients.store(&config).with_clock(clock)) as Arc<dyn Store>
             })
         })
     })
