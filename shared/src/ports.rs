@@ -46,8 +46,8 @@ impl Item {
 /// The expiry rule of every [`Store`]: an item with `expires_at` is live while `now <
 /// expires_at`, and expired from the second `expires_at` on. An expired item is absent
 /// everywhere: to `get`, `batch_get` and queries, to every [`Cond`] (`NotExists` holds,
-/// `Exists` and `Version` do not), to [`Store::increment`] (it starts over) and to
-/// [`Write::Add`]. `now` is the store's [`Clock`], never the system time directly. It is
+/// `Exists` and `Version` do not) and to [`Store::increment`] (it starts over). `now` is the
+/// store's [`Clock`], never the system time directly. It is
 /// DynamoDB's reading of a TTL in conditions (`expires_at <= :now` is gone), so both back ends
 /// draw the boundary at the same second.
 pub fn is_live(expires_at: Option<i64>, now: i64) -> bool {
