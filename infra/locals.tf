@@ -47,7 +47,9 @@ locals {
   # Every function gets the same base configuration (the Rust config reads it once at cold
   # start). Naming a resource is not access to it: each role's policy in iam.tf decides that,
   # e.g. tasks sees NIB_BUCKET but has no S3 permission, and mcp sees NIB_KMS_KEY_ID but cannot
-  # use the key.
+  # use the key. RUST_LOG (var.log_level) filters the functions' own lines; whatever it says, the
+  # code keeps rmcp at error and the crates that log request/response bodies or raw events
+  # (aws_smithy, aws_sigv4, lambda_runtime, hyper, ...) at info (shared/src/telemetry.rs).
   common_environment = {
     NIB_TABLE             = aws_dynamodb_table.main.name
     NIB_BUCKET            = aws_s3_bucket.pages.bucket

@@ -117,7 +117,8 @@ impl App {
         let keys = Arc::new(
             LocalKeys::open_or_create(&data_dir.join("master.key")).map_err(AppError::Keys)?,
         );
-        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&data_dir.join("nib.redb"))?);
+        let store: Arc<dyn Store> =
+            Arc::new(EmbeddedStore::open(&data_dir.join("nib.redb"))?.with_clock(clock.clone()));
         let vault = Arc::new(Vault::new(
             store.clone(),
             keys.clone(),
@@ -175,7 +176,7 @@ impl App {
     pub async fn open_aws_with(config: AwsConfig, clients: AwsClients) -> Result<App, AppError> {
         config.validate()?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let store: Arc<dyn Store> = Arc::new(clients.store(&config));
+        let store: Arc<dyn Store> = Arc::new(clients.store(&config).with_clock(clock.clone()));
         let kms = clients.keys(&config);
         let session_key = kms.server_secret(store.as_ref(), "session-ids").await?;
         let oauth_keys =

@@ -29,10 +29,29 @@ pub struct Item {
     pub gsi1: Option<(String, String)>,
     /// Optimistic concurrency: writers read it and write `version + 1` under `Cond::Version`.
     pub version: u64,
-    /// Unix seconds after which the item may be deleted (DynamoDB TTL). Readers must treat an
-    /// expired item as absent, since TTL deletion is lazy.
+    /// Unix seconds from which the item is expired (DynamoDB's TTL attribute): see
+    /// [`is_live`], the one rule every store applies. TTL deletion is lazy, so stores treat an
+    /// expired item as absent themselves.
     pub expires_at: Option<i64>,
     pub body: Vec<u8>,
+}
+
+impl Item {
+    /// Whether the item is live at `now` (unix seconds), by [`is_live`].
+    pub fn is_live(&self, now: i64) -> bool {
+        is_live(self.expires_at, now)
+    }
+}
+
+/// The expiry rule of every [`Store`]: an item with `expires_at` is live while `now <
+/// expires_at`, and expired from the second `expires_at` on. An expired item is absent
+/// everywhere: to `get`, `batch_get` and queries, to every [`Cond`] (`NotExists` holds,
+/// `Exists` and `Version` do not) and to [`Store::increment`] (it starts over). `now` is the
+/// store's [`Clock`], never the system time directly. It is
+/// DynamoDB's reading of a TTL in conditions (`expires_at <= :now` is gone), so both back ends
+/// draw the boundary at the same second.
+pub fn is_live(expires_at: Option<i64>, now: i64) -> bool {
+    expires_at.is_none_or(|at| now < at)
 }
 
 /// A condition on the item currently stored under a write's key.
@@ -240,6 +259,9 @@ pub fn validate_writes(writes: &[Write]) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The table (DynamoDB in production, redb locally). Expiry follows [`is_live`] against the
+/// adapter's [`Clock`] (`with_clock`; the system clock by default), in reads and conditions
+/// alike.
 #[async_trait]
 pub trait Store: Send + Sync {
     /// The item under the key; `None` when absent or expired.

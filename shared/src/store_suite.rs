@@ -2,25 +2,54 @@
 //! the port so the embedded store and the DynamoDB adapter run the same checks.
 //!
 //! Each check takes a fresh, empty store and panics (with a message naming the check) when the
-//! store misbehaves. [`run_all`] runs them all; a back end's tests call it with a factory:
+//! store misbehaves. [`run_all`] runs them all; a back end's tests call it with a factory that
+//! builds a store judging expiry by the clock it is given:
 //!
 //! ```ignore
-//! nib::store_suite::run_all(|| Arc::new(EmbeddedStore::in_memory()) as Arc<dyn Store>).await;
+//! nib::store_suite::run_all(|clock| {
+//!     Arc::new(EmbeddedStore::in_memory().with_clock(clock)) as Arc<dyn Store>
+//! })
+//! .await;
 //! ```
 //!
-//! The checks use the real clock for expiry (items expired 100 s ago or expiring in an hour),
-//! since DynamoDB's TTL is evaluated against real time too. `increment_is_atomic` spawns tokio
-//! tasks, so run the suite on a multi-threaded runtime to make the race real.
+//! Most checks pass the system clock, with items expired 100 s ago or expiring in an hour;
+//! [`expiry_boundary`] pins a clock to the very second an item expires. `increment_is_atomic`
+//! spawns tokio tasks, so run the suite on a multi-threaded runtime to make the race real.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime};
 
 use crate::ports::{
-    Cond, Item, MAX_TRANSACTION_ITEMS, Query, QueryPage, Store, StoreError, Write, counter_value,
+    Clock, Cond, Item, MAX_TRANSACTION_ITEMS, Query, QueryPage, Store, StoreError, SystemClock,
+    Write, counter_value,
 };
 
-/// Runs every check, each on a new store from `make`.
-pub async fn run_all(make: impl Fn() -> Arc<dyn Store>) {
+/// A clock the suite sets by hand.
+#[derive(Debug)]
+pub struct PinnedClock(AtomicI64);
+
+impl PinnedClock {
+    pub fn at(unix: i64) -> Arc<PinnedClock> {
+        Arc::new(PinnedClock(AtomicI64::new(unix)))
+    }
+
+    pub fn set(&self, unix: i64) {
+        self.0.store(unix, Ordering::SeqCst);
+    }
+}
+
+impl Clock for PinnedClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(self.0.load(Ordering::SeqCst) as u64)
+    }
+}
+
+/// Runs every check, each on a new store from `make`, which must judge expiry by the clock it
+/// is given.
+pub async fn run_all(make: impl Fn(Arc<dyn Clock>) -> Arc<dyn Store>) {
+    expiry_boundary(|clock| make(clock)).await;
+    let make = || make(Arc::new(SystemClock));
     conditional_puts(make()).await;
     items_round_trip(make()).await;
     failed_condition_reports_its_index_and_writes_nothing(make()).await;
@@ -734,6 +763,103 @@ pub async fn expired_items_are_absent(store: Arc<dyn Store>) {
     s.transact(vec![Write::delete("P", "old2", Cond::None)])
         .await
         .unwrap();
+}
+
+/// The port's expiry rule ([`crate::ports::is_live`]) at its boundary, on the store's clock: an
+/// item is live the second before its `expires_at` and gone from that second on, for every
+/// read, every condition and `increment`. (The embedded store once kept an item
+/// live through its `expires_at` second while DynamoDB did not, and both read the system time.)
+pub async fn expiry_boundary(make: impl Fn(Arc<PinnedClock>) -> Arc<dyn Store>) {
+    // A day ahead of real time, so that no real TTL process could have deleted anything yet:
+    // only the store's clock decides.
+    let start = now() + 86_400;
+    let clock = PinnedClock::at(start);
+    let store = make(clock.clone());
+    let s = &*store;
+    let at = start + 1;
+    s.transact(vec![
+        Write::put(
+            expiring(with_gsi(item("P", "a"), "G", "a"), at),
+            Cond::NotExists,
+        ),
+        Write::put(expiring(item("P", "b"), at), Cond::NotExists),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(s.increment("P", "c", 5, at).await.unwrap(), 5);
+
+    // One second before: live everywhere.
+    assert!(s.get("P", "a").await.unwrap().is_some(), "live before");
+    let keys = [
+        ("P".to_owned(), "a".to_owned()),
+        ("P".to_owned(), "b".to_owned()),
+    ];
+    assert!(
+        s.batch_get(&keys)
+            .await
+            .unwrap()
+            .iter()
+            .all(Option::is_some),
+        "live before (batch_get)"
+    );
+    assert_eq!(
+        sks(&query_all(s, &Query::table("P", "")).await),
+        ["a", "b", "c"]
+    );
+    assert_eq!(sks(&query_all(s, &Query::gsi1("G", "")).await), ["a"]);
+    s.transact(vec![Write::Check {
+        pk: "P".into(),
+        sk: "a".into(),
+        cond: Cond::Version(1),
+    }])
+    .await
+    .unwrap();
+    assert_condition_failed(
+        s.put(item("P", "b"), Cond::NotExists).await,
+        0,
+        "NotExists on an item one second before it expires",
+    );
+    assert_eq!(
+        s.increment("P", "c", 1, at).await.unwrap(),
+        6,
+        "still counting"
+    );
+
+    // At `expires_at`: gone from every read and every condition.
+    clock.set(at);
+    assert_eq!(s.get("P", "a").await.unwrap(), None, "gone at expires_at");
+    assert!(
+        s.batch_get(&keys)
+            .await
+            .unwrap()
+            .iter()
+            .all(Option::is_none),
+        "gone at expires_at (batch_get)"
+    );
+    assert!(query_all(s, &Query::table("P", "")).await.is_empty());
+    assert!(query_all(s, &Query::gsi1("G", "")).await.is_empty());
+    assert_condition_failed(
+        s.transact(vec![Write::Check {
+            pk: "P".into(),
+            sk: "a".into(),
+            cond: Cond::Exists,
+        }])
+        .await,
+        0,
+        "Exists on an item at its expires_at",
+    );
+    assert_condition_failed(
+        s.put(item("P", "a"), Cond::Version(1)).await,
+        0,
+        "Version on an item at its expires_at",
+    );
+    s.put(item("P", "b"), Cond::NotExists).await.unwrap();
+    assert_eq!(s.get("P", "b").await.unwrap(), Some(item("P", "b")));
+    assert_eq!(
+        s.increment("P", "c", 1, at + 60).await.unwrap(),
+        1,
+        "a counter at its expires_at starts over"
+    );
 }
 
 /// Counters start at zero, add, and start over once expired.

@@ -3,23 +3,83 @@
 
 use std::error::Error;
 
-/// Installs the global subscriber. `RUST_LOG` filters (default `info`, with rmcp's
-/// per-request chatter turned down). Logs go to stderr so stdout stays for the CLI's output.
-pub fn init() {
-    use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=error"));
-    let json = std::env::var("NIB_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
+use tracing::Subscriber;
+use tracing::level_filters::LevelFilter;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// Crates that log what must never reach a log line at their verbose levels, and the most
+/// they may log whatever `RUST_LOG` says. Matched as target prefixes (`aws_smithy` covers
+/// every `aws_smithy_*` crate).
+///
+/// - `rmcp`, debug: every JSON-RPC request and result (tool arguments, page text, tasks); its
+///   info lines are per-request chatter.
+/// - `aws_smithy` (`aws_smithy_runtime`), trace: every request and response with its body
+///   (items, KMS `Decrypt` answers with plaintext data keys, object keys naming uploads).
+/// - `aws_sigv4`, trace: canonical requests (headers, the session token). `aws_config` and
+///   `aws_runtime`, trace: credential sources, unredacted. `aws_sdk`: the service crates.
+/// - `lambda_runtime`, trace: every raw event (API Gateway requests with their headers and
+///   bodies, S3 events with object keys); `lambda_http` likewise.
+/// - `hyper`, `h2`, trace: frames and headers (request paths carry object keys); `reqwest`,
+///   debug: URLs.
+pub const CAPPED: [(&str, LevelFilter); 11] = [
+    ("rmcp", LevelFilter::ERROR),
+    ("aws_smithy", LevelFilter::INFO),
+    ("aws_sigv4", LevelFilter::INFO),
+    ("aws_config", LevelFilter::INFO),
+    ("aws_runtime", LevelFilter::INFO),
+    ("aws_sdk", LevelFilter::INFO),
+    ("lambda_runtime", LevelFilter::INFO),
+    ("lambda_http", LevelFilter::INFO),
+    ("hyper", LevelFilter::INFO),
+    ("h2", LevelFilter::INFO),
+    ("reqwest", LevelFilter::INFO),
+];
+
+/// The caps of [`CAPPED`] as a filter: everything else passes to the `RUST_LOG` filter.
+fn caps() -> Targets {
+    Targets::new()
+        .with_default(LevelFilter::TRACE)
+        .with_targets(CAPPED)
+}
+
+/// The subscriber [`init`] installs, writing to `writer`. `rust_log` filters (`info` when
+/// absent or unparsable); [`CAPPED`] is a second filter that every event must also pass, so no
+/// `RUST_LOG` (a bare `debug`, a more specific `rmcp::service=trace`, a span directive) can
+/// let those crates log more. Appending `rmcp=error` to `RUST_LOG` would not be enough: a more
+/// specific directive wins over it.
+pub fn subscriber<W>(
+    rust_log: Option<&str>,
+    json: bool,
+    writer: W,
+) -> Box<dyn Subscriber + Send + Sync>
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    let filter = rust_log
+        .and_then(|directives| EnvFilter::try_new(directives).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_target(false);
-    // A second init (tests) is harmless: keep the first subscriber.
-    let _ = if json {
-        builder.json().flatten_event(true).try_init()
+    if json {
+        Box::new(builder.json().flatten_event(true).finish().with(caps()))
     } else {
-        builder.compact().try_init()
-    };
+        Box::new(builder.compact().finish().with(caps()))
+    }
+}
+
+/// Installs the global subscriber: [`subscriber`] over `RUST_LOG`, on stderr so stdout stays
+/// for the CLI's output, JSON lines when `NIB_LOG_FORMAT=json`.
+pub fn init() {
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let json = std::env::var("NIB_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
+    // A second init (tests) is harmless: keep the first subscriber.
+    let _ = subscriber(rust_log.as_deref(), json, std::io::stderr).try_init();
 }
 
 /// An error and its sources, joined with `: `, for one log line.
@@ -37,4 +97,104 @@ pub fn chain(error: &(dyn Error + 'static)) -> String {
 /// A fresh correlation id for a request: short, random, safe in headers and logs.
 pub fn correlation_id() -> String {
     hex::encode(rand::random::<[u8; 8]>())
+}
+
+/// A log sink for tests: [`subscriber`]'s lines, kept in memory.
+#[derive(Clone, Default)]
+pub struct CapturedLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for CapturedLogs {
+    type Writer = CapturedLogs;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Logs one event per target at each level under `rust_log`, and returns what was written.
+    fn logged(rust_log: Option<&str>) -> String {
+        let logs = CapturedLogs::default();
+        let subscriber = subscriber(rust_log, true, logs.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::error!(target: "rmcp::service", "rmcp-error");
+            tracing::info!(target: "rmcp::service", "rmcp-info");
+            tracing::debug!(target: "rmcp::service", "rmcp-debug");
+            tracing::trace!(target: "aws_smithy_runtime::client::orchestrator", "smithy-trace");
+            tracing::info!(target: "aws_smithy_runtime::client::orchestrator", "smithy-info");
+            tracing::trace!(target: "lambda_runtime::layers::api_response", "lambda-trace");
+            tracing::trace!(target: "aws_sigv4::http_request::sign", "sigv4-trace");
+            tracing::debug!(target: "h2::codec", "h2-debug");
+            tracing::debug!(target: "nib::functions::ingest", "nib-debug");
+            tracing::info!(target: "nib::functions::ingest", "nib-info");
+        });
+        logs.text()
+    }
+
+    #[test]
+    fn rust_log_debug_still_leaves_rmcp_at_error_and_body_loggers_at_info() {
+        let out = logged(Some("debug"));
+        assert!(out.contains("nib-debug"), "RUST_LOG applies to nib: {out}");
+        assert!(out.contains("rmcp-error"), "{out}");
+        assert!(out.contains("smithy-info"), "{out}");
+        for hidden in [
+            "rmcp-info",
+            "rmcp-debug",
+            "smithy-trace",
+            "lambda-trace",
+            "sigv4-trace",
+            "h2-debug",
+        ] {
+            assert!(
+                !out.contains(hidden),
+                "{hidden} logged under RUST_LOG=debug: {out}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_directive_lifts_a_cap() {
+        // More specific than `rmcp=error`, so appending that directive would lose to these.
+        let out = logged(Some(
+            "trace,rmcp::service=trace,aws_smithy_runtime::client::orchestrator=trace,[span]=trace",
+        ));
+        assert!(out.contains("rmcp-error"));
+        for hidden in ["rmcp-debug", "smithy-trace", "lambda-trace"] {
+            assert!(!out.contains(hidden), "{hidden}: {out}");
+        }
+    }
+
+    #[test]
+    fn without_rust_log_the_level_is_info() {
+        for rust_log in [None, Some("not a = valid [directive")] {
+            let out = logged(rust_log);
+            assert!(out.contains("nib-info"), "{out}");
+            assert!(!out.contains("nib-debug"), "{out}");
+            assert!(!out.contains("rmcp-info"), "{out}");
+        }
+    }
 }

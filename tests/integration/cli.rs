@@ -194,6 +194,74 @@ fn import_reports_bad_files_by_name_and_goes_on() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("imported 2 pages (0 new, 2 updated)"));
 }
 
+/// `nib import` of a folder that holds only a page's ink (trigger c: its OCR file is gone)
+/// updates the ink and keeps the page's OCR, lines and task; an OCR file older (mtime) than the
+/// one the page took (trigger b) replaces nothing. Before, both wiped the page's text and
+/// deleted its task.
+#[tokio::test]
+async fn import_of_ink_alone_or_an_older_file_keeps_the_pages_text_and_tasks() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("2026-01-02.md");
+    let pdf = dir.path().join("2026-01-02.pdf");
+    std::fs::write(&md, "## Tasks\n- [ ] Call the printer\n").unwrap();
+    std::fs::write(&pdf, b"%PDF-1.4 first").unwrap();
+    let import = || {
+        let out = nib(data.path())
+            .arg("import")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(import().contains("(1 new, 0 updated)"));
+
+    std::fs::remove_file(&md).unwrap();
+    std::fs::write(&pdf, b"%PDF-1.4 second").unwrap();
+    assert!(import().contains("(0 new, 1 updated)"));
+
+    std::fs::write(&md, "## Notes\n- an older draft\n").unwrap();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&md)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    import();
+
+    let app = nib::app::App::open_local(data.path(), nib::app::LocalOptions::default()).unwrap();
+    let user = nib::domain::UserId::parse("default").unwrap();
+    let pages = app
+        .notebook
+        .list_pages(&user, None, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(pages.len(), 1);
+    let page = app
+        .notebook
+        .get_page(&user, &pages[0].page_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.ocr_markdown.as_deref(),
+        Some("## Tasks\n- [ ] Call the printer\n")
+    );
+    assert!(page.pdf_url.is_some());
+    assert!(page.lines.iter().any(|l| l.text == "Call the printer"));
+    let tasks = app
+        .notebook
+        .list_tasks(&user, nib::notebook::TaskFilter::All, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(tasks.len(), 1);
+}
+
 #[tokio::test]
 async fn token_commands_create_list_and_revoke() {
     let data = tempfile::tempdir().unwrap();

@@ -676,12 +676,172 @@ async fn uploads_become_pages_through_the_ingest_function() {
         .unwrap();
     let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, bad)).await;
     assert_eq!(status, 200);
-    assert_eq!(reply, json!({ "imported": 0, "rejected": 1 }));
+    assert_eq!(
+        reply,
+        json!({ "imported": 0, "rejected": 1, "superseded": 0 })
+    );
     // An object outside uploads/{user}/ is ignored.
     let (_, reply) = stack
         .invoke("ingest", &s3_event(&config.bucket, "u/default/pages/x.png"))
         .await;
-    assert_eq!(reply, json!({ "imported": 0, "rejected": 0 }));
+    assert_eq!(
+        reply,
+        json!({ "imported": 0, "rejected": 0, "superseded": 0 })
+    );
+}
+
+/// Puts `bytes` at `key` in the test's bucket, as an uploader would.
+async fn upload(clients: &AwsClients, config: &AwsConfig, key: &str, bytes: &[u8]) {
+    clients
+        .s3
+        .put_object()
+        .bucket(&config.bucket)
+        .key(key)
+        .body(bytes.to_vec().into())
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The bytes behind a page's signed ink URL (a presigned S3 GET on the emulator).
+async fn ink(app: &TestApp, url: &Value) -> Vec<u8> {
+    let r = app.client.get(url.as_str().unwrap()).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{url}");
+    r.bytes().await.unwrap().to_vec()
+}
+
+const PAGE_MD: &[u8] =
+    b"## Tasks\n- [ ] Call the printer about the proofs\n## Notes\n- Met with Dana\n";
+
+/// Trigger (a) through the ingest function: the OCR upload of a page expired (objects under
+/// `uploads/` live 7 days) and a new scan arrives alone. The page takes the new ink and keeps
+/// its OCR, its lines and its task with the task's history; before, the page write replaced
+/// the OCR and lines with nothing and deleted the task.
+#[tokio::test]
+async fn an_ink_upload_alone_keeps_the_pages_text_and_tasks() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::lambda()
+    })
+    .await;
+    let stack = app.lambda.as_ref().unwrap();
+    let config = app.aws_config.clone().unwrap();
+    let s3 = AwsClients::connect(&config).await;
+    let (md, pdf) = (
+        "uploads/default/2026-06-19.md",
+        "uploads/default/2026-06-19.pdf",
+    );
+    upload(&s3, &config, md, PAGE_MD).await;
+    upload(&s3, &config, pdf, b"%PDF-1.4 first scan").await;
+    for key in [md, pdf] {
+        let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
+        assert_eq!((status, &reply["imported"]), (200, &json!(1)), "{reply}");
+    }
+    let tasks = app.call("list_tasks", json!({ "status": "open" })).await;
+    let task = tasks["tasks"][0]["task_link_id"].clone();
+    app.call(
+        "update_task_status",
+        json!({ "task_link_id": task, "status": "done" }),
+    )
+    .await;
+    let page_id = app.page_of("2026-06-19").await;
+    let before = app.call("get_page", json!({ "page_id": page_id })).await;
+
+    // The lifecycle rule removed the OCR upload; a second scan of the page arrives.
+    s3.s3
+        .delete_object()
+        .bucket(&config.bucket)
+        .key(md)
+        .send()
+        .await
+        .unwrap();
+    upload(&s3, &config, pdf, b"%PDF-1.4 second scan").await;
+    let (_, reply) = stack.invoke("ingest", &s3_event(&config.bucket, pdf)).await;
+    assert_eq!(
+        reply,
+        json!({ "imported": 1, "rejected": 0, "superseded": 0 })
+    );
+
+    let after = app.call("get_page", json!({ "page_id": page_id })).await;
+    for field in ["ocr_markdown", "has_ocr", "structure_json", "date"] {
+        assert_eq!(after[field], before[field], "{field}");
+    }
+    let done = app.call("list_tasks", json!({ "status": "done" })).await;
+    assert_eq!(done["tasks"][0]["task_link_id"], task, "{done}");
+    assert_eq!(ink(&app, &after["pdf_url"]).await, b"%PDF-1.4 second scan");
+}
+
+/// Trigger (b) through the ingest function: an event whose objects are older than what the
+/// page took. The page stands for one that took newer uploads of the stem, committed by an
+/// event that won a race (its files are stamped an hour ahead, as S3's `LastModified` of a
+/// later upload would be); the uploads now in the bucket are older. Their event replaces
+/// nothing (`superseded`), a redelivery neither, and a new file beside stale siblings is taken
+/// alone.
+#[tokio::test]
+async fn an_older_upload_never_replaces_what_the_page_took() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::lambda()
+    })
+    .await;
+    let stack = app.lambda.as_ref().unwrap();
+    let config = app.aws_config.clone().unwrap();
+    let s3 = AwsClients::connect(&config).await;
+
+    let newer = tempfile::tempdir().unwrap();
+    let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+    for (name, bytes) in [
+        ("2026-06-19.md", PAGE_MD),
+        ("2026-06-19.pdf", b"%PDF-1.4 newer scan".as_slice()),
+    ] {
+        let path = newer.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+    }
+    let user = nib::domain::UserId::parse("default").unwrap();
+    let (pages, _) = nib::notebook::group_dir(newer.path()).unwrap();
+    app.app
+        .notebook
+        .import_files(&user, &pages[0])
+        .await
+        .unwrap();
+    let page_id = app.page_of("2026-06-19").await;
+    let before = app.call("get_page", json!({ "page_id": page_id })).await;
+
+    let md = "uploads/default/2026-06-19.md";
+    upload(&s3, &config, md, b"## Notes\n- an older draft\n").await;
+    upload(
+        &s3,
+        &config,
+        "uploads/default/2026-06-19.pdf",
+        b"%PDF-1.4 older scan",
+    )
+    .await;
+    for _ in 0..2 {
+        let (_, reply) = stack.invoke("ingest", &s3_event(&config.bucket, md)).await;
+        assert_eq!(
+            reply,
+            json!({ "imported": 0, "rejected": 0, "superseded": 1 })
+        );
+    }
+    let png = "uploads/default/2026-06-19.png";
+    upload(&s3, &config, png, b"\x89PNG\r\n\x1a\n a photo").await;
+    let (_, reply) = stack.invoke("ingest", &s3_event(&config.bucket, png)).await;
+    assert_eq!(reply["imported"], 1, "{reply}");
+
+    let after = app.call("get_page", json!({ "page_id": page_id })).await;
+    assert_eq!(after["ocr_markdown"], before["ocr_markdown"]);
+    assert_eq!(after["structure_json"], before["structure_json"]);
+    assert_eq!(ink(&app, &after["pdf_url"]).await, b"%PDF-1.4 newer scan");
+    assert_eq!(
+        ink(&app, &after["png_url"]).await,
+        b"\x89PNG\r\n\x1a\n a photo"
+    );
 }
 
 /// The S3 fixture, for `key` in `bucket` (URL-encoded as S3 does).

@@ -1,4 +1,6 @@
-//! At rest: no plaintext in the data directory, and a killed import leaves no half page.
+//! At rest: no plaintext in the data directory, a killed import leaves no half page, and an
+//! import never loses a page's OCR, lines or tasks to ink alone or to older files (both back
+//! ends).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -6,9 +8,9 @@ use std::process::{Command, Stdio};
 
 use nib::app::{App, LocalOptions};
 use nib::domain::UserId;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Options, TestApp};
 
 fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
@@ -263,4 +265,165 @@ async fn a_legacy_statistics_record_is_read_and_then_folded_into_the_counters() 
         pages + 1
     );
     assert!(count(store.get(pk, "STATS#LEN").await.unwrap()) > len);
+}
+
+// ---- A page's OCR, lines and tasks survive ink alone and older files ------------------------
+
+const PAGE_MD: &str =
+    "## Tasks\n- [ ] Call the printer about the proofs\n## Notes\n- Met with Dana\n";
+const PDF_1: &[u8] = b"%PDF-1.4 the first scan";
+const PDF_2: &[u8] = b"%PDF-1.4 the second scan";
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n a photo";
+
+/// Writes `name` in `dir`, last modified at `modified`.
+fn write_at(dir: &Path, name: &str, bytes: &[u8], modified: std::time::SystemTime) {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+}
+
+/// What `nib import` does with a folder (`Notebook::import_files` per page), for the default
+/// user of `app`.
+async fn import_dir(app: &TestApp, dir: &Path) -> Vec<nib::notebook::SavedPage> {
+    let user = UserId::parse("default").unwrap();
+    let (pages, _) = nib::notebook::group_dir(dir).unwrap();
+    let mut saved = Vec::new();
+    for page in &pages {
+        saved.push(app.app.notebook.import_files(&user, page).await.unwrap());
+    }
+    saved
+}
+
+/// The bytes behind a signed ink URL (the local server's `/assets`, or S3 on the emulator).
+async fn ink(app: &TestApp, url: &Value) -> Vec<u8> {
+    let r = app.client.get(url.as_str().unwrap()).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{url}");
+    r.bytes().await.unwrap().to_vec()
+}
+
+/// The page of 2026-06-19 as `get_page` shows it.
+async fn the_page(app: &TestApp) -> Value {
+    app.call(
+        "get_page",
+        json!({ "page_id": app.page_of("2026-06-19").await }),
+    )
+    .await
+}
+
+/// Trigger (c), and (a) for `nib import`: importing a folder that holds only the ink of a page
+/// that exists changes its ink and nothing else. The page keeps its OCR, its lines and its task,
+/// with the task's history (a status set by hand); before, the page write replaced the OCR and
+/// lines with nothing and deleted the task.
+async fn ink_alone_changes_only_the_ink(app: TestApp) {
+    let now = std::time::SystemTime::now();
+    let first = tempfile::tempdir().unwrap();
+    write_at(first.path(), "2026-06-19.md", PAGE_MD.as_bytes(), now);
+    write_at(first.path(), "2026-06-19.pdf", PDF_1, now);
+    import_dir(&app, first.path()).await;
+    let tasks = app.call("list_tasks", json!({ "status": "open" })).await;
+    let task = tasks["tasks"][0]["task_link_id"].clone();
+    app.call(
+        "update_task_status",
+        json!({ "task_link_id": task, "status": "done" }),
+    )
+    .await;
+    let before = the_page(&app).await;
+    assert_eq!(ink(&app, &before["pdf_url"]).await, PDF_1);
+
+    let later = tempfile::tempdir().unwrap();
+    write_at(later.path(), "2026-06-19.pdf", PDF_2, now);
+    let saved = import_dir(&app, later.path()).await;
+    assert!(!saved[0].created && !saved[0].superseded, "{saved:?}");
+
+    let after = the_page(&app).await;
+    for field in [
+        "ocr_markdown",
+        "ocr_text",
+        "has_ocr",
+        "structure_json",
+        "date",
+    ] {
+        assert_eq!(after[field], before[field], "{field}");
+    }
+    assert_eq!(after["structure_json"]["lines"][1]["status"], "done");
+    let done = app.call("list_tasks", json!({ "status": "done" })).await;
+    assert_eq!(done["tasks"].as_array().unwrap().len(), 1, "{done}");
+    assert_eq!(done["tasks"][0]["task_link_id"], task, "the same task");
+    assert_eq!(ink(&app, &after["pdf_url"]).await, PDF_2, "the ink changed");
+}
+
+/// Trigger (b) for `nib import`: a file older (by its mtime) than the one a page part was taken
+/// from does not replace that part; a new part beside it is still taken; a folder of only
+/// older files writes nothing.
+async fn an_older_file_does_not_replace_a_newer_one(app: TestApp) {
+    let now = std::time::SystemTime::now();
+    let hour_ago = now - std::time::Duration::from_secs(3600);
+    let newer = tempfile::tempdir().unwrap();
+    write_at(newer.path(), "2026-06-19.md", PAGE_MD.as_bytes(), now);
+    write_at(newer.path(), "2026-06-19.pdf", PDF_2, now);
+    import_dir(&app, newer.path()).await;
+    let before = the_page(&app).await;
+
+    let older = tempfile::tempdir().unwrap();
+    write_at(
+        older.path(),
+        "2026-06-19.md",
+        b"## Notes\n- an older draft\n",
+        hour_ago,
+    );
+    write_at(older.path(), "2026-06-19.pdf", PDF_1, hour_ago);
+    let saved = import_dir(&app, older.path()).await;
+    assert!(saved[0].superseded, "{saved:?}");
+    write_at(older.path(), "2026-06-19.png", PNG, hour_ago);
+    let saved = import_dir(&app, older.path()).await;
+    assert!(!saved[0].superseded, "the photo is new to the page");
+
+    let after = the_page(&app).await;
+    assert_eq!(after["ocr_markdown"], before["ocr_markdown"]);
+    assert_eq!(after["structure_json"], before["structure_json"]);
+    assert_eq!(ink(&app, &after["pdf_url"]).await, PDF_2);
+    assert_eq!(ink(&app, &after["png_url"]).await, PNG);
+    assert_eq!(
+        app.call("list_tasks", json!({ "status": "open" })).await["tasks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+fn empty(backend: Options) -> Options {
+    Options {
+        import_sample: false,
+        ..backend
+    }
+}
+
+#[tokio::test]
+async fn ink_alone_changes_only_the_ink_local() {
+    ink_alone_changes_only_the_ink(TestApp::spawn_with(empty(Options::default())).await).await;
+}
+
+#[tokio::test]
+async fn ink_alone_changes_only_the_ink_aws() {
+    ink_alone_changes_only_the_ink(TestApp::spawn_with(empty(Options::aws())).await).await;
+}
+
+#[tokio::test]
+async fn an_older_file_does_not_replace_a_newer_one_local() {
+    an_older_file_does_not_replace_a_newer_one(
+        TestApp::spawn_with(empty(Options::default())).await,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_older_file_does_not_replace_a_newer_one_aws() {
+    an_older_file_does_not_replace_a_newer_one(TestApp::spawn_with(empty(Options::aws())).await)
+        .await;
 }

@@ -5,7 +5,7 @@
 
 use aws_lambda_events::event::s3::S3Event;
 use lambda_runtime::{LambdaEvent, service_fn};
-use nib::functions::ingest::{Ingest, IngestOutcome};
+use nib::functions::ingest::{Ingest, Tally};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
@@ -20,31 +20,17 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     .await
 }
 
+/// Each record in turn; `Ingest::record` logs what became of it (ids only, never the key).
 async fn handle(
     ingest: &Ingest,
     event: S3Event,
 ) -> Result<serde_json::Value, lambda_runtime::Error> {
-    let mut imported = 0;
-    let mut rejected = 0;
+    let mut tally = Tally::default();
     for record in event.records {
         let (Some(bucket), Some(key)) = (record.s3.bucket.name, record.s3.object.key) else {
             continue;
         };
-        match ingest.object(&bucket, &key).await {
-            Ok(IngestOutcome::Imported(page)) => {
-                imported += 1;
-                tracing::info!(key, page_id = %page.page_id, created = page.created, "page imported");
-            }
-            Ok(IngestOutcome::Rejected(failure)) => {
-                rejected += 1;
-                tracing::warn!(key, reason = %failure, "upload rejected");
-            }
-            Ok(IngestOutcome::Ignored(why)) => tracing::info!(key, why, "upload ignored"),
-            Err(e) => {
-                tracing::error!(key, error = %nib::telemetry::chain(&e), "ingest failed");
-                return Err(e.into());
-            }
-        }
+        ingest.record(&bucket, &key, &mut tally).await?;
     }
-    Ok(serde_json::json!({ "imported": imported, "rejected": rejected }))
+    Ok(serde_json::to_value(tally)?)
 }

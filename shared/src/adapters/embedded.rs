@@ -40,7 +40,6 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
-use std::time::SystemTime;
 
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -49,7 +48,10 @@ use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, Durability, ReadableDatabase, TableDefinition};
 use tokio::sync::oneshot;
 
-use crate::ports::{Cond, Index, Item, Query, QueryPage, Store, StoreError, Write, counter_value};
+use crate::ports::{
+    Clock, Cond, Index, Item, Query, QueryPage, Store, StoreError, SystemClock, Write,
+    counter_value,
+};
 
 const ITEMS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("items");
 const GSI1: TableDefinition<&[u8], ()> = TableDefinition::new("gsi1");
@@ -86,6 +88,9 @@ pub enum EmbeddedError {
 #[derive(Clone)]
 pub struct EmbeddedStore {
     shared: Arc<Shared>,
+    /// The time expiry is judged by ([`crate::ports::is_live`]); each write takes its `now`
+    /// when it is queued.
+    clock: Arc<dyn Clock>,
 }
 
 struct Shared {
@@ -161,7 +166,14 @@ impl EmbeddedStore {
                 jobs: Some(jobs),
                 writer: Some(writer),
             }),
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// The same store, judging expiry by `clock` (the system clock by default).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> EmbeddedStore {
+        self.clock = clock;
+        self
     }
 
     /// Runs blocking redb reads off the async runtime.
@@ -197,6 +209,8 @@ impl EmbeddedStore {
 enum Job {
     Transact {
         writes: Vec<Write>,
+        /// The store clock's time when the write was asked for.
+        now: i64,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
     Increment {
@@ -204,6 +218,7 @@ enum Job {
         sk: String,
         by: u64,
         expires_at: i64,
+        now: i64,
         reply: oneshot::Sender<Result<u64, StoreError>>,
     },
 }
@@ -285,18 +300,18 @@ fn apply_group(db: &Database, group: &[Job]) -> Result<Vec<Outcome>, StoreError>
     let outcomes = {
         let mut items = txn.open_table(ITEMS).map_err(db_err)?;
         let mut gsi = txn.open_table(GSI1).map_err(db_err)?;
-        let now = now_unix();
         let mut outcomes = Vec::with_capacity(group.len());
         for job in group {
             let outcome = match job {
-                Job::Transact { writes, .. } => {
-                    Outcome::Transact(transact_in(&mut items, &mut gsi, writes, now))
+                Job::Transact { writes, now, .. } => {
+                    Outcome::Transact(transact_in(&mut items, &mut gsi, writes, *now))
                 }
                 Job::Increment {
                     pk,
                     sk,
                     by,
                     expires_at,
+                    now,
                     ..
                 } => Outcome::Increment(increment_in(
                     &mut items,
@@ -305,7 +320,7 @@ fn apply_group(db: &Database, group: &[Job]) -> Result<Vec<Outcome>, StoreError>
                     sk,
                     *by,
                     *expires_at,
-                    now,
+                    *now,
                 )),
             };
             outcomes.push(outcome.or_fatal()?);
@@ -438,16 +453,9 @@ fn corrupt(what: &str) -> StoreError {
     StoreError::Unavailable(format!("corrupt store entry: {what}").into())
 }
 
-fn now_unix() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
-/// An item is expired once its `expires_at` is in the past; it then reads as absent.
+/// The port's one expiry rule ([`crate::ports::is_live`]): expired items read as absent.
 fn is_live(item: &Item, now: i64) -> bool {
-    item.expires_at.is_none_or(|at| at >= now)
+    item.is_live(now)
 }
 
 // ---- Key encoding -------------------------------------------------------------------------
@@ -722,7 +730,7 @@ fn query_range(q: &Query) -> KeyRange {
     }
 }
 
-fn run_query(db: &Database, q: &Query) -> Result<QueryPage, StoreError> {
+fn run_query(db: &Database, q: &Query, now: i64) -> Result<QueryPage, StoreError> {
     if q.limit == 0 {
         return Err(invalid("query limit must be at least 1"));
     }
@@ -756,7 +764,6 @@ fn run_query(db: &Database, q: &Query) -> Result<QueryPage, StoreError> {
 
     let txn = db.begin_read().map_err(db_err)?;
     let items = txn.open_table(ITEMS).map_err(db_err)?;
-    let now = now_unix();
     let mut page = QueryPage::default();
     let mut last_key: Option<Vec<u8>> = None;
 
@@ -841,10 +848,9 @@ const INLINE_READ_KEYS: usize = 64;
 /// task again (two thread switches), which every `get_page` and every token check paid several
 /// times per request. Queries, which may walk thousands of items, and large batches still go to
 /// the blocking pool.
-fn read_keys(db: &Database, keys: &[Vec<u8>]) -> Result<Vec<Option<Item>>, StoreError> {
+fn read_keys(db: &Database, keys: &[Vec<u8>], now: i64) -> Result<Vec<Option<Item>>, StoreError> {
     let txn = db.begin_read().map_err(db_err)?;
     let items = txn.open_table(ITEMS).map_err(db_err)?;
-    let now = now_unix();
     keys.iter()
         .map(|key| Ok(read_item(&items, key)?.filter(|item| is_live(item, now))))
         .collect()
@@ -854,21 +860,23 @@ fn read_keys(db: &Database, keys: &[Vec<u8>]) -> Result<Vec<Option<Item>>, Store
 impl Store for EmbeddedStore {
     async fn get(&self, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
         let key = encode_key(&[pk, sk]);
-        let mut items = read_keys(&self.shared.db, &[key])?;
+        let mut items = read_keys(&self.shared.db, &[key], self.clock.unix())?;
         Ok(items.pop().flatten())
     }
 
     async fn batch_get(&self, keys: &[(String, String)]) -> Result<Vec<Option<Item>>, StoreError> {
         let keys: Vec<Vec<u8>> = keys.iter().map(|(pk, sk)| encode_key(&[pk, sk])).collect();
+        let now = self.clock.unix();
         if keys.len() <= INLINE_READ_KEYS {
-            return read_keys(&self.shared.db, &keys);
+            return read_keys(&self.shared.db, &keys, now);
         }
-        self.blocking(move |db| read_keys(db, &keys)).await
+        self.blocking(move |db| read_keys(db, &keys, now)).await
     }
 
     async fn query(&self, query: &Query) -> Result<QueryPage, StoreError> {
         let query = query.clone();
-        self.blocking(move |db| run_query(db, &query)).await
+        let now = self.clock.unix();
+        self.blocking(move |db| run_query(db, &query, now)).await
     }
 
     async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
@@ -876,7 +884,9 @@ impl Store for EmbeddedStore {
         if writes.is_empty() {
             return Ok(());
         }
-        self.write(|reply| Job::Transact { writes, reply }).await
+        let now = self.clock.unix();
+        self.write(|reply| Job::Transact { writes, now, reply })
+            .await
     }
 
     async fn increment(
@@ -888,11 +898,13 @@ impl Store for EmbeddedStore {
     ) -> Result<u64, StoreError> {
         crate::ports::validate_key(pk, sk)?;
         let (pk, sk) = (pk.to_owned(), sk.to_owned());
+        let now = self.clock.unix();
         self.write(|reply| Job::Increment {
             pk,
             sk,
             by,
             expires_at,
+            now,
             reply,
         })
         .await
@@ -913,17 +925,20 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn conforms_to_the_store_suite_on_disk() {
         let dirs = std::sync::Mutex::new(Vec::new());
-        store_suite::run_all(|| {
+        store_suite::run_all(|clock| {
             let (dir, store) = file_store();
             dirs.lock().unwrap().push(dir);
-            Arc::new(store) as Arc<dyn Store>
+            Arc::new(store.with_clock(clock)) as Arc<dyn Store>
         })
         .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn conforms_to_the_store_suite_in_memory() {
-        store_suite::run_all(|| Arc::new(EmbeddedStore::in_memory()) as Arc<dyn Store>).await;
+        store_suite::run_all(|clock| {
+            Arc::new(EmbeddedStore::in_memory().with_clock(clock)) as Arc<dyn Store>
+        })
+        .await;
     }
 
     #[test]

@@ -9,16 +9,25 @@
 //! the file names. A stem is one page, so the second file of a page updates the page the first
 //! created; a redelivered event changes nothing.
 //!
+//! An object older than what its page took (a redelivered event, or one whose siblings were
+//! read before a newer upload was imported) replaces nothing: each part of a page records the
+//! `LastModified` of the object it came from (`Notebook::import_page`). An upload of only the
+//! ink (the OCR upload expired after 7 days) updates the ink and keeps the page's OCR, lines
+//! and tasks.
+//!
 //! Outcomes: a bad page (not a PDF, no date, not UTF-8) is [`IngestOutcome::Rejected`], logged
 //! and not retried (it would fail the same way); a failure to read S3 or write the store is an
 //! [`IngestError`], which fails the invocation so that Lambda retries it and, after the retries,
-//! sends the event to the dead-letter queue.
+//! sends the event to the dead-letter queue. Log lines carry the user, the page id and the
+//! file's extension, never the key ([`Ingest::record`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use aws_sdk_s3::operation::get_object::GetObjectError;
+use serde::Serialize;
 
 use crate::domain::UserId;
 use crate::notebook::{
@@ -28,12 +37,14 @@ use crate::notebook::{
 /// The prefix the bucket notification fires on.
 pub const UPLOAD_PREFIX: &str = "uploads/";
 
+/// Why an object could not be imported now (Lambda retries the event). The messages name the
+/// user and the file's extension, never the key: it holds the file's name.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
-    #[error("cannot read s3://{bucket}/{key}")]
+    #[error("cannot read an upload of user {user} (.{ext})")]
     Fetch {
-        bucket: String,
-        key: String,
+        user: UserId,
+        ext: &'static str,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
@@ -44,11 +55,21 @@ pub enum IngestError {
 /// What became of one object.
 #[derive(Debug)]
 pub enum IngestOutcome {
+    /// The page was written, or (`superseded`) already held newer versions of every file.
     Imported(SavedPage),
     /// The page's files are not a valid page; the reason names the file.
     Rejected(ImportFailure),
     /// Not ours to import (another bucket, outside `uploads/{user}/`, not a page file).
-    Ignored(String),
+    Ignored(&'static str),
+}
+
+/// What the objects of one event came to: the function's reply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub imported: usize,
+    pub rejected: usize,
+    /// Uploads older than what their page had taken: nothing written.
+    pub superseded: usize,
 }
 
 /// Imports uploads from one bucket.
@@ -67,23 +88,69 @@ impl Ingest {
         }
     }
 
+    /// Imports one record's object (its key as the event spells it) and logs what became of
+    /// it with ids only: the user, the page id, the file's extension. Never the key, which
+    /// holds the file's name (stored elsewhere only as an HMAC), nor a reason that quotes the
+    /// file. An `Err` is logged here with its cause chain and must fail the invocation.
+    pub async fn record(
+        &self,
+        bucket: &str,
+        key: &str,
+        tally: &mut Tally,
+    ) -> Result<(), IngestError> {
+        let decoded = decode_event_key(key);
+        let ids = parse_upload_key(&decoded).map(|(user, _, ext)| (user, ext));
+        let user = ids.as_ref().map(|(u, _)| u.as_str()).unwrap_or("-");
+        let ext = ids.as_ref().map(|(_, e)| *e).unwrap_or("-");
+        match self.object(bucket, key).await {
+            Ok(IngestOutcome::Imported(page)) if page.superseded => {
+                tally.superseded += 1;
+                tracing::info!(user, ext, page_id = %page.page_id, "upload superseded: the page holds newer files");
+            }
+            Ok(IngestOutcome::Imported(page)) => {
+                tally.imported += 1;
+                tracing::info!(user, ext, page_id = %page.page_id, created = page.created, "page imported");
+            }
+            Ok(IngestOutcome::Rejected(failure)) => {
+                tally.rejected += 1;
+                let at_fault = failure
+                    .path
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .unwrap_or("-");
+                tracing::warn!(
+                    user,
+                    ext,
+                    file = at_fault,
+                    reason = failure.kind.as_str(),
+                    "upload rejected"
+                );
+            }
+            Ok(IngestOutcome::Ignored(why)) => tracing::info!(why, "upload ignored"),
+            Err(e) => {
+                tracing::error!(user, ext, error = %crate::telemetry::chain(&e), "ingest failed");
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// Imports the page the object `key` (as the S3 event spells it: URL-encoded) belongs to.
     pub async fn object(&self, bucket: &str, key: &str) -> Result<IngestOutcome, IngestError> {
         if bucket != self.bucket {
-            return Ok(IngestOutcome::Ignored(format!(
-                "bucket {bucket} is not {}",
-                self.bucket
-            )));
+            return Ok(IngestOutcome::Ignored("not this function's bucket"));
         }
         let key = decode_event_key(key);
         let Some((user, stem, _ext)) = parse_upload_key(&key) else {
-            return Ok(IngestOutcome::Ignored(format!(
-                "{key} is not uploads/{{user}}/{{stem}}.{{pdf|png|md|markdown|txt}}"
-            )));
+            return Ok(IngestOutcome::Ignored(
+                "not uploads/{user}/{stem}.{pdf|png|md|markdown|txt}",
+            ));
         };
         // The object that fired the event must be there; its siblings may not be (yet). They
         // are read at once, and the page is read from them as `nib import` reads its files,
-        // with the keys as the file names (so a bad page names the upload).
+        // with the keys as the file names (so a bad page names the upload) and each object's
+        // `LastModified` as its file's time (so an older object never replaces what the page
+        // took from a newer one).
         let prefix = format!("{UPLOAD_PREFIX}{user}/{stem}.");
         let siblings: Vec<String> = PAGE_EXTENSIONS
             .iter()
@@ -92,7 +159,8 @@ impl Ingest {
         let fetched = futures::future::try_join_all(
             siblings
                 .iter()
-                .map(|sibling| self.fetch(sibling, *sibling == key)),
+                .zip(PAGE_EXTENSIONS)
+                .map(|(sibling, ext)| self.fetch(&user, sibling, ext, *sibling == key)),
         )
         .await?;
         let mut files = PageFiles {
@@ -100,10 +168,10 @@ impl Ingest {
             ..PageFiles::default()
         };
         let mut objects = HashMap::new();
-        for ((sibling, ext), bytes) in siblings.iter().zip(PAGE_EXTENSIONS).zip(fetched) {
-            if let Some(bytes) = bytes {
+        for ((sibling, ext), object) in siblings.iter().zip(PAGE_EXTENSIONS).zip(fetched) {
+            if let Some(object) = object {
                 files.set(ext, PathBuf::from(sibling));
-                objects.insert(PathBuf::from(sibling), bytes);
+                objects.insert(PathBuf::from(sibling), object);
             }
         }
         let draft = match read_page_with(&files, |path| {
@@ -117,21 +185,26 @@ impl Ingest {
         };
         match self.notebook.import_page(&user, draft).await {
             Ok(saved) => Ok(IngestOutcome::Imported(saved)),
-            Err(NotebookError::Invalid(reason)) => Ok(IngestOutcome::Rejected(ImportFailure {
-                path: PathBuf::from(key),
-                reason,
-            })),
+            Err(NotebookError::Invalid(reason)) => {
+                Ok(IngestOutcome::Rejected(ImportFailure::refused(key, reason)))
+            }
             Err(e) => Err(IngestError::Store(e)),
         }
     }
 
-    /// The object's bytes; `None` when it does not exist and `required` is false. Without
-    /// `s3:ListBucket` (ingest's role has none) S3 answers a missing key with 403, not 404, so
-    /// both mean "not uploaded" for a sibling.
-    async fn fetch(&self, key: &str, required: bool) -> Result<Option<Vec<u8>>, IngestError> {
+    /// The object's bytes and `LastModified`; `None` when it does not exist and `required` is
+    /// false. Without `s3:ListBucket` (ingest's role has none) S3 answers a missing key with
+    /// 403, not 404, so both mean "not uploaded" for a sibling.
+    async fn fetch(
+        &self,
+        user: &UserId,
+        key: &str,
+        ext: &'static str,
+        required: bool,
+    ) -> Result<Option<(Vec<u8>, Option<SystemTime>)>, IngestError> {
         let fail = |source: Box<dyn std::error::Error + Send + Sync>| IngestError::Fetch {
-            bucket: self.bucket.clone(),
-            key: key.to_owned(),
+            user: user.clone(),
+            ext,
             source,
         };
         match self
@@ -143,8 +216,9 @@ impl Ingest {
             .await
         {
             Ok(out) => {
+                let modified = out.last_modified.and_then(|t| SystemTime::try_from(t).ok());
                 let bytes = out.body.collect().await.map_err(|e| fail(Box::new(e)))?;
-                Ok(Some(bytes.into_bytes().to_vec()))
+                Ok(Some((bytes.into_bytes().to_vec(), modified)))
             }
             Err(e) if !required && is_absent(&e) => Ok(None),
             Err(e) => Err(fail(Box::new(e))),

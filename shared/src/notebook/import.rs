@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use super::pages::PageDraft;
-use super::records::OcrKind;
+use super::records::{OcrKind, PageSources};
 use super::{Notebook, NotebookError, SavedPage};
 use crate::domain::{Date, UserId};
 
@@ -58,7 +59,49 @@ impl PageFiles {
 pub struct ImportFailure {
     /// The file at fault, or the page's first file when no single file is.
     pub path: PathBuf,
+    /// For the person importing: may quote the file (a front-matter date that is not one).
     pub reason: String,
+    /// The reason without anything from the file, for log lines.
+    pub kind: FailureKind,
+}
+
+/// What kind of failure an [`ImportFailure`] is: a fixed label, safe in a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    Unreadable,
+    BadSignature,
+    NotUtf8,
+    BadDate,
+    NoDate,
+    /// The notebook refused the page (`NotebookError::Invalid`).
+    Refused,
+    /// The page could not be stored (store, keys, assets).
+    NotStored,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Unreadable => "unreadable file",
+            FailureKind::BadSignature => "file content does not match its extension",
+            FailureKind::NotUtf8 => "OCR file is not UTF-8",
+            FailureKind::BadDate => "front-matter date is not a date",
+            FailureKind::NoDate => "no page date",
+            FailureKind::Refused => "page refused",
+            FailureKind::NotStored => "page not stored",
+        }
+    }
+}
+
+impl ImportFailure {
+    /// The notebook refused the page, for `reason` (an `Invalid` message).
+    pub fn refused(path: impl Into<PathBuf>, reason: impl Into<String>) -> ImportFailure {
+        ImportFailure {
+            path: path.into(),
+            reason: reason.into(),
+            kind: FailureKind::Refused,
+        }
+    }
 }
 
 impl std::fmt::Display for ImportFailure {
@@ -154,54 +197,83 @@ fn stem_date(stem: &str) -> Option<Date> {
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 const PDF_MAGIC: &[u8] = b"%PDF-";
 
-fn fail(path: &Path, reason: impl Into<String>) -> ImportFailure {
+fn fail(path: &Path, kind: FailureKind, reason: impl Into<String>) -> ImportFailure {
     ImportFailure {
         path: path.to_owned(),
         reason: reason.into(),
+        kind,
     }
 }
 
-/// Reads and checks a page's files into a draft.
-pub fn read_page(files: &PageFiles) -> Result<PageDraft, ImportFailure> {
-    read_page_with(files, |path| std::fs::read(path))
+/// Why a page without a date is refused.
+pub(super) const NO_DATE: &str =
+    "no page date: add a 'date: YYYY-MM-DD' front-matter line or start the file name with the date";
+
+/// Unix milliseconds of a file's modification time.
+fn unix_millis(t: SystemTime) -> Option<i64> {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    i64::try_from(d.as_millis()).ok()
 }
 
-/// [`read_page`] over files that `load` reads (the `ingest` function's are S3 objects, named
-/// by their keys).
+/// Reads and checks a page's files into a draft, each with its modification time.
+pub fn read_page(files: &PageFiles) -> Result<PageDraft, ImportFailure> {
+    read_page_with(files, |path| {
+        let bytes = std::fs::read(path)?;
+        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        Ok((bytes, modified))
+    })
+}
+
+/// [`read_page`] over files that `load` reads, with when each was written if known (the
+/// `ingest` function's are S3 objects, named by their keys, with their `LastModified`).
 pub fn read_page_with(
     files: &PageFiles,
-    load: impl Fn(&Path) -> std::io::Result<Vec<u8>>,
+    load: impl Fn(&Path) -> std::io::Result<(Vec<u8>, Option<SystemTime>)>,
 ) -> Result<PageDraft, ImportFailure> {
-    let read = |path: &Path| load(path).map_err(|e| fail(path, format!("cannot read: {e}")));
+    let read = |path: &Path| {
+        load(path)
+            .map(|(bytes, modified)| (bytes, modified.and_then(unix_millis)))
+            .map_err(|e| fail(path, FailureKind::Unreadable, format!("cannot read: {e}")))
+    };
     // Ink files must be what their extension says: a mislabelled file fails its page.
     let ink = |path: &Option<PathBuf>,
                magic: &[u8],
                what: &str|
-     -> Result<Option<Vec<u8>>, ImportFailure> {
-        let Some(p) = path else { return Ok(None) };
-        let bytes = read(p)?;
+     -> Result<(Option<Vec<u8>>, Option<i64>), ImportFailure> {
+        let Some(p) = path else {
+            return Ok((None, None));
+        };
+        let (bytes, modified) = read(p)?;
         if !bytes.starts_with(magic) {
-            return Err(fail(p, format!("not a {what} file (bad signature)")));
+            return Err(fail(
+                p,
+                FailureKind::BadSignature,
+                format!("not a {what} file (bad signature)"),
+            ));
         }
-        Ok(Some(bytes))
+        Ok((Some(bytes), modified))
     };
-    let pdf = ink(&files.pdf, PDF_MAGIC, "PDF")?;
-    let png = ink(&files.png, PNG_MAGIC, "PNG")?;
+    let (pdf, pdf_modified) = ink(&files.pdf, PDF_MAGIC, "PDF")?;
+    let (png, png_modified) = ink(&files.png, PNG_MAGIC, "PNG")?;
     let ocr_file = files
         .md
         .as_ref()
         .map(|p| (OcrKind::Markdown, p))
         .or(files.txt.as_ref().map(|p| (OcrKind::Text, p)));
     let mut date = None;
+    let mut ocr_modified = None;
     let ocr = match ocr_file {
         Some((kind, path)) => {
-            let bytes = read(path)?;
-            let text = String::from_utf8(bytes).map_err(|_| fail(path, "not UTF-8 text"))?;
+            let (bytes, modified) = read(path)?;
+            ocr_modified = modified;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| fail(path, FailureKind::NotUtf8, "not UTF-8 text"))?;
             let (fm_date, body) = front_matter(&text);
             if let Some(value) = fm_date {
                 date = Some(Date::parse(value).map_err(|_| {
                     fail(
                         path,
+                        FailureKind::BadDate,
                         format!("front matter date '{value}' is not a date written YYYY-MM-DD"),
                     )
                 })?);
@@ -210,22 +282,23 @@ pub fn read_page_with(
         }
         None => None,
     };
-    let first = files.first_file();
-    let date = match date.or_else(|| stem_date(&files.stem)) {
-        Some(d) => d,
-        None => {
-            return Err(fail(
-                &first,
-                "no page date: add a 'date: YYYY-MM-DD' front-matter line or start the file name with the date",
-            ));
-        }
-    };
+    let date = date.or_else(|| stem_date(&files.stem));
+    // Ink alone may lack a date: it can still update the page its stem names (the notebook
+    // refuses it for a new page). OCR without a date is a page nobody can place.
+    if date.is_none() && ocr.is_some() {
+        return Err(fail(&files.first_file(), FailureKind::NoDate, NO_DATE));
+    }
     Ok(PageDraft {
         date,
         stem: files.stem.clone(),
         ocr,
         pdf,
         png,
+        sources: PageSources {
+            ocr: ocr_modified,
+            pdf: pdf_modified,
+            png: png_modified,
+        },
     })
 }
 
@@ -239,11 +312,16 @@ impl Notebook {
         let draft = read_page(files)?;
         let first = files.first_file();
         self.import_page(user, draft).await.map_err(|e| match e {
-            NotebookError::Invalid(reason) => fail(&first, reason),
+            NotebookError::Invalid(reason) => ImportFailure::refused(&first, reason),
             other => {
+                // The caller shows the file's name; the log line has ids only.
                 let chain = crate::telemetry::chain(&other);
-                tracing::error!(error = %chain, file = %first.display(), "import failed");
-                fail(&first, format!("could not be stored: {chain}"))
+                tracing::error!(error = %chain, user = %user, "import failed");
+                fail(
+                    &first,
+                    FailureKind::NotStored,
+                    format!("could not be stored: {chain}"),
+                )
             }
         })
     }

@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
+use super::import::NO_DATE;
 use super::records::{
-    self, OcrKind, PageHead, PageListing, PageRecord, StatsRecord, StemRecord, StoredLine,
-    TaskKeyRecord, TaskRecord, TaskStatusRecord, decode, encode, page_gsi_sk, page_sk,
+    self, OcrKind, PageHead, PageListing, PageRecord, PageSources, StatsRecord, StemRecord,
+    StoredLine, TaskKeyRecord, TaskRecord, TaskStatusRecord, decode, encode, page_gsi_sk, page_sk,
     pages_partition, stem_sk, task_gsi_sk, task_sk, taskkey_sk, tasks_partition, user_pk,
 };
 use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, search};
@@ -21,12 +22,16 @@ use crate::ports::{AssetKind, Cond, Item, MAX_TRANSACTION_ITEMS, Query, StoreErr
 /// A page as imported from files.
 #[derive(Debug, Clone)]
 pub struct PageDraft {
-    pub date: Date,
+    /// From the OCR file's front matter, else the stem. `None` only for ink whose stem carries
+    /// no date: it may update the page of its stem, not start one.
+    pub date: Option<Date>,
     /// The file stem the page was imported under (kept only as a blind hash).
     pub stem: String,
     pub ocr: Option<(OcrKind, String)>,
     pub pdf: Option<Vec<u8>>,
     pub png: Option<Vec<u8>>,
+    /// When each of those files was written.
+    pub sources: PageSources,
 }
 
 /// What an import did.
@@ -37,6 +42,66 @@ pub struct SavedPage {
     pub created: bool,
     pub lines: usize,
     pub tasks: usize,
+    /// The page had taken every file of the draft from a newer one: nothing was written.
+    pub superseded: bool,
+}
+
+/// Which files of a draft a page takes: each one the draft has, unless the page took that part
+/// from a newer file ([`PageSources::newer_or_same`]). A draft without OCR takes no OCR: the
+/// page keeps its text, its lines and so its tasks, and only its ink changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Take {
+    ocr: bool,
+    pdf: bool,
+    png: bool,
+}
+
+impl Take {
+    fn of(draft: &PageDraft, page: Option<&LoadedPage>) -> Take {
+        let taken = page.map(|p| p.record.sources).unwrap_or_default();
+        let newer = PageSources::newer_or_same;
+        Take {
+            ocr: draft.ocr.is_some() && newer(draft.sources.ocr, taken.ocr),
+            pdf: draft.pdf.is_some() && newer(draft.sources.pdf, taken.pdf),
+            png: draft.png.is_some() && newer(draft.sources.png, taken.png),
+        }
+    }
+
+    fn ink(self, kind: AssetKind) -> bool {
+        match kind {
+            AssetKind::Pdf => self.pdf,
+            AssetKind::Png => self.png,
+        }
+    }
+
+    fn nothing(self) -> bool {
+        !(self.ocr || self.pdf || self.png)
+    }
+}
+
+const INK: [AssetKind; 2] = [AssetKind::Pdf, AssetKind::Png];
+
+fn has_ink(record: &PageRecord, kind: AssetKind) -> bool {
+    match kind {
+        AssetKind::Pdf => record.has_pdf,
+        AssetKind::Png => record.has_png,
+    }
+}
+
+fn ink_source(sources: &PageSources, kind: AssetKind) -> Option<i64> {
+    match kind {
+        AssetKind::Pdf => sources.pdf,
+        AssetKind::Png => sources.png,
+    }
+}
+
+impl PageDraft {
+    fn ink(&self, kind: AssetKind) -> Option<&Vec<u8>> {
+        match kind {
+            AssetKind::Pdf => self.pdf.as_ref(),
+            AssetKind::Png => self.png.as_ref(),
+        }
+    }
 }
 
 /// One row of `list_pages`.
@@ -117,6 +182,11 @@ pub(super) struct LoadedPage {
 
 impl Notebook {
     /// Imports one page (or updates the page imported before under the same stem).
+    ///
+    /// A file never replaces what the page took from a newer one (`draft.sources` against the
+    /// page's), and a draft without OCR leaves the page's OCR, lines and tasks as they are: a
+    /// later upload of only the ink (the OCR upload expired), a redelivered event that read
+    /// stale siblings, or `nib import` of a folder with only the ink update the ink alone.
     pub async fn import_page(
         &self,
         user: &UserId,
@@ -130,11 +200,30 @@ impl Notebook {
             None => None,
         };
         let page_id = known.clone().unwrap_or_default();
-        // Ink goes first: an asset without its page is invisible and is overwritten on retry,
-        // while a page without its asset would hand out a broken link.
-        for (kind, bytes) in [(AssetKind::Pdf, &draft.pdf), (AssetKind::Png, &draft.png)] {
-            if let Some(bytes) = bytes {
+        let mut existing = match &known {
+            Some(id) => self.load_page(user, &keys, id).await?,
+            None => None,
+        };
+        if existing.is_none() && draft.date.is_none() {
+            return Err(NotebookError::Invalid(NO_DATE.into()));
+        }
+        if let Some(page) = &existing
+            && Take::of(&draft, Some(page)).nothing()
+        {
+            return self.superseded(user, &keys, page);
+        }
+        // Ink of a kind the page does not have yet goes first: an asset without its page is
+        // invisible and is overwritten on retry, while a page without its asset would hand out
+        // a broken link. Ink replacing ink goes after the commit (below).
+        let take = Take::of(&draft, existing.as_ref());
+        let mut put_first = Vec::new();
+        for kind in INK {
+            if let Some(bytes) = draft.ink(kind)
+                && take.ink(kind)
+                && !existing.as_ref().is_some_and(|p| has_ink(&p.record, kind))
+            {
                 self.assets.put(user, &page_id, kind, bytes.clone()).await?;
+                put_first.push(kind);
             }
         }
         let parsed = match &draft.ocr {
@@ -142,37 +231,84 @@ impl Notebook {
             None => Vec::new(),
         };
         for attempt in 0..MAX_ATTEMPTS {
-            let existing = self.load_page(user, &keys, &page_id).await?;
-            let old_lines = match &existing {
-                Some(p) => self.open_lines(user, &keys, &p.record)?,
-                None => Vec::new(),
+            if attempt > 0 {
+                existing = self.load_page(user, &keys, &page_id).await?;
+            }
+            let take = Take::of(&draft, existing.as_ref());
+            if put_first.iter().any(|kind| !take.ink(*kind)) {
+                // A newer file of that kind was committed since our put, which may have
+                // replaced its bytes with ours: the caller must read its files again.
+                return Err(NotebookError::Contention);
+            }
+            if let Some(page) = &existing
+                && take.nothing()
+            {
+                return self.superseded(user, &keys, page);
+            }
+            let (date, ocr, lines) = match &existing {
+                // The page keeps its OCR, its lines (with their tasks) and its date.
+                Some(p) if !take.ocr => {
+                    let ocr = self.open_ocr(user, &keys, &p.record)?;
+                    let lines = self.open_lines(user, &keys, &p.record)?;
+                    (p.record.date, p.record.ocr_kind.zip(ocr), lines)
+                }
+                _ => {
+                    let mut lines: Vec<StoredLine> = parsed
+                        .iter()
+                        .map(|l| StoredLine {
+                            line_id: l.line_id.clone(),
+                            text: l.text.clone(),
+                            section: l.section.clone(),
+                            notation: l.notation,
+                            page_status: l.page_status,
+                            task_link_id: None,
+                            digital: false,
+                        })
+                        .collect();
+                    // Lines added by create_task are not in the files: keep them across
+                    // re-imports.
+                    if let Some(p) = &existing {
+                        let old = self.open_lines(user, &keys, &p.record)?;
+                        lines.extend(old.into_iter().filter(|l| l.digital));
+                    }
+                    let date = draft
+                        .date
+                        .or(existing.as_ref().map(|p| p.record.date))
+                        .ok_or_else(|| NotebookError::Invalid(NO_DATE.into()))?;
+                    (date, draft.ocr.clone(), lines)
+                }
             };
-            let mut lines: Vec<StoredLine> = parsed
-                .iter()
-                .map(|l| StoredLine {
-                    line_id: l.line_id.clone(),
-                    text: l.text.clone(),
-                    section: l.section.clone(),
-                    notation: l.notation,
-                    page_status: l.page_status,
-                    task_link_id: None,
-                    digital: false,
-                })
+            let taken = existing
+                .as_ref()
+                .map(|p| p.record.sources)
+                .unwrap_or_default();
+            let sources = PageSources {
+                ocr: if take.ocr {
+                    draft.sources.ocr
+                } else {
+                    taken.ocr
+                },
+                pdf: if take.pdf {
+                    draft.sources.pdf
+                } else {
+                    taken.pdf
+                },
+                png: if take.png {
+                    draft.sources.png
+                } else {
+                    taken.png
+                },
+            };
+            let had = |kind| existing.as_ref().is_some_and(|p| has_ink(&p.record, kind));
+            let put_after: Vec<AssetKind> = INK
+                .into_iter()
+                .filter(|k| take.ink(*k) && had(*k))
                 .collect();
-            // Lines added by create_task are not in the files: keep them across re-imports.
-            lines.extend(old_lines.into_iter().filter(|l| l.digital));
-            let (has_pdf, has_png) = match &existing {
-                Some(p) => (
-                    p.record.has_pdf || draft.pdf.is_some(),
-                    p.record.has_png || draft.png.is_some(),
-                ),
-                None => (draft.pdf.is_some(), draft.png.is_some()),
-            };
             let content = PageContent {
-                date: draft.date,
-                has_pdf,
-                has_png,
-                ocr: draft.ocr.clone(),
+                date,
+                has_pdf: had(AssetKind::Pdf) || take.pdf,
+                has_png: had(AssetKind::Png) || take.png,
+                ocr,
                 lines,
                 stem: Some(stem.clone()),
                 new_task: None,
@@ -185,15 +321,25 @@ impl Notebook {
                 .count();
             let line_count = content.lines.len();
             match self
-                .commit_page(user, &keys, &page_id, existing, content)
+                .commit_page_with(
+                    user,
+                    &keys,
+                    &page_id,
+                    existing.take(),
+                    content,
+                    Some(sources),
+                )
                 .await
             {
                 Ok(c) => {
+                    self.put_after_commit(user, &keys, &page_id, &draft, &put_after)
+                        .await?;
                     return Ok(SavedPage {
                         page_id,
                         created: c.created,
                         lines: line_count,
                         tasks: task_count,
+                        superseded: false,
                     });
                 }
                 Err(e) if is_retryable(&e) => backoff(attempt).await,
@@ -201,6 +347,64 @@ impl Notebook {
             }
         }
         Err(NotebookError::Contention)
+    }
+
+    /// Ink that replaces ink the page had, written once the page records its file's time. Two
+    /// imports of one page may race (two events of one stem): whichever put comes last wins
+    /// the bytes, so after putting, the page must still record this file as the newest of its
+    /// kind, else a newer one was committed meanwhile and our put may have replaced its bytes
+    /// (`Contention`: the caller reads its files again, and then puts the newest). The import
+    /// that took the newest file always puts after its commit, so any put that lands after it
+    /// belongs to an import that then sees the newer time and fails here.
+    async fn put_after_commit(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        page_id: &PageId,
+        draft: &PageDraft,
+        kinds: &[AssetKind],
+    ) -> Result<(), NotebookError> {
+        if kinds.is_empty() {
+            return Ok(());
+        }
+        for kind in kinds {
+            if let Some(bytes) = draft.ink(*kind) {
+                self.assets.put(user, page_id, *kind, bytes.clone()).await?;
+            }
+        }
+        let Some(page) = self.load_page(user, keys, page_id).await? else {
+            return Ok(());
+        };
+        let overtaken = kinds.iter().any(|kind| {
+            !PageSources::newer_or_same(
+                ink_source(&draft.sources, *kind),
+                ink_source(&page.record.sources, *kind),
+            )
+        });
+        if overtaken {
+            return Err(NotebookError::Contention);
+        }
+        Ok(())
+    }
+
+    /// What an import that changes nothing reports: the page as it is.
+    fn superseded(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        page: &LoadedPage,
+    ) -> Result<SavedPage, NotebookError> {
+        let lines = self.open_lines(user, keys, &page.record)?;
+        Ok(SavedPage {
+            page_id: page.record.page_id.clone(),
+            created: false,
+            lines: lines.len(),
+            tasks: lines
+                .iter()
+                .filter(|l| l.notation == Notation::Task)
+                .count(),
+            superseded: true,
+        })
     }
 
     pub(super) async fn load_page(
@@ -256,7 +460,22 @@ impl Notebook {
         keys: &UserKeys,
         page_id: &PageId,
         existing: Option<LoadedPage>,
+        content: PageContent,
+    ) -> Result<Committed, NotebookError> {
+        self.commit_page_with(user, keys, page_id, existing, content, None)
+            .await
+    }
+
+    /// [`Notebook::commit_page`], recording `sources` as the times of the page's files
+    /// (`None`: the page keeps those it had).
+    async fn commit_page_with(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        page_id: &PageId,
+        existing: Option<LoadedPage>,
         mut content: PageContent,
+        sources: Option<PageSources>,
     ) -> Result<Committed, NotebookError> {
         let pk = user_pk(user);
         let now = self.clock.unix();
@@ -519,6 +738,9 @@ impl Notebook {
             rev,
             created_at: existing.as_ref().map_or(now, |p| p.record.created_at),
             updated_at: now,
+            sources: sources
+                .or_else(|| existing.as_ref().map(|p| p.record.sources))
+                .unwrap_or_default(),
         };
         let (cond, version) = match &existing {
             Some(p) => (Cond::Version(p.item.version), p.item.version + 1),
@@ -795,4 +1017,364 @@ fn open_page_ocr(
             records::open_string(keys, user, &user_pk(user), &page_sk(page_id), "ocr", sealed)
         })
         .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::adapters::embedded::EmbeddedStore;
+    use crate::adapters::local_keys::LocalKeys;
+    use crate::crypto::Vault;
+    use crate::notebook::{NotebookConfig, TaskFilter};
+    use crate::ports::{Assets, AssetsError, Store, SystemClock};
+
+    type Hook = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
+
+    /// Page ink in memory: the last bytes put per page and kind. A `hook` runs once, inside
+    /// the next put, before that put's bytes land (to stage a race).
+    #[derive(Default)]
+    struct Ink {
+        files: Mutex<HashMap<(PageId, AssetKind), Vec<u8>>>,
+        hook: Mutex<Option<Hook>>,
+    }
+
+    impl Ink {
+        fn bytes(&self, page: &PageId, kind: AssetKind) -> Option<Vec<u8>> {
+            self.files
+                .lock()
+                .unwrap()
+                .get(&(page.clone(), kind))
+                .cloned()
+        }
+    }
+
+    #[async_trait]
+    impl Assets for Ink {
+        async fn put(
+            &self,
+            _user: &UserId,
+            page: &PageId,
+            kind: AssetKind,
+            bytes: Vec<u8>,
+        ) -> Result<(), AssetsError> {
+            let hook = self.hook.lock().unwrap().take();
+            if let Some(hook) = hook {
+                hook().await;
+            }
+            self.files
+                .lock()
+                .unwrap()
+                .insert((page.clone(), kind), bytes);
+            Ok(())
+        }
+
+        async fn signed_url(
+            &self,
+            _user: &UserId,
+            page: &PageId,
+            kind: AssetKind,
+            _ttl_seconds: u64,
+        ) -> Result<String, AssetsError> {
+            Ok(format!("ink:{page}.{}", kind.ext()))
+        }
+    }
+
+    struct Fixture {
+        notebook: Arc<Notebook>,
+        store: Arc<dyn Store>,
+        ink: Arc<Ink>,
+        user: UserId,
+        _dir: tempfile::TempDir,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::in_memory());
+        let keys = Arc::new(LocalKeys::open_or_create(&dir.path().join("master.key")).unwrap());
+        let vault = Arc::new(Vault::new(
+            store.clone(),
+            keys,
+            16,
+            Duration::from_secs(3600),
+        ));
+        let ink = Arc::new(Ink::default());
+        let notebook = Arc::new(Notebook::new(
+            store.clone(),
+            vault,
+            ink.clone(),
+            Arc::new(SystemClock),
+            NotebookConfig::default(),
+        ));
+        Fixture {
+            notebook,
+            store,
+            ink,
+            user: UserId::parse("default").unwrap(),
+            _dir: dir,
+        }
+    }
+
+    const PAGE: &str = "## Tasks\n- [ ] Call the printer\n## Notes\n- Met with Dana\n";
+
+    /// A draft of the stem `2026-06-19`: each file with the time it was written (ms).
+    fn draft(
+        md: Option<(&str, i64)>,
+        pdf: Option<(&[u8], i64)>,
+        png: Option<(&[u8], i64)>,
+    ) -> PageDraft {
+        PageDraft {
+            date: Some(Date::parse("2026-06-19").unwrap()),
+            stem: "2026-06-19".into(),
+            ocr: md.map(|(m, _)| (OcrKind::Markdown, m.to_owned())),
+            pdf: pdf.map(|(b, _)| b.to_vec()),
+            png: png.map(|(b, _)| b.to_vec()),
+            sources: PageSources {
+                ocr: md.map(|(_, at)| at),
+                pdf: pdf.map(|(_, at)| at),
+                png: png.map(|(_, at)| at),
+            },
+        }
+    }
+
+    impl Fixture {
+        async fn import(&self, draft: PageDraft) -> SavedPage {
+            self.notebook.import_page(&self.user, draft).await.unwrap()
+        }
+
+        async fn page(&self, id: &PageId) -> PageView {
+            self.notebook.get_page(&self.user, id).await.unwrap()
+        }
+
+        async fn sources(&self, id: &PageId) -> PageSources {
+            let item = self
+                .store
+                .get(&user_pk(&self.user), &page_sk(id))
+                .await
+                .unwrap()
+                .unwrap();
+            decode::<PageRecord>("page", &item.body).unwrap().sources
+        }
+
+        fn ink(&self, id: &PageId, kind: AssetKind) -> Vec<u8> {
+            self.ink.bytes(id, kind).unwrap_or_default()
+        }
+    }
+
+    fn texts(page: &PageView) -> Vec<(String, Option<TaskStatus>)> {
+        page.lines
+            .iter()
+            .map(|l| (l.text.clone(), l.status))
+            .collect()
+    }
+
+    /// Trigger (b) at the notebook: each part of a page is replaced only by a file at least as
+    /// new as the one it was taken from.
+    #[tokio::test]
+    async fn an_older_file_never_replaces_what_the_page_took() {
+        let f = fixture();
+        let saved = f
+            .import(draft(Some((PAGE, 2000)), Some((b"pdf-2", 2000)), None))
+            .await;
+        assert!(saved.created && !saved.superseded);
+        let id = saved.page_id;
+
+        // Every file older than what the page took: nothing is written.
+        let stale = "## Notes\n- an older scan\n";
+        let again = f
+            .import(draft(Some((stale, 1000)), Some((b"pdf-1", 1000)), None))
+            .await;
+        assert!(again.superseded && !again.created, "{again:?}");
+        assert_eq!((again.lines, again.tasks), (saved.lines, saved.tasks));
+        assert_eq!(f.page(&id).await.ocr_markdown.as_deref(), Some(PAGE));
+        assert_eq!(f.ink(&id, AssetKind::Pdf), b"pdf-2");
+
+        // Stale siblings beside a new file (an event that read them before a newer upload was
+        // imported): the new file is taken, the stale ones are not.
+        let mixed = f
+            .import(draft(
+                Some((stale, 1000)),
+                Some((b"pdf-1", 1000)),
+                Some((b"png-3", 3000)),
+            ))
+            .await;
+        assert!(!mixed.superseded);
+        let page = f.page(&id).await;
+        assert_eq!(page.ocr_markdown.as_deref(), Some(PAGE));
+        assert!(page.png_url.is_some() && page.pdf_url.is_some());
+        assert_eq!(f.ink(&id, AssetKind::Png), b"png-3");
+        assert_eq!(f.ink(&id, AssetKind::Pdf), b"pdf-2");
+        let taken = PageSources {
+            ocr: Some(2000),
+            pdf: Some(2000),
+            png: Some(3000),
+        };
+        assert_eq!(f.sources(&id).await, taken);
+
+        // The same file again (a redelivered event) is taken again; a newer one replaces.
+        assert!(
+            !f.import(draft(Some((PAGE, 2000)), None, None))
+                .await
+                .superseded
+        );
+        let newer = "## Tasks\n- [ ] Call the printer\n- [ ] Order toner\n";
+        let saved = f.import(draft(Some((newer, 4000)), None, None)).await;
+        assert_eq!(saved.tasks, 2);
+        assert_eq!(f.page(&id).await.ocr_markdown.as_deref(), Some(newer));
+        assert_eq!(f.sources(&id).await.ocr, Some(4000));
+        // A create_task write keeps the times.
+        f.notebook
+            .create_task(
+                &f.user,
+                Date::parse("2026-06-19").unwrap(),
+                "Book the venue",
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            f.sources(&id).await,
+            PageSources {
+                ocr: Some(4000),
+                ..taken
+            }
+        );
+    }
+
+    /// Trigger (a)/(c) at the notebook: a draft with only ink changes only the ink.
+    #[tokio::test]
+    async fn ink_alone_keeps_the_pages_ocr_lines_and_tasks() {
+        let f = fixture();
+        let id = f
+            .import(draft(Some((PAGE, 1000)), Some((b"pdf-1", 1000)), None))
+            .await
+            .page_id;
+        let task_line = |page: &PageView| {
+            page.lines
+                .iter()
+                .find(|l| l.notation == Notation::Task)
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(task_line(&f.page(&id).await).text, "Call the printer");
+        let tasks = f
+            .notebook
+            .list_tasks(&f.user, TaskFilter::All, None, 10)
+            .await
+            .unwrap();
+        let task_id = tasks[0].task_link_id.clone();
+        f.notebook
+            .update_task_status(&f.user, &task_id, TaskStatus::Done)
+            .await
+            .unwrap();
+        let before = f.page(&id).await;
+
+        let saved = f.import(draft(None, Some((b"pdf-2", 2000)), None)).await;
+        assert!(!saved.created && !saved.superseded);
+        assert_eq!((saved.lines, saved.tasks), (before.lines.len(), 1));
+        let after = f.page(&id).await;
+        assert_eq!(after.ocr_markdown, before.ocr_markdown);
+        assert_eq!(texts(&after), texts(&before));
+        assert_eq!(task_line(&after).status, Some(TaskStatus::Done));
+        assert_eq!(after.date, before.date);
+        let tasks = f
+            .notebook
+            .list_tasks(&f.user, TaskFilter::All, None, 10)
+            .await
+            .unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(
+            tasks[0].task_link_id, task_id,
+            "the same task, with its history"
+        );
+        assert_eq!(tasks[0].status, TaskStatus::Done);
+        assert_eq!(f.ink(&id, AssetKind::Pdf), b"pdf-2", "the ink did change");
+        assert_eq!(f.sources(&id).await.ocr, Some(1000));
+        assert_eq!(f.sources(&id).await.pdf, Some(2000));
+    }
+
+    /// Ink of a stem without a date may update the page of its stem (which keeps its date),
+    /// and starts no page.
+    #[tokio::test]
+    async fn undated_ink_updates_its_page_and_starts_none() {
+        let f = fixture();
+        let undated = |pdf: &[u8], stem: &str| PageDraft {
+            date: None,
+            stem: stem.into(),
+            ..draft(None, Some((pdf, 2000)), None)
+        };
+        let err = f
+            .notebook
+            .import_page(&f.user, undated(b"pdf", "scan"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, NotebookError::Invalid(ref m) if m.starts_with("no page date")));
+        assert!(
+            f.notebook
+                .list_pages(&f.user, None, None, 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        let mut dated = draft(Some((PAGE, 1000)), None, None);
+        dated.stem = "scan".into();
+        dated.date = Some(Date::parse("2026-05-01").unwrap());
+        let id = f.import(dated).await.page_id;
+        let saved = f.import(undated(b"pdf-2", "scan")).await;
+        assert_eq!(saved.page_id, id);
+        let page = f.page(&id).await;
+        assert_eq!(page.date.to_string(), "2026-05-01");
+        assert!(page.pdf_url.is_some() && page.ocr_markdown.is_some());
+        assert_eq!(f.ink(&id, AssetKind::Pdf), b"pdf-2");
+    }
+
+    /// Two imports of one page race: the older one's ink put lands after the newer one's
+    /// whole import. The older one must not report success with its stale bytes in place: it
+    /// fails with `Contention` (ingest then fails the invocation, Lambda retries it, and the
+    /// retry reads the objects again), and the retry puts the newest bytes.
+    #[tokio::test]
+    async fn an_ink_put_overtaken_by_a_newer_import_fails_for_a_retry() {
+        let f = fixture();
+        let id = f
+            .import(draft(Some((PAGE, 500)), Some((b"pdf-0", 500)), None))
+            .await
+            .page_id;
+        let newest = draft(None, Some((b"pdf-2", 2000)), None);
+        let (notebook, user, racer) = (f.notebook.clone(), f.user.clone(), newest.clone());
+        let raced = Arc::new(Mutex::new(None));
+        let outcome = raced.clone();
+        *f.ink.hook.lock().unwrap() = Some(Box::new(move || {
+            Box::pin(async move {
+                let saved = notebook.import_page(&user, racer).await;
+                *outcome.lock().unwrap() = Some(saved.map(|s| s.superseded));
+            })
+        }));
+
+        let older = f
+            .notebook
+            .import_page(&f.user, draft(None, Some((b"pdf-1", 1000)), None))
+            .await;
+        assert_eq!(
+            raced.lock().unwrap().take().map(|r| r.unwrap()),
+            Some(false),
+            "the newer import ran inside the older one's put, and won"
+        );
+        assert!(matches!(older, Err(NotebookError::Contention)), "{older:?}");
+        assert_eq!(
+            f.ink(&id, AssetKind::Pdf),
+            b"pdf-1",
+            "the stale put landed last"
+        );
+        // The retry reads the files again: the newest.
+        assert!(!f.import(newest).await.superseded);
+        assert_eq!(f.ink(&id, AssetKind::Pdf), b"pdf-2");
+        assert_eq!(f.sources(&id).await.pdf, Some(2000));
+    }
 }

@@ -115,6 +115,36 @@ pub struct PageRecord {
     pub rev: u32,
     pub created_at: i64,
     pub updated_at: i64,
+    /// When the files the page's parts were last taken from were written, so that an older
+    /// file never replaces what the page took from a newer one. Absent in records written
+    /// before (then any file is taken).
+    #[serde(default)]
+    pub sources: PageSources,
+}
+
+/// Per part of a page (its OCR, each ink file), when the file it was taken from was written:
+/// unix milliseconds of the object's `LastModified` (ingest) or the file's mtime (`nib
+/// import`). `None`: not known (a page written before these were kept, or a part it never had).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageSources {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ocr: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdf: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub png: Option<i64>,
+}
+
+impl PageSources {
+    /// Whether a file written at `file` may replace a part taken from one written at `taken`:
+    /// unless both are known and the file is older. The same time is taken again (a redelivered
+    /// upload, or two writes within the same second of S3's `LastModified`).
+    pub fn newer_or_same(file: Option<i64>, taken: Option<i64>) -> bool {
+        match (file, taken) {
+            (Some(file), Some(taken)) => file >= taken,
+            _ => true,
+        }
+    }
 }
 
 /// What reads of a page item need: its body without the index terms. Those (a blind hash per

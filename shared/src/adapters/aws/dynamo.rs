@@ -41,7 +41,8 @@
 //! Nothing here scans the table.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -54,7 +55,9 @@ use aws_sdk_dynamodb::types::{
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as CURSOR;
 
-use crate::ports::{Cond, Index, Item, Query, QueryPage, Store, StoreError, Write};
+use crate::ports::{
+    Clock, Cond, Index, Item, Query, QueryPage, Store, StoreError, SystemClock, Write,
+};
 
 /// The name of the secondary index.
 pub const GSI1: &str = "gsi1";
@@ -76,10 +79,21 @@ const BATCH_GET_ATTEMPTS: u32 = 8;
 const INCREMENT_ATTEMPTS: usize = 8;
 
 /// The store over one table, through a shared SDK client. Cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DynamoStore {
     client: Client,
     table: String,
+    /// The time expiry is judged by ([`crate::ports::is_live`]): the `:now` of conditions and
+    /// filters, and the check on items read back.
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for DynamoStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamoStore")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
 }
 
 impl DynamoStore {
@@ -87,7 +101,14 @@ impl DynamoStore {
         DynamoStore {
             client,
             table: table.into(),
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// The same store, judging expiry by `clock` (the system clock by default).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> DynamoStore {
+        self.clock = clock;
+        self
     }
 
     pub fn table(&self) -> &str {
@@ -163,15 +184,10 @@ where
 
 // ---- Items ----------------------------------------------------------------------------------
 
-fn now_unix() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
+/// The port's one expiry rule ([`crate::ports::is_live`]), which the condition expressions
+/// below spell in DynamoDB's terms (`#exp > :now` live, `#exp <= :now` gone).
 fn is_live(item: &Item, now: i64) -> bool {
-    item.expires_at.is_none_or(|at| at > now)
+    item.is_live(now)
 }
 
 fn s(value: &str) -> AttributeValue {
@@ -795,7 +811,7 @@ impl Store for DynamoStore {
             .send()
             .await
             .map_err(read_error)?;
-        let now = now_unix();
+        let now = self.clock.unix();
         match out.item {
             Some(attrs) => Ok(Some(from_attributes(&attrs)?).filter(|i| is_live(i, now))),
             None => Ok(None),
@@ -821,7 +837,7 @@ impl Store for DynamoStore {
                 found.insert((item.pk.clone(), item.sk.clone()), item);
             }
         }
-        let now = now_unix();
+        let now = self.clock.unix();
         Ok(keys
             .iter()
             .map(|k| found.get(k).filter(|i| is_live(i, now)).cloned())
@@ -849,7 +865,7 @@ impl Store for DynamoStore {
             Index::Gsi1 => (GSI1PK, GSI1SK, Some(GSI1)),
         };
         let mut e = range.key_condition(partition_attr, sort_attr, &q.partition);
-        let now = now_unix();
+        let now = self.clock.unix();
         e.name("#exp", EXPIRES_AT).value(":now", n(now));
         let out = self
             .client
@@ -889,7 +905,7 @@ impl Store for DynamoStore {
 
     async fn transact(&self, mut writes: Vec<Write>) -> Result<(), StoreError> {
         crate::ports::validate_writes(&writes)?;
-        let now = now_unix();
+        let now = self.clock.unix();
         match writes.len() {
             0 => Ok(()),
             1 if !matches!(writes[0], Write::Check { .. }) => {
@@ -908,7 +924,7 @@ impl Store for DynamoStore {
     ) -> Result<u64, StoreError> {
         crate::ports::validate_key(pk, sk)?;
         for _ in 0..INCREMENT_ATTEMPTS {
-            let now = now_unix();
+            let now = self.clock.unix();
             if let Some(count) = self
                 .add_to_live_counter(pk, sk, by, expires_at, now)
                 .await?

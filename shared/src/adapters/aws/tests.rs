@@ -88,13 +88,13 @@ macro_rules! assert_calls {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamo_store_conforms_to_the_store_suite() {
     let emulator = emulator().await;
-    store_suite::run_all(|| {
+    store_suite::run_all(|clock| {
         // The suite's factory is synchronous; each check gets its own new table.
         tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(async {
                 let config = emulator.fresh().await.unwrap();
                 let clients = AwsClients::connect(&config).await;
-                Arc::new(clients.store(&config)) as Arc<dyn Store>
+                Arc::new(clients.store(&config).with_clock(clock)) as Arc<dyn Store>
             })
         })
     })
@@ -898,5 +898,90 @@ mod signing {
         assert_ne!(kms.signer.public_key(), first.signer.public_key());
         // The CSRF key still comes from the wrapped secret.
         assert_eq!(*kms.csrf_key, *first.csrf_key);
+    }
+}
+
+// ---- The ingest function --------------------------------------------------------------------
+
+/// Ingest's log lines name the user, the page and the file's extension, never the upload's key
+/// (it holds the file's name, which the store keeps only as an HMAC): not for an import, a
+/// rejected upload or a failed read, and not at `RUST_LOG=trace` either, where the SDK would
+/// log every request with its URL (the object key) and the function's runtime every raw event.
+#[tokio::test]
+async fn ingest_logs_ids_never_the_file_name() {
+    use crate::functions::ingest::{Ingest, Tally};
+    use crate::telemetry::{CapturedLogs, subscriber};
+
+    let (config, clients) = fresh().await;
+    let notebook = crate::functions::notebook(&config, &clients).unwrap();
+    let ingest = Ingest::new(notebook.clone(), clients.s3.clone(), &config.bucket);
+    let upload = |key: &'static str, body: &'static [u8]| {
+        let (s3, bucket) = (clients.s3.clone(), config.bucket.clone());
+        async move {
+            s3.put_object()
+                .bucket(bucket)
+                .key(key)
+                .body(body.to_vec().into())
+                .send()
+                .await
+                .unwrap();
+        }
+    };
+    upload(
+        "uploads/default/2026-06-19 zebra costume fitting.md",
+        b"## Tasks\n- [ ] Call the printer\n",
+    )
+    .await;
+    upload(
+        "uploads/default/2026-06-20 bank statement.pdf",
+        b"not a pdf",
+    )
+    .await;
+
+    let logs = CapturedLogs::default();
+    let guard = tracing::subscriber::set_default(subscriber(Some("trace"), true, logs.clone()));
+    let mut tally = Tally::default();
+    // Event keys are URL-encoded, as S3 sends them.
+    for key in [
+        "uploads/default/2026-06-19+zebra+costume+fitting.md",
+        "uploads/default/2026-06-20+bank+statement.pdf",
+    ] {
+        ingest
+            .record(&config.bucket, key, &mut tally)
+            .await
+            .unwrap();
+    }
+    let missing = "uploads/default/2026-06-21+diary+of+a+nobody.md";
+    assert!(
+        ingest
+            .record(&config.bucket, missing, &mut tally)
+            .await
+            .is_err()
+    );
+    drop(guard);
+
+    assert_eq!(
+        tally,
+        Tally {
+            imported: 1,
+            rejected: 1,
+            superseded: 0
+        }
+    );
+    let user = user("default");
+    let page = notebook.list_pages(&user, None, None, 10).await.unwrap()[0]
+        .page_id
+        .clone();
+    let text = logs.text();
+    for expected in [
+        "page imported",
+        "upload rejected",
+        "ingest failed",
+        &page.to_string(),
+    ] {
+        assert!(text.contains(expected), "{expected:?} not logged: {text}");
+    }
+    for name in ["zebra", "costume", "bank", "statement", "diary", "nobody"] {
+        assert!(!text.contains(name), "{name:?} logged: {text}");
     }
 }
