@@ -1167,7 +1167,7 @@ mod tests {
         }
     }
 
-    fn texts(page: &PageView) -> Vec<(String, Option<TaskStatus>)> {
+    fn texts(page: &PageView) -> Vec<(String, Option<PageStatus>)> {
         page.lines
             .iter()
             .map(|l| (l.text.clone(), l.status))
@@ -1281,7 +1281,7 @@ mod tests {
         let after = f.page(&id).await;
         assert_eq!(after.ocr_markdown, before.ocr_markdown);
         assert_eq!(texts(&after), texts(&before));
-        assert_eq!(task_line(&after).status, Some(TaskStatus::Done));
+        assert_eq!(task_line(&after).status, Some(PageStatus::Done));
         assert_eq!(after.date, before.date);
         let tasks = f
             .notebook
