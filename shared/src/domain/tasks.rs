@@ -134,11 +134,14 @@ impl History {
         if self.updates.len() > cap {
             let excess = self.updates.len() - cap;
             let newest_dropped = &self.updates[excess - 1];
-            let state = fold(
-                appearances,
-                self.checkpoint.as_ref(),
-                &self.updates[..excess],
-            );
+            // The state right after the newest dropped update: only the pages ordered before
+            // it count (a later page is still folded in by every reconcile after this).
+            let before: Vec<Appearance> = appearances
+                .iter()
+                .filter(|a| a.date <= newest_dropped.date)
+                .cloned()
+                .collect();
+            let state = fold(&before, self.checkpoint.as_ref(), &self.updates[..excess]);
             self.checkpoint = Some(Checkpoint {
                 date: newest_dropped.date,
                 seq: newest_dropped.seq,

@@ -1,0 +1,134 @@
+//! `nib-ocr-eval DIR [--show]`: reads every page of a folder of generated pages
+//! (`STEM.png|jpg|pdf` + `STEM.truth.json`, from `tests/ocr/generate.py`) with the local OCR
+//! engine and prints the scores the product is judged on: median CER, task F1, checkbox status
+//! accuracy, pages without text, and pages/s with the peak memory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use nib::ocr::paddle::{PaddleOcr, default_dir};
+use nib::ocr::{ReadPage, layout, raster};
+use nib::ports::{Ocr, PageImage};
+use nib_bench::ocr_score::{PageScore, TruthFile, TruthPage, score_page, summarize};
+
+fn ink_file(dir: &Path, stem: &str) -> Option<PathBuf> {
+    ["png", "jpg", "jpeg", "pdf"]
+        .iter()
+        .map(|ext| dir.join(format!("{stem}.{ext}")))
+        .find(|p| p.is_file())
+}
+
+/// Peak resident memory of this process, in MiB.
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(dir) = args.iter().find(|a| !a.starts_with("--")).map(PathBuf::from) else {
+        bail!("usage: nib-ocr-eval DIR [--show] [--workers N]");
+    };
+    let show = args.iter().any(|a| a == "--show");
+    let workers = args
+        .iter()
+        .position(|a| a == "--workers")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let mut jobs: Vec<(String, TruthPage, PageImage)> = Vec::new();
+    let mut truths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".truth.json"))
+        .collect();
+    truths.sort();
+    for t in truths {
+        let file = TruthFile::parse(&std::fs::read_to_string(&t)?)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", t.display()))?;
+        let ink = ink_file(&dir, &file.stem)
+            .with_context(|| format!("no ink file for {}", file.stem))?;
+        let images = raster::decode(&std::fs::read(&ink)?)
+            .with_context(|| format!("{}", ink.display()))?;
+        if images.len() != file.pages.len() {
+            bail!("{}: {} pages of ink, {} of truth", file.stem, images.len(), file.pages.len());
+        }
+        for (i, (page, image)) in file.pages.into_iter().zip(images).enumerate() {
+            jobs.push((format!("{}#{}", file.stem, i + 1), page, image));
+        }
+    }
+    let engine = Arc::new(PaddleOcr::open(&default_dir(), workers)?);
+    eprintln!("{} pages, {workers} workers, engine {}", jobs.len(), engine.engine());
+    let started = Instant::now();
+    let queue = Arc::new(std::sync::Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>()));
+    let results = Arc::new(std::sync::Mutex::new(Vec::new()));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let (queue, results, engine) = (queue.clone(), results.clone(), engine.clone());
+            s.spawn(move || {
+                loop {
+                    let Some((i, (name, truth, image))) = queue.lock().unwrap().pop() else {
+                        break;
+                    };
+                    let read = engine.recognize_blocking(&image).map(|segments| ReadPage {
+                        engine: engine.engine(),
+                        lines: layout::analyze(&image, segments),
+                    });
+                    results.lock().unwrap().push((i, name, truth, read));
+                }
+            });
+        }
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut results = Arc::try_unwrap(results).unwrap().into_inner().unwrap();
+    results.sort_by_key(|r| r.0);
+    let mut scores: Vec<PageScore> = Vec::new();
+    for (_, name, truth, read) in &results {
+        let read = read.as_ref().map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let markdown = read.markdown();
+        let score = score_page(truth, &markdown);
+        println!(
+            "{name}\tcer {:.3}\ttasks {}/{}/{}\tstatus {}/{}\t{}",
+            score.cer,
+            score.tasks_matched,
+            score.tasks_predicted,
+            score.tasks_truth,
+            score.status_right,
+            score.tasks_matched,
+            truth.font
+        );
+        if show {
+            println!("--- truth\n{}\n--- read\n{markdown}\n", nib_bench::ocr_score::to_markdown(truth));
+        }
+        scores.push(score);
+    }
+    let summary = summarize(&scores);
+    println!(
+        "pages {}\tmedian CER {:.4}\tmean CER {:.4}\ttask P {:.3} R {:.3} F1 {:.3}\tstatus {:.3}\twithout text {}",
+        summary.pages,
+        summary.median_cer,
+        summary.mean_cer,
+        summary.task_precision,
+        summary.task_recall,
+        summary.task_f1,
+        summary.status_accuracy,
+        summary.pages_without_text
+    );
+    println!(
+        "{:.2} pages/s ({:.2} s/page) with {workers} workers; peak RSS {:.0} MiB",
+        summary.pages as f64 / elapsed,
+        elapsed / summary.pages.max(1) as f64,
+        peak_rss_mib()
+    );
+    Ok(())
+}
