@@ -159,8 +159,7 @@ impl RateLimiter for InMemoryRateLimiter {
             let index = window_index(now, window);
             let end = (index + 1) * window.secs.max(1);
             let name = (key.clone(), window.secs);
-            if !shard.counters.contains_key(&name) && shard.counters.len() >= self.shard_capacity
-            {
+            if !shard.counters.contains_key(&name) && shard.counters.len() >= self.shard_capacity {
                 shard.evict_one();
             }
             let Shard { counters, ends } = &mut *shard;
@@ -294,7 +293,11 @@ mod tests {
                 limiter.hit(&key, &[MINUTE, HOUR]).await.unwrap(),
                 RateDecision::Allowed
             );
-            assert!(limiter.len() <= 64, "{} counters after {i} keys", limiter.len());
+            assert!(
+                limiter.len() <= 64,
+                "{} counters after {i} keys",
+                limiter.len()
+            );
         }
         // A key hit again right away still counts exactly.
         for _ in 0..3 {
@@ -331,7 +334,11 @@ mod tests {
         shard.counters.get_mut(&name(0)).unwrap().end = 5000;
         shard.ends.push(Reverse((5000, name(0))));
         shard.prune(600, 4);
-        assert_eq!(shard.counters.len(), 17, "three ended windows and one stale entry");
+        assert_eq!(
+            shard.counters.len(),
+            17,
+            "three ended windows and one stale entry"
+        );
         assert!(shard.counters.contains_key(&name(0)));
         shard.prune(600, 100);
         // Windows ending at or before 600: k1..k9 are gone, k10.. and the restarted k0 stay.
@@ -339,7 +346,10 @@ mod tests {
         assert!(!shard.counters.contains_key(&name(9)));
         assert!(shard.counters.contains_key(&name(10)));
         shard.evict_one();
-        assert!(!shard.counters.contains_key(&name(10)), "the soonest end goes first");
+        assert!(
+            !shard.counters.contains_key(&name(10)),
+            "the soonest end goes first"
+        );
     }
 
     #[tokio::test]
