@@ -410,12 +410,16 @@ fn every_role_reaches_exactly_its_partitions() {
             "{function} has no DynamoDB statement"
         );
         for keys in statements {
-            for missing in code.difference(keys) {
-                panic!("{function}'s role does not allow {missing}, which its code uses");
-            }
-            for extra in keys.difference(&code) {
-                panic!("{function}'s role allows {extra}, which its code does not use");
-            }
+            let missing: Vec<_> = code.difference(keys).collect();
+            assert!(
+                missing.is_empty(),
+                "{function}'s role does not allow {missing:?}, which its code uses"
+            );
+            let extra: Vec<_> = keys.difference(&code).collect();
+            assert!(
+                extra.is_empty(),
+                "{function}'s role allows {extra:?}, which its code does not use"
+            );
         }
     }
 }
