@@ -47,6 +47,7 @@ use crate::auth::oauth::clients::{ClientKind, RegistrationRequest};
 use crate::auth::oauth::metadata::{self, AUTHORIZE_PATH};
 use crate::auth::oauth::token::{basic_credentials, form_fields};
 use crate::auth::oauth::{OAuth, OAuthError};
+use crate::domain::UserId;
 use crate::ports::{RateDecision, Window};
 use crate::telemetry;
 
@@ -703,7 +704,11 @@ async fn authorize_submit(
     {
         return refused_sign_in(refusal);
     }
-    let login_key = format!("{LOGIN_KEY}{}", username.trim().to_ascii_lowercase());
+    // Names that cannot be a user share one counter: the key space stays that of real names.
+    let login_key = match UserId::parse(&username.trim().to_ascii_lowercase()) {
+        Ok(user) => format!("{LOGIN_KEY}{user}"),
+        Err(_) => format!("{LOGIN_KEY}#not-a-user"),
+    };
     if let Err(refusal) = check_limit(&st, "sign-ins per user", &login_key, &LOGIN_LIMITS).await {
         return refused_sign_in(refusal);
     }
