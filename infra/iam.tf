@@ -3,10 +3,13 @@
 #
 # - Every DynamoDB statement carries a dynamodb:LeadingKeys condition naming the partition-key
 #   prefixes (DESIGN §5) that function may touch: mcp only tokens, rate windows and OAuth grants
-#   (TOK#, RL#, GRANT#); oauth only CLIENT#, CODE#, RT#, GRANT#, USER# (sign-in accounts) and the
-#   one item SECRET#oauth (its CSRF key's secret); the class functions only user partitions (U#).
+#   (TOK#, RL#, GRANT#); oauth only CLIENT#, CODE#, RT#, GRANT#, USER# (sign-in accounts), the
+#   one item SECRET#oauth (its CSRF key's secret) and the counters of its own rate limits
+#   (RL#login#, RL#oauth-register#, RL#oauth-addr#: sign-ins per user name, registrations,
+#   everything per client address); the class functions only user partitions (U#).
 #   No other role reaches SECRET#. No role may Scan (a Scan has no leading key, so the condition
-#   would not hold it back).
+#   would not hold it back). Each list is exactly the partitions the function's code reaches
+#   (nib::functions::PARTITIONS, compared with this file by a Rust test).
 # - The data key (users' data keys) is usable by pages, tasks and ingest only, for
 #   GenerateDataKey and Decrypt only, and only under the {"user_id": ...} encryption context.
 #   oauth may use it for its own server secret only, under {"nib_server_secret": "oauth"}, which
@@ -313,7 +316,9 @@ data "aws_iam_policy_document" "ingest" {
 }
 
 # ---------------------------------------------------------------------------------------------
-# oauth: metadata, registration, authorize (sign-in and consent), token, revoke.
+# oauth: metadata, registration, authorize (sign-in and consent), token, revoke. UpdateItem:
+# the rate-limit counters of sign-ins, registrations and metadata fetches (they fail closed, so
+# without it no one could sign in).
 
 data "aws_iam_policy_document" "oauth" {
   statement {
@@ -332,7 +337,10 @@ data "aws_iam_policy_document" "oauth" {
     condition {
       test     = "ForAllValues:StringLike"
       variable = "dynamodb:LeadingKeys"
-      values   = ["CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SECRET#oauth"]
+      values = [
+        "CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SECRET#oauth",
+        "RL#login#*", "RL#oauth-register#*", "RL#oauth-addr#*",
+      ]
     }
   }
 

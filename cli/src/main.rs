@@ -355,10 +355,15 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
         let _ = out.flush();
     }
     tracing::info!(%addr, data = %data_place, "listening");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown())
-        .await
-        .context("server failed")?;
+    // With the peer address: the authorization server limits sign-ins and metadata fetches
+    // per client address (never taken from a header).
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown())
+    .await
+    .context("server failed")?;
     Ok(ExitCode::SUCCESS)
 }
 

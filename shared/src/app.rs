@@ -20,8 +20,8 @@ use crate::adapters::local_assets::LocalAssets;
 use crate::adapters::local_keys::LocalKeys;
 use crate::adapters::rate_limit::{InMemoryRateLimiter, StoreRateLimiter};
 use crate::auth::Scope;
-use crate::auth::oauth::OAuth;
 use crate::auth::oauth::jwt::{LocalSigner, TokenSigner};
+use crate::auth::oauth::{Gates, OAuth};
 use crate::auth::sessions::SessionSigner;
 use crate::auth::tokens::{NewToken, Tokens};
 use crate::auth::users::{UserError, Users};
@@ -88,6 +88,9 @@ pub struct App {
     /// Request counters: in memory locally, counter items in the table on AWS (tests may swap
     /// it before building the router).
     pub limiter: Arc<dyn RateLimiter>,
+    /// The caps on the authorization server's costly work (sign-ins, metadata fetches), shared
+    /// by every [`OAuth`] this system builds (tests may swap them before building the router).
+    pub oauth_gates: Gates,
 }
 
 /// The settings of a local system.
@@ -153,6 +156,7 @@ impl App {
             token_signer: Arc::new(LocalSigner::from_oauth_secret(&oauth_secret)),
             csrf_key: crate::auth::oauth::csrf_key(&oauth_secret),
             limiter: Arc::new(InMemoryRateLimiter::new(clock.clone())),
+            oauth_gates: Gates::default(),
             keys,
             vault,
             notebook,
@@ -218,6 +222,7 @@ impl App {
             token_signer: oauth_keys.signer,
             csrf_key: oauth_keys.csrf_key,
             limiter,
+            oauth_gates: Gates::default(),
         })
     }
 
@@ -292,12 +297,13 @@ impl App {
     /// The authorization server over this system's store (the router builds one; the CLI
     /// uses one for `nib client` and `nib grant`).
     pub fn oauth(&self, config: crate::auth::oauth::OAuthConfig) -> OAuth {
-        OAuth::new(
+        OAuth::with_gates(
             config,
             self.store.clone(),
             self.clock.clone(),
             self.token_signer.clone(),
             self.csrf_key.clone(),
+            self.oauth_gates.clone(),
         )
     }
 

@@ -27,7 +27,10 @@ CLASS_FUNCTIONS = {"pages", "tasks", "ingest"}
 LEADING_KEYS = {
     "mcp": {"TOK#*", "RL#*", "GRANT#*"},
     # SECRET#oauth exactly: the one server secret oauth needs (its CSRF key), not SECRET#*.
-    "oauth": {"CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SECRET#oauth"},
+    # RL#: only the counters of its own limits (sign-ins per user name, registrations, per
+    # client address), never mcp's per-credential ones (RL#* would let it reset those).
+    "oauth": {"CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SECRET#oauth",
+              "RL#login#*", "RL#oauth-register#*", "RL#oauth-addr#*"},
     "pages": {"U#*"},
     "tasks": {"U#*"},
     "ingest": {"U#*"},

@@ -202,7 +202,9 @@ impl TestApp {
             tokio::spawn(crate::lambda::gateway(listener, stack));
         } else {
             let router = app.router(config);
-            tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+            // As `nib serve` serves it: with the peer address (per-address OAuth limits).
+            let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+            tokio::spawn(async move { axum::serve(listener, service).await.unwrap() });
         }
         TestApp {
             url: format!("{base}/mcp"),

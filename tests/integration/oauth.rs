@@ -3,22 +3,24 @@
 //! endpoint's handling of our JWTs, with a negative test for every rule. Time is a test clock
 //! that the tests move; nothing sleeps.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use hmac::Mac;
-use nib::adapters::rate_limit::InMemoryRateLimiter;
+use nib::adapters::rate_limit::{InMemoryRateLimiter, StoreRateLimiter};
 use nib::app::{App, LocalOptions};
-use nib::auth::oauth::OAuthConfig;
 use nib::auth::oauth::jwt::AccessClaims;
+use nib::auth::oauth::{Gates, OAuthConfig};
 use nib::domain::UserId;
-use nib::ports::Clock;
+use nib::functions::Partition;
+use nib::ports::{Clock, Cond, Index, Item, Query, QueryPage, Store, StoreError, Write};
 use reqwest::Url;
 use serde_json::{Value, json};
 use sha2::Digest;
+use tokio::sync::oneshot;
 
 use crate::helpers::{LATEST_LEGACY, Options, TestApp, initialize};
 
@@ -68,6 +70,12 @@ impl Env {
     }
 
     async fn with(options: Options) -> Env {
+        Env::over(options, |_, _| {}).await
+    }
+
+    /// [`Env::with`], after `prepare` changed the system the server runs over (its store,
+    /// limiter or gates).
+    async fn over(options: Options, prepare: impl FnOnce(&mut App, &Arc<TestClock>)) -> Env {
         let data = tempfile::tempdir().unwrap();
         let mut app = App::open_local(data.path(), LocalOptions::default()).unwrap();
         let clock = Arc::new(TestClock::default());
@@ -79,6 +87,7 @@ impl Env {
             .set_password(&user, PASSWORD, true)
             .await
             .unwrap();
+        prepare(&mut app, &clock);
         let app = TestApp::spawn_over(app, options).await;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -207,6 +216,28 @@ impl Env {
             req = req.header("cookie", c);
         }
         req.send().await.unwrap()
+    }
+
+    /// Submits the consent form as `username` with `password`, approving.
+    async fn sign_in(
+        &self,
+        params: &Params,
+        cookie: &str,
+        csrf: &str,
+        username: &str,
+        password: &str,
+    ) -> reqwest::Response {
+        self.submit(
+            params,
+            Some(cookie),
+            &[
+                ("csrf_token", csrf),
+                ("username", username),
+                ("password", password),
+                ("decision", "approve"),
+            ],
+        )
+        .await
     }
 
     /// Runs the consent page as a person would and returns the redirect it ends with.
@@ -861,25 +892,61 @@ async fn untrusted_redirects_get_an_error_page_never_a_redirect() {
     assert_eq!(env.get_authorize(&params).await.status(), 200);
 }
 
+/// Request errors that may go back to the client, once its redirect URI is verified.
+const REQUEST_ERRORS: [(&str, Option<&str>, &str); 8] = [
+    ("code_challenge", None, "invalid_request"),
+    ("code_challenge_method", Some("plain"), "invalid_request"),
+    ("code_challenge_method", None, "invalid_request"),
+    ("code_challenge", Some("too-short"), "invalid_request"),
+    ("resource", None, "invalid_target"),
+    (
+        "resource",
+        Some("https://other.example/mcp"),
+        "invalid_target",
+    ),
+    ("scope", Some("read openid"), "invalid_scope"),
+    ("response_type", Some("token"), "unsupported_response_type"),
+];
+
+/// Anyone can register a client with any redirect URI: until a user approved it, a bad request
+/// for it is an error page, never a 303 to that URI (else our authorization endpoint is an
+/// open redirector for every link an attacker crafts). The consent POST is judged the same way.
+#[tokio::test]
+async fn request_errors_for_a_client_nobody_approved_get_an_error_page() {
+    let env = Env::new().await;
+    let (status, body) = env
+        .register(json!({
+            "client_name": "Totally Legit", "redirect_uris": ["https://evil.example/landing"],
+            "token_endpoint_auth_method": "none"
+        }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let client = body["client_id"].as_str().unwrap().to_owned();
+    for (name, value, error) in REQUEST_ERRORS {
+        let mut params = env.params(&client);
+        set(&mut params, "redirect_uri", None);
+        set(&mut params, name, value);
+        let r = env.get_authorize(&params).await;
+        assert_eq!(r.status(), 400, "{name}={value:?}");
+        assert!(r.headers().get("location").is_none(), "{name}={value:?}");
+        let html = r.text().await.unwrap();
+        assert!(
+            html.contains("cannot be used") && html.contains(error),
+            "{html}"
+        );
+        let r = env.submit(&params, None, &[("decision", "deny")]).await;
+        assert_eq!(r.status(), 400, "POST {name}={value:?}");
+        assert!(r.headers().get("location").is_none());
+    }
+}
+
 #[tokio::test]
 async fn request_errors_go_back_to_a_verified_redirect_uri() {
     let env = Env::new().await;
     let client = env.public_client().await;
-    let cases: Vec<(&str, Option<&str>, &str)> = vec![
-        ("code_challenge", None, "invalid_request"),
-        ("code_challenge_method", Some("plain"), "invalid_request"),
-        ("code_challenge_method", None, "invalid_request"),
-        ("code_challenge", Some("too-short"), "invalid_request"),
-        ("resource", None, "invalid_target"),
-        (
-            "resource",
-            Some("https://other.example/mcp"),
-            "invalid_target",
-        ),
-        ("scope", Some("read openid"), "invalid_scope"),
-        ("response_type", Some("token"), "unsupported_response_type"),
-    ];
-    for (name, value, error) in cases {
+    // Approved once by the user: from then on its redirect URI is one a person vouched for.
+    env.code(&client).await;
+    for (name, value, error) in REQUEST_ERRORS {
         let mut params = env.params(&client);
         set(&mut params, name, value);
         let r = env.get_authorize(&params).await;
@@ -1253,9 +1320,14 @@ async fn a_url_client_id_is_resolved_as_a_metadata_document() {
     let params = env.params(&client);
     let (_, _, html) = env.consent(&params).await;
     assert!(html.contains("Metadata Doc App"));
+    // The name is whatever the document says (anyone can publish "Claude"): the page says so,
+    // and shows the one thing that is known, the host that serves the document.
+    let host = Url::parse(&client).unwrap();
+    let host = format!("{}:{}", host.host_str().unwrap(), host.port().unwrap());
+    assert!(html.contains("has not verified"), "{html}");
     assert!(
-        !html.contains("has not verified"),
-        "its name is bound to its URL"
+        html.contains(&format!("<strong>{host}</strong>")),
+        "the document's host {host} is shown: {html}"
     );
     let code = query(&env.authorize(&params).await, "code").unwrap();
     let (status, tokens) = env.exchange(&client, &code).await;
@@ -1310,6 +1382,507 @@ async fn sign_in_attempts_are_limited_per_user() {
     }
     assert_eq!(statuses[..10], [401; 10]);
     assert_eq!(statuses[10], 429);
+}
+
+/// The store the authorization server runs over in some tests: the local store behind a fence
+/// of partitions, as the oauth role's `dynamodb:LeadingKeys` fences it on AWS (the emulator
+/// fences nothing), and a way to hold the grant a code exchange creates.
+struct TestStore {
+    inner: Arc<dyn Store>,
+    /// When set, only items in these partitions, and no index, may be reached: anything else
+    /// fails as AccessDenied would, and is recorded.
+    fence: Mutex<Option<Vec<Partition>>>,
+    refused: Mutex<Vec<String>>,
+    /// When set, the next transaction that creates a grant reports on the sender and waits for
+    /// the receiver.
+    hold_grant: Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
+}
+
+impl TestStore {
+    fn over(app: &mut App, clock: &Arc<TestClock>) -> Arc<TestStore> {
+        let store = Arc::new(TestStore {
+            inner: app.store.clone(),
+            fence: Mutex::new(None),
+            refused: Mutex::new(Vec::new()),
+            hold_grant: Mutex::new(None),
+        });
+        app.store = store.clone();
+        // As on AWS: the limits' counters are items in the same store.
+        app.limiter = Arc::new(StoreRateLimiter::new(store.clone(), clock.clone()));
+        store
+    }
+
+    fn fence(&self, partitions: &[Partition]) {
+        *self.fence.lock().unwrap() = Some(partitions.to_vec());
+    }
+
+    fn refused(&self) -> Vec<String> {
+        self.refused.lock().unwrap().clone()
+    }
+
+    /// Holds the next grant creation: returns when it arrived, and the release.
+    fn hold_next_grant(&self) -> (oneshot::Receiver<()>, oneshot::Sender<()>) {
+        let (arrived_tx, arrived_rx) = oneshot::channel();
+        let (release_tx, release_rx) = oneshot::channel();
+        *self.hold_grant.lock().unwrap() = Some((arrived_tx, release_rx));
+        (arrived_rx, release_tx)
+    }
+
+    fn check(&self, what: &str, pk: &str, index: Index) -> Result<(), StoreError> {
+        let fence = self.fence.lock().unwrap();
+        let Some(partitions) = fence.as_ref() else {
+            return Ok(());
+        };
+        if index == Index::Table && partitions.iter().any(|p| p.contains(pk)) {
+            return Ok(());
+        }
+        let entry = format!("{what} {pk} ({index:?})");
+        self.refused.lock().unwrap().push(entry.clone());
+        Err(StoreError::Unavailable(
+            format!("AccessDenied: {entry} is not in dynamodb:LeadingKeys").into(),
+        ))
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for TestStore {
+    async fn get(&self, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
+        self.check("GetItem", pk, Index::Table)?;
+        self.inner.get(pk, sk).await
+    }
+
+    async fn batch_get(&self, keys: &[(String, String)]) -> Result<Vec<Option<Item>>, StoreError> {
+        for (pk, _) in keys {
+            self.check("BatchGetItem", pk, Index::Table)?;
+        }
+        self.inner.batch_get(keys).await
+    }
+
+    async fn query(&self, query: &Query) -> Result<QueryPage, StoreError> {
+        self.check("Query", &query.partition, query.index)?;
+        self.inner.query(query).await
+    }
+
+    async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        for w in &writes {
+            self.check("TransactWriteItems", w.key().0, Index::Table)?;
+        }
+        let creates_grant = writes.iter().any(|w| {
+            matches!(w, Write::Put { item, cond: Cond::NotExists } if item.pk.starts_with("GRANT#"))
+        });
+        let hold = if creates_grant {
+            self.hold_grant.lock().unwrap().take()
+        } else {
+            None
+        };
+        if let Some((arrived, release)) = hold {
+            let _ = arrived.send(());
+            let _ = release.await;
+        }
+        self.inner.transact(writes).await
+    }
+
+    async fn increment(
+        &self,
+        pk: &str,
+        sk: &str,
+        by: u64,
+        expires_at: i64,
+    ) -> Result<u64, StoreError> {
+        self.check("UpdateItem", pk, Index::Table)?;
+        self.inner.increment(pk, sk, by, expires_at).await
+    }
+}
+
+/// What the oauth role allowed before the fix: no `RL#` counters at all.
+const OLD_OAUTH_ROLE: [Partition; 6] = [
+    Partition::Prefix("CLIENT#"),
+    Partition::Prefix("CODE#"),
+    Partition::Prefix("RT#"),
+    Partition::Prefix("GRANT#"),
+    Partition::Prefix("USER#"),
+    Partition::Exact("SECRET#oauth"),
+];
+
+fn retry_after(r: &reqwest::Response) -> u64 {
+    r.headers()
+        .get("retry-after")
+        .expect("a Retry-After header")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// On AWS the limiter's counters are items the oauth role must be allowed to write; when it
+/// cannot (as with the old role, which had no `RL#`), sign-in and registration are refused with
+/// 503 and `Retry-After`: the right password does not get through an unguarded page.
+#[tokio::test]
+async fn sign_in_and_registration_fail_closed_when_the_limiter_is_refused() {
+    let mut store = None;
+    let env = Env::over(
+        Options {
+            import_sample: false,
+            ..Options::default()
+        },
+        |app, clock| store = Some(TestStore::over(app, clock)),
+    )
+    .await;
+    let store = store.unwrap();
+    let client = env.public_client().await;
+    let params = env.params(&client);
+    store.fence(&OLD_OAUTH_ROLE);
+
+    let (cookie, csrf, _) = env.consent(&params).await;
+    let r = env
+        .sign_in(&params, &cookie, &csrf, "default", PASSWORD)
+        .await;
+    assert_eq!(r.status(), 503);
+    assert!(retry_after(&r) >= 1);
+    assert!(r.headers().get("location").is_none(), "no code");
+    let html = r.text().await.unwrap();
+    assert!(html.contains("unavailable right now"), "{html}");
+
+    let r = env
+        .http
+        .post(env.at("/oauth/register"))
+        .json(&json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(retry_after(&r) >= 1);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "temporarily_unavailable", "{body}");
+    assert!(
+        store.refused().iter().all(|r| r.contains(" RL#")),
+        "{:?}",
+        store.refused()
+    );
+    assert!(!store.refused().is_empty());
+}
+
+/// The whole authorization server over a store fenced to `OAUTH_PARTITIONS`, the list the
+/// oauth role is checked against (`functions::iam_policy`): registration, a metadata document
+/// client, sign-in, codes, refresh, revocation, a replay and a request error, and not one access
+/// outside the list. Together with that check, the deployed role allows all the code does.
+#[tokio::test]
+async fn the_authorization_server_reaches_only_the_oauth_partitions() {
+    let mut store = None;
+    let env = Env::over(
+        Options {
+            import_sample: false,
+            dev_http_client_ids: true,
+            ..Options::default()
+        },
+        |app, clock| store = Some(TestStore::over(app, clock)),
+    )
+    .await;
+    let store = store.unwrap();
+    store.fence(nib::functions::OAUTH_PARTITIONS);
+
+    let client = env.public_client().await;
+    let code = env.code(&client).await;
+    let (status, tokens) = env.exchange(&client, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(env.exchange(&client, &code).await.0, 400, "a replay");
+    let code = env.code(&client).await;
+    let (status, tokens) = env.exchange(&client, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    let (status, refreshed) = env
+        .refresh(&client, tokens["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(status, 200, "{refreshed}");
+    let r = env
+        .http
+        .post(env.at("/oauth/revoke"))
+        .form(&[
+            ("token", refreshed["refresh_token"].as_str().unwrap()),
+            ("client_id", &client),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // A request error for the client the user approved: back to its redirect URI.
+    let mut params = env.params(&client);
+    set(&mut params, "scope", Some("openid"));
+    assert_eq!(env.get_authorize(&params).await.status(), 303);
+    // A metadata document client: fetched (and counted per address), signed in, exchanged.
+    let doc = metadata_document_server("Fenced Doc App").await;
+    let code = query(&env.authorize(&env.params(&doc)).await, "code").unwrap();
+    assert_eq!(env.exchange(&doc, &code).await.0, 200);
+    // A wrong password: limits counted, password checked.
+    let params = env.params(&client);
+    let (cookie, csrf, _) = env.consent(&params).await;
+    let r = env
+        .sign_in(&params, &cookie, &csrf, "default", "wrong")
+        .await;
+    assert_eq!(r.status(), 401);
+    assert_eq!(store.refused(), Vec::<String>::new());
+}
+
+/// Every sign-in attempt costs an argon2id check, whatever the user name: attempts from one
+/// address are limited across names (20 a minute), not only per name (the per-name limit alone
+/// let one client try a new name, and cost one check, every time).
+#[tokio::test]
+async fn sign_in_attempts_are_limited_per_client_address() {
+    let env = Env::new().await;
+    let client = env.public_client().await;
+    let params = env.params(&client);
+    let (cookie, csrf, _) = env.consent(&params).await;
+    for n in 0..20 {
+        let r = env
+            .sign_in(&params, &cookie, &csrf, &format!("nobody{n}"), "guess")
+            .await;
+        assert_eq!(r.status(), 401, "attempt {n}");
+    }
+    let r = env
+        .sign_in(&params, &cookie, &csrf, "default", PASSWORD)
+        .await;
+    assert_eq!(r.status(), 429);
+    assert!((1..=60).contains(&retry_after(&r)));
+    assert!(r.headers().get("location").is_none());
+    // The window ends: the right password works again.
+    env.clock.advance(60);
+    let r = env
+        .sign_in(&params, &cookie, &csrf, "default", PASSWORD)
+        .await;
+    assert_eq!(r.status(), 303);
+}
+
+/// Serves a client ID metadata document for any path, `http://127.0.0.1:PORT/{name}`, each
+/// naming its own URL; returns the base URL.
+async fn metadata_documents_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let at = base.clone();
+    let router = axum::Router::new().route(
+        "/{name}",
+        axum::routing::get(
+            move |axum::extract::Path(name): axum::extract::Path<String>| {
+                let url = format!("{at}/{name}");
+                async move {
+                    axum::Json(json!({
+                        "client_id": url, "client_name": name, "redirect_uris": [REDIRECT],
+                        "token_endpoint_auth_method": "none"
+                    }))
+                }
+            },
+        ),
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    base
+}
+
+/// Each new URL client_id costs an outbound fetch (up to 5 s): one address gets 10 a minute,
+/// at the authorization and the token endpoint alike; a cached document costs nothing.
+#[tokio::test]
+async fn metadata_document_fetches_are_limited_per_client_address() {
+    let env = Env::with(Options {
+        import_sample: false,
+        dev_http_client_ids: true,
+        ..Options::default()
+    })
+    .await;
+    let base = metadata_documents_server().await;
+    for n in 0..10 {
+        let r = env
+            .get_authorize(&env.params(&format!("{base}/app{n}.json")))
+            .await;
+        assert_eq!(r.status(), 200, "document {n}");
+    }
+    let r = env
+        .get_authorize(&env.params(&format!("{base}/app10.json")))
+        .await;
+    assert_eq!(r.status(), 429);
+    assert!(retry_after(&r) >= 1);
+    assert!(r.headers().get("location").is_none());
+    let r = env
+        .http
+        .post(env.at("/oauth/token"))
+        .form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", "nib_rt_x"),
+            ("client_id", &format!("{base}/app11.json")),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(retry_after(&r) >= 1);
+    // Cached: no fetch, no count.
+    let r = env
+        .get_authorize(&env.params(&format!("{base}/app3.json")))
+        .await;
+    assert_eq!(r.status(), 200);
+}
+
+/// Password checks in flight are capped per process: with every slot taken, a sign-in is
+/// answered 503 with `Retry-After` at once (not queued behind them); once a slot is free, the
+/// same form signs in.
+#[tokio::test]
+async fn sign_ins_over_the_concurrency_cap_are_refused_at_once() {
+    let gates = Gates::new(1, 8);
+    let env = Env::over(
+        Options {
+            import_sample: false,
+            ..Options::default()
+        },
+        |app, _| app.oauth_gates = gates.clone(),
+    )
+    .await;
+    let client = env.public_client().await;
+    let params = env.params(&client);
+    let (cookie, csrf, _) = env.consent(&params).await;
+    let busy = gates.sign_in.clone().try_acquire_owned().unwrap();
+    let r = env
+        .sign_in(&params, &cookie, &csrf, "default", PASSWORD)
+        .await;
+    assert_eq!(r.status(), 503);
+    assert!(retry_after(&r) >= 1);
+    assert!(r.headers().get("location").is_none());
+    drop(busy);
+    let r = env
+        .sign_in(&params, &cookie, &csrf, "default", PASSWORD)
+        .await;
+    assert_eq!(r.status(), 303);
+}
+
+/// Metadata document fetches in flight are capped per process: while one fetch hangs (a slow
+/// or malicious document server) and holds the only slot, another new URL client_id is
+/// answered 503 with `Retry-After` at the authorization and token endpoints, without a fetch.
+#[tokio::test]
+async fn metadata_fetches_over_the_concurrency_cap_are_refused_at_once() {
+    let env = Env::over(
+        Options {
+            import_sample: false,
+            dev_http_client_ids: true,
+            ..Options::default()
+        },
+        |app, _| app.oauth_gates = Gates::new(4, 1),
+    )
+    .await;
+    // A document server that holds its first request until released.
+    let (arrived_tx, arrived_rx) = oneshot::channel::<()>();
+    let arrived = Arc::new(Mutex::new(Some(arrived_tx)));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let slow = format!("http://{}/slow.json", listener.local_addr().unwrap());
+    let doc = json!({ "client_id": slow, "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" });
+    let (a, rel) = (arrived.clone(), release.clone());
+    let router = axum::Router::new().route(
+        "/slow.json",
+        axum::routing::get(move || {
+            let (a, rel, doc) = (a.clone(), rel.clone(), doc.clone());
+            async move {
+                if let Some(tx) = a.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                rel.notified().await;
+                axum::Json(doc)
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let hanging = {
+        let (http, url) = (env.http.clone(), env.at("/oauth/authorize"));
+        let params = env.params(&slow);
+        tokio::spawn(async move { http.get(url).query(&params).send().await.unwrap().status() })
+    };
+    arrived_rx.await.unwrap();
+
+    let other = metadata_document_server("Other App").await;
+    let r = env.get_authorize(&env.params(&other)).await;
+    assert_eq!(r.status(), 503);
+    assert!(retry_after(&r) >= 1);
+    assert!(r.text().await.unwrap().contains("being fetched"));
+    let (status, body) = env
+        .token(
+            &[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", "nib_rt_x"),
+                ("client_id", &other),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("temporarily_unavailable"))
+    );
+
+    release.notify_one();
+    hanging.await.unwrap();
+    // The slot is free again.
+    assert_eq!(env.get_authorize(&env.params(&other)).await.status(), 200);
+}
+
+/// A replayed code must revoke what its first exchange issues, even when the replay comes
+/// while that exchange is between burning the code and creating the grant: the revocation
+/// then writes the grant itself, revoked, and the first exchange fails instead of handing out
+/// tokens nobody can revoke through the replay.
+#[tokio::test]
+async fn a_replay_racing_the_first_exchange_still_revokes_it() {
+    let mut store = None;
+    let env = Env::over(
+        Options {
+            import_sample: false,
+            ..Options::default()
+        },
+        |app, clock| store = Some(TestStore::over(app, clock)),
+    )
+    .await;
+    let store = store.unwrap();
+    let client = env.public_client().await;
+    let code = env.code(&client).await;
+    let (arrived, release) = store.hold_next_grant();
+    let first = {
+        let env_http = env.http.clone();
+        let url = env.at("/oauth/token");
+        let form: Vec<(String, String)> = [
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", REDIRECT),
+            ("code_verifier", VERIFIER),
+            ("client_id", client.as_str()),
+            ("resource", env.app.url.as_str()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        tokio::spawn(async move {
+            let r = env_http.post(url).form(&form).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap_or(Value::Null))
+        })
+    };
+    arrived.await.unwrap();
+    // The code is burnt, the grant not written yet: the replay.
+    let (status, body) = env.exchange(&client, &code).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    release.send(()).unwrap();
+    let (status, body) = first.await.unwrap();
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "the first exchange issues nothing: {body}"
+    );
+    let grants = env
+        .oauth()
+        .grants
+        .list(&UserId::parse("default").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(grants.len(), 1);
+    assert!(grants[0].revoked_at.is_some(), "{grants:?}");
+    assert_eq!(
+        grants[0].revoked_reason.as_deref(),
+        Some("authorization code replayed")
+    );
 }
 
 /// The CLI: `nib user create/passwd`, `nib client add/list`, `nib grant list/revoke`.

@@ -1,7 +1,7 @@
 //! Two implementations of the [`RateLimiter`] port, both fixed windows keyed by
 //! `(key, window length, window index)` where the index is `now / secs`:
 //!
-//! - [`InMemoryRateLimiter`]: one process's counters behind a mutex (local mode).
+//! - [`InMemoryRateLimiter`]: one process's counters in memory (local mode), bounded.
 //! - [`StoreRateLimiter`]: one counter item per window through [`Store::increment`], which is
 //!   atomic in every store (DynamoDB's `ADD` update, redb's single writer). The item is
 //!   `RL#{key}#{secs}#{index}` / `RL` and expires by TTL a minute after its window ends, so
@@ -13,17 +13,29 @@
 //! Fixed windows let a client send up to twice the limit across a window boundary; in exchange a
 //! hit costs one atomic write per window and no read, and the count is exact under concurrency.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::hash_map::RandomState;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
 use crate::ports::{Clock, RateDecision, RateLimitError, RateLimiter, Store, Window};
 
+/// The partition-key prefix of every counter item of [`StoreRateLimiter`].
+pub const COUNTER_PREFIX: &str = "RL#";
 /// How long a counter item outlives its window (DynamoDB deletes expired items lazily anyway).
 const TTL_SLACK_SECS: u64 = 60;
-/// Above this many counters, the in-memory limiter drops those of past windows.
-const PRUNE_ABOVE: usize = 10_000;
+/// The in-memory limiter's default capacity: counters (one per key and window length) kept at
+/// most, about 100 bytes each.
+pub const DEFAULT_CAPACITY: usize = 100_000;
+/// Shards of the in-memory limiter: keys hash to one, so hits on different keys rarely wait for
+/// each other (`/mcp` and the sign-in page share the limiter).
+const SHARDS: usize = 16;
+/// Ended windows dropped per hit, at most: bounded work under a shard's lock, and more than the
+/// windows a hit can start, so the dead never pile up.
+const PRUNE_PER_HIT: usize = 8;
 
 fn window_index(now: i64, window: Window) -> u64 {
     (now.max(0) as u64) / window.secs.max(1)
@@ -37,19 +49,100 @@ fn limited(now: i64, window: Window, index: u64) -> RateDecision {
     }
 }
 
-/// Counters in this process's memory.
+/// A counter's name: the key and the window length.
+type CounterName = (Arc<str>, u64);
+
+/// The count of one key in its current window.
+struct Slot {
+    index: u64,
+    count: u64,
+    /// When the window ends (unix seconds): `(index + 1) * secs`.
+    end: u64,
+}
+
+/// One shard of the in-memory limiter: its counters, and when each counter's window ends.
+#[derive(Default)]
+struct Shard {
+    counters: HashMap<CounterName, Slot>,
+    /// `(end, counter)` for every window started, soonest end first. An entry whose counter has
+    /// moved on to a later window (or is gone) is stale and skipped when it comes up; a stale
+    /// entry's end is always past, so pruning soon drops it.
+    ends: BinaryHeap<Reverse<(u64, CounterName)>>,
+}
+
+impl Shard {
+    /// Drops up to `budget` windows that ended by `now`, soonest first: O(budget · log n).
+    fn prune(&mut self, now: u64, budget: usize) {
+        for _ in 0..budget {
+            match self.ends.peek() {
+                Some(Reverse((end, _))) if *end <= now => {}
+                _ => return,
+            }
+            let Some(Reverse((end, name))) = self.ends.pop() else {
+                return;
+            };
+            if self.counters.get(&name).is_some_and(|s| s.end == end) {
+                self.counters.remove(&name);
+            }
+        }
+    }
+
+    /// Makes room for one more counter: drops the one whose window ends soonest (the one that
+    /// would be forgotten first anyway), skipping stale entries.
+    fn evict_one(&mut self) {
+        while let Some(Reverse((end, name))) = self.ends.pop() {
+            if self.counters.get(&name).is_some_and(|s| s.end == end) {
+                self.counters.remove(&name);
+                return;
+            }
+        }
+    }
+}
+
+/// Counters in this process's memory, in [`SHARDS`] shards each behind its own mutex (a key
+/// always lands in the same shard, so counts stay exact under concurrency).
+///
+/// Memory is bounded: at most `capacity` counters in all (one per key and window length).
+/// Every hit first drops up to [`PRUNE_PER_HIT`] windows that have ended, soonest first, from
+/// a heap ordered by window end, so ended windows go away without a pass over the map; when a
+/// shard is full anyway (more live keys than the capacity), a new key evicts the counter whose
+/// window ends soonest. Only that eviction can lose a count, so an attacker who can mint keys
+/// faster than windows end can at worst reset counters early, never grow the process. Work
+/// under a lock is O(log n) per hit.
 pub struct InMemoryRateLimiter {
     clock: Arc<dyn Clock>,
-    /// (key, window secs) -> (window index, hits in it).
-    counters: Mutex<HashMap<(String, u64), (u64, u64)>>,
+    shards: Vec<Mutex<Shard>>,
+    shard_capacity: usize,
+    hasher: RandomState,
 }
 
 impl InMemoryRateLimiter {
     pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self::with_capacity(clock, DEFAULT_CAPACITY)
+    }
+
+    /// A limiter that keeps at most `capacity` counters (rounded up to a multiple of the
+    /// shard count).
+    pub fn with_capacity(clock: Arc<dyn Clock>, capacity: usize) -> Self {
         InMemoryRateLimiter {
             clock,
-            counters: Mutex::new(HashMap::new()),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_capacity: capacity.div_ceil(SHARDS).max(1),
+            hasher: RandomState::new(),
         }
+    }
+
+    /// The counters held now (each key and window length is one).
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().expect("rate limiter lock").counters.len())
+            .sum()
+    }
+
+    /// True when no counter is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -57,29 +150,34 @@ impl InMemoryRateLimiter {
 impl RateLimiter for InMemoryRateLimiter {
     async fn hit(&self, key: &str, windows: &[Window]) -> Result<RateDecision, RateLimitError> {
         let now = self.clock.unix();
-        let mut counters = self.counters.lock().expect("rate limiter lock");
-        if counters.len() > PRUNE_ABOVE {
-            counters.retain(|(_, secs), (index, _)| {
-                *index
-                    >= window_index(
-                        now,
-                        Window {
-                            secs: *secs,
-                            max: 0,
-                        },
-                    )
-            });
-        }
+        let unix = now.max(0) as u64;
+        let shard = &self.shards[(self.hasher.hash_one(key) % SHARDS as u64) as usize];
+        let mut shard = shard.lock().expect("rate limiter lock");
+        shard.prune(unix, PRUNE_PER_HIT.max(2 * windows.len()));
+        let key: Arc<str> = Arc::from(key);
         for &window in windows {
             let index = window_index(now, window);
-            let slot = counters
-                .entry((key.to_owned(), window.secs))
-                .or_insert((index, 0));
-            if slot.0 != index {
-                *slot = (index, 0);
+            let end = (index + 1) * window.secs.max(1);
+            let name = (key.clone(), window.secs);
+            if !shard.counters.contains_key(&name) && shard.counters.len() >= self.shard_capacity {
+                shard.evict_one();
             }
-            slot.1 += 1;
-            if slot.1 > window.max {
+            let Shard { counters, ends } = &mut *shard;
+            let slot = counters.entry(name.clone()).or_insert(Slot {
+                index,
+                count: 0,
+                end,
+            });
+            if slot.count == 0 || slot.index != index {
+                *slot = Slot {
+                    index,
+                    count: 0,
+                    end,
+                };
+                ends.push(Reverse((end, name)));
+            }
+            slot.count += 1;
+            if slot.count > window.max {
                 return Ok(limited(now, window, index));
             }
         }
@@ -105,7 +203,7 @@ impl RateLimiter for StoreRateLimiter {
         let now = self.clock.unix();
         for &window in windows {
             let index = window_index(now, window);
-            let pk = format!("RL#{key}#{}#{index}", window.secs);
+            let pk = format!("{COUNTER_PREFIX}{key}#{}#{index}", window.secs);
             let expires_at = ((index + 1) * window.secs.max(1) + TTL_SLACK_SECS) as i64;
             let count = self.store.increment(&pk, "RL", 1, expires_at).await?;
             if count > window.max {
@@ -180,6 +278,78 @@ mod tests {
         let clock = Arc::new(TestClock(AtomicI64::new(0)));
         let limiter = InMemoryRateLimiter::new(clock.clone());
         check(&limiter, &clock).await;
+    }
+
+    /// However many keys are hit, the in-memory limiter holds at most its capacity (the old
+    /// one swept only past 10,000 counters, and kept every live one), and the counts of the
+    /// keys it holds stay exact.
+    #[tokio::test]
+    async fn in_memory_counters_stay_within_capacity() {
+        let clock = Arc::new(TestClock(AtomicI64::new(BASE)));
+        let limiter = InMemoryRateLimiter::with_capacity(clock.clone(), 64);
+        for i in 0..5_000 {
+            let key = format!("user-{i}");
+            assert_eq!(
+                limiter.hit(&key, &[MINUTE, HOUR]).await.unwrap(),
+                RateDecision::Allowed
+            );
+            assert!(
+                limiter.len() <= 64,
+                "{} counters after {i} keys",
+                limiter.len()
+            );
+        }
+        // A key hit again right away still counts exactly.
+        for _ in 0..3 {
+            assert_eq!(
+                limiter.hit("again", &[MINUTE]).await.unwrap(),
+                RateDecision::Allowed
+            );
+        }
+        assert!(matches!(
+            limiter.hit("again", &[MINUTE]).await.unwrap(),
+            RateDecision::Limited { .. }
+        ));
+    }
+
+    /// Ended windows are dropped by later hits, soonest first and a few per hit, without a
+    /// pass over the whole map; a counter whose window restarted is not dropped by its old
+    /// window's entry.
+    #[test]
+    fn ended_windows_are_pruned_a_few_per_hit() {
+        let mut shard = Shard::default();
+        let name = |i: u64| (Arc::<str>::from(format!("k{i}")), 60);
+        for i in 0..20 {
+            shard.counters.insert(
+                name(i),
+                Slot {
+                    index: i,
+                    count: 1,
+                    end: (i + 1) * 60,
+                },
+            );
+            shard.ends.push(Reverse(((i + 1) * 60, name(i))));
+        }
+        // k0 restarted in a later window: its first entry is stale.
+        shard.counters.get_mut(&name(0)).unwrap().end = 5000;
+        shard.ends.push(Reverse((5000, name(0))));
+        shard.prune(600, 4);
+        assert_eq!(
+            shard.counters.len(),
+            17,
+            "three ended windows and one stale entry"
+        );
+        assert!(shard.counters.contains_key(&name(0)));
+        shard.prune(600, 100);
+        // Windows ending at or before 600: k1..k9 are gone, k10.. and the restarted k0 stay.
+        assert_eq!(shard.counters.len(), 11);
+        assert!(!shard.counters.contains_key(&name(9)));
+        assert!(shard.counters.contains_key(&name(10)));
+        shard.evict_one();
+        assert!(
+            !shard.counters.contains_key(&name(10)),
+            "the soonest end goes first"
+        );
     }
 
     #[tokio::test]

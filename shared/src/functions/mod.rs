@@ -9,20 +9,31 @@
 //! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth | `TOK#`, `RL#`, `GRANT#` items; Invoke of pages and tasks |
 //! | `pages`, `tasks` | a [`Notebook`] and the in-process handlers of their [`ToolClass`] | `U#` items, the data key (user context), S3 (pages only) |
 //! | `ingest` | a [`Notebook`] and [`ingest::Ingest`] | `U#` items, the data key, `uploads/` and `u/` in S3 |
-//! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SECRET#oauth`; kms:Sign |
+//! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SECRET#oauth`, `RL#login#`, `RL#oauth-register#`, `RL#oauth-addr#`; kms:Sign |
+//!
+//! The "reaches" column is [`PARTITIONS`], and each role's `dynamodb:LeadingKeys` in
+//! `infra/iam.tf` must be exactly it (`tests::every_role_reaches_exactly_its_partitions`):
+//! DynamoDB refuses a key outside them with AccessDenied, which the emulator does not enforce.
 //!
 //! Configuration is [`AwsConfig`] plus [`FunctionEnv`] (the public URL, the class functions'
 //! names).
 
+#[cfg(test)]
+mod iam_policy;
 pub mod ingest;
 
 use std::sync::Arc;
 
 use crate::adapters::aws::signing::{self, OAuthKeys};
 use crate::adapters::aws::{AwsClients, LambdaDispatch};
+use crate::adapters::rate_limit::COUNTER_PREFIX;
 use crate::adapters::rate_limit::StoreRateLimiter;
 use crate::app::AppError;
 use crate::auth::oauth::OAuth;
+use crate::auth::oauth::authorize::CODE_PREFIX;
+use crate::auth::oauth::clients::CLIENT_PREFIX;
+use crate::auth::oauth::grants::GRANT_PREFIX;
+use crate::auth::oauth::token::REFRESH_KEY_PREFIX;
 use crate::auth::tokens::Tokens;
 use crate::config::{AwsConfig, ConfigError};
 use crate::crypto::Vault;
@@ -32,6 +43,68 @@ use crate::notebook::{Notebook, NotebookConfig};
 use crate::ports::{Clock, Keys, Store, SystemClock};
 use crate::tools::invocation::{ToolInvocation, ToolReply};
 use crate::tools::{InProcess, ToolClass};
+
+/// Items whose partition key (`pk`) a function reaches: every key with a prefix, or one key.
+/// As a `dynamodb:LeadingKeys` pattern: `{prefix}*`, or the key itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partition {
+    Prefix(&'static str),
+    Exact(&'static str),
+}
+
+impl Partition {
+    /// True when `pk` is one of these items.
+    pub fn contains(&self, pk: &str) -> bool {
+        match self {
+            Partition::Prefix(prefix) => pk.starts_with(prefix),
+            Partition::Exact(key) => pk == *key,
+        }
+    }
+
+    /// The `dynamodb:LeadingKeys` value (`StringLike`) that allows exactly these items.
+    pub fn leading_key(&self) -> String {
+        match self {
+            Partition::Prefix(prefix) => format!("{prefix}*"),
+            Partition::Exact(key) => (*key).to_owned(),
+        }
+    }
+}
+
+/// What the oauth function reads and writes: clients (and their approval marks), codes,
+/// refresh tokens, grants, sign-in passwords (`USER#`, `auth::users`), its one server secret
+/// (`SECRET#oauth`, `KmsKeys::server_secret`), and the counters of its rate limits (sign-ins
+/// per user name, registrations, everything per client address: `http::oauth`). Table only,
+/// no index.
+pub const OAUTH_PARTITIONS: &[Partition] = &[
+    Partition::Prefix(CLIENT_PREFIX),
+    Partition::Prefix(CODE_PREFIX),
+    Partition::Prefix(REFRESH_KEY_PREFIX),
+    Partition::Prefix(GRANT_PREFIX),
+    Partition::Prefix("USER#"),
+    Partition::Exact("SECRET#oauth"),
+    Partition::Prefix("RL#login#"),
+    Partition::Prefix("RL#oauth-register#"),
+    Partition::Prefix("RL#oauth-addr#"),
+];
+
+/// The partitions each function's code reaches, by function name (`infra/locals.tf`): the one
+/// list its IAM role must match. mcp: API tokens, the counters of per-credential limits (any
+/// key: token ids and grant ids), grants (revocation checks); the class functions and ingest:
+/// users' partitions.
+pub const PARTITIONS: [(&str, &[Partition]); 5] = [
+    (
+        "mcp",
+        &[
+            Partition::Prefix("TOK#"),
+            Partition::Prefix(COUNTER_PREFIX),
+            Partition::Prefix(GRANT_PREFIX),
+        ],
+    ),
+    ("pages", &[Partition::Prefix("U#")]),
+    ("tasks", &[Partition::Prefix("U#")]),
+    ("ingest", &[Partition::Prefix("U#")]),
+    ("oauth", OAUTH_PARTITIONS),
+];
 
 /// The variables of the functions beyond [`AwsConfig`].
 ///

@@ -162,11 +162,13 @@ fn window_name(secs: u64) -> String {
 }
 
 /// An OAuth error as RFC 6749 §5.2 wants it: `{error, error_description}`, 400, or 401 with a
-/// Basic challenge for client authentication failures, 500 (logged with its cause, never shown)
-/// for our own. Never cached.
+/// Basic challenge for client authentication failures, 503 with `Retry-After` when the server
+/// is too busy for the request, 500 (logged with its cause, never shown) for our own. Never
+/// cached.
 pub fn oauth_error_response(error: &OAuthError, correlation_id: &str) -> Response {
     let status = match error {
         OAuthError::InvalidClient => StatusCode::UNAUTHORIZED,
+        OAuthError::TemporarilyUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         e if e.is_internal() => {
             tracing::error!(correlation_id, error = %telemetry::chain(e), "oauth request failed");
             StatusCode::INTERNAL_SERVER_ERROR
@@ -187,6 +189,12 @@ pub fn oauth_error_response(error: &OAuthError, correlation_id: &str) -> Respons
             header::WWW_AUTHENTICATE,
             HeaderValue::from_static("Basic realm=\"nib\""),
         );
+    }
+    if let OAuthError::TemporarilyUnavailable {
+        retry_after_secs, ..
+    } = error
+    {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
     }
     if let Ok(v) = HeaderValue::from_str(correlation_id) {
         headers.insert("x-correlation-id", v);

@@ -32,6 +32,14 @@ pub use errors::{HttpError, RATE_LIMITED_CODE, oauth_error_response};
 pub use mcp_endpoint::MAX_BATCH_MESSAGES;
 pub use pages::SIGNIN_PATH;
 
+/// The address a request came from, as the platform saw it, for the authorization server's
+/// per-address limits. The oauth Lambda's entry point inserts it from API Gateway's `sourceIp`;
+/// `nib serve` has the TCP peer instead (`ConnectInfo`, when served with
+/// `into_make_service_with_connect_info`). Never read from a header a client writes
+/// (`X-Forwarded-For`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::IpAddr);
+
 use crate::adapters::local_assets::{FetchError, LocalAssets};
 use crate::auth::oauth::{OAuth, OAuthConfig, metadata};
 use crate::auth::sessions::SessionSigner;

@@ -12,26 +12,42 @@
 //!
 //! The logic is in `crate::auth::oauth`; this file parses requests and shapes responses. OAuth
 //! errors become responses in `errors::oauth_error_response`, pages in `error_page`.
+//!
+//! Brakes on abuse, all failing closed (a limiter that cannot be reached answers 503 with
+//! `Retry-After`, never lets the request through):
+//!
+//! | what | limit |
+//! |---|---|
+//! | sign-in attempts (an argon2id check each) | per client address, then per user name; at most [`crate::auth::oauth::SIGN_IN_SLOTS`] at once |
+//! | metadata document fetches (a URL `client_id` not cached) | per client address; at most [`crate::auth::oauth::FETCH_SLOTS`] at once |
+//! | dynamic registrations | per client address, then per server |
+//!
+//! The client address is [`ClientAddr`] (API Gateway's `sourceIp`, set by the oauth function's
+//! entry point) or the TCP peer (`ConnectInfo`, `nib serve`); never a header such as
+//! `X-Forwarded-For`, which the client writes. An IPv6 client counts by its /64.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use askama::Template;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequestParts, RawQuery, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use super::HttpState;
 use super::errors::oauth_error_response;
+use super::{ClientAddr, HttpState};
 use crate::auth::Scope;
 use crate::auth::oauth::authorize::{AuthorizeError, AuthorizeParams, AuthorizeRequest};
 use crate::auth::oauth::clients::{ClientKind, RegistrationRequest};
 use crate::auth::oauth::metadata::{self, AUTHORIZE_PATH};
 use crate::auth::oauth::token::{basic_credentials, form_fields};
 use crate::auth::oauth::{OAuth, OAuthError};
+use crate::domain::UserId;
 use crate::ports::{RateDecision, Window};
 use crate::telemetry;
 
@@ -39,6 +55,42 @@ use crate::telemetry;
 const CSRF_COOKIE: &str = "nib_csrf";
 /// The largest registration or form body accepted.
 const MAX_FORM_BYTES: usize = 16 * 1024;
+/// The rate-limit key of sign-in attempts per user name: `login#{name}` (counter items
+/// `RL#login#...`, in `crate::functions::OAUTH_PARTITIONS`).
+const LOGIN_KEY: &str = "login#";
+/// The rate-limit key of registrations per server (counter items `RL#oauth-register#...`).
+const REGISTER_KEY: &str = "oauth-register";
+/// The rate-limit key prefix of everything limited per client address:
+/// `oauth-addr#{what}#{address}` (counter items `RL#oauth-addr#...`).
+const ADDRESS_KEY: &str = "oauth-addr#";
+/// What a 503 from an unreachable limiter asks the client to wait.
+const UNAVAILABLE_RETRY_SECS: u64 = 30;
+/// What a sign-in refused for want of a free slot asks the client to wait.
+const SIGN_IN_BUSY_RETRY_SECS: u64 = 2;
+/// Sign-in attempts per client address: whoever tries many user names from one place.
+const ADDRESS_LOGIN_LIMITS: [Window; 2] = [
+    Window { secs: 60, max: 20 },
+    Window {
+        secs: 3600,
+        max: 200,
+    },
+];
+/// Metadata document fetches (URL client ids not cached) per client address.
+const ADDRESS_FETCH_LIMITS: [Window; 2] = [
+    Window { secs: 60, max: 10 },
+    Window {
+        secs: 3600,
+        max: 100,
+    },
+];
+/// Dynamic registrations per client address, so that one cannot use up the server's.
+const ADDRESS_REGISTER_LIMITS: [Window; 2] = [
+    Window { secs: 60, max: 10 },
+    Window {
+        secs: 3600,
+        max: 50,
+    },
+];
 /// Sign-in attempts per user name: a brake on password guessing.
 const LOGIN_LIMITS: [Window; 2] = [
     Window { secs: 60, max: 10 },
@@ -152,19 +204,147 @@ fn media_type(headers: &HeaderMap) -> String {
         .to_ascii_lowercase()
 }
 
-/// Counts a hit; true when over the limit (a limiter failure lets the request through).
-async fn limited(st: &HttpState, key: &str, windows: &[Window]) -> bool {
-    match st.limiter.hit(key, windows).await {
-        Ok(RateDecision::Allowed) => false,
-        Ok(RateDecision::Limited { .. }) => true,
-        Err(e) => {
-            tracing::warn!(error = %telemetry::chain(&e), "rate limiter unavailable");
-            false
+/// The client address of a request, when known: [`ClientAddr`] (Lambda), else the TCP peer.
+struct Peer(Option<IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let ip = parts
+            .extensions
+            .get::<ClientAddr>()
+            .map(|a| a.0)
+            .or_else(|| {
+                parts
+                    .extensions
+                    .get::<ConnectInfo<SocketAddr>>()
+                    .map(|c| c.0.ip())
+            });
+        Ok(Peer(ip))
+    }
+}
+
+impl Peer {
+    /// The rate-limit key of `what` for this address: an IPv4 address, or an IPv6 address's
+    /// /64 (one subscriber's usual allocation, so walking through it does not help). Without
+    /// an address (a server started without `ConnectInfo`) every client shares one key.
+    fn key(&self, what: &str) -> String {
+        let address = match self.0.map(|ip| ip.to_canonical()) {
+            Some(IpAddr::V4(v4)) => v4.to_string(),
+            Some(IpAddr::V6(v6)) => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+            None => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!("no client address on OAuth requests: per-address limits are shared by all clients");
+                });
+                "unknown".to_owned()
+            }
+        };
+        format!("{ADDRESS_KEY}{what}#{address}")
+    }
+}
+
+/// Why a limited request may not go on.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    /// Over the limit; the window ends in this many seconds.
+    Limited(u64),
+    /// The limiter cannot be reached (logged): fail closed.
+    Unavailable,
+}
+
+impl Refusal {
+    fn status(self) -> StatusCode {
+        match self {
+            Refusal::Limited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Refusal::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn retry_after(self) -> u64 {
+        match self {
+            Refusal::Limited(secs) => secs,
+            Refusal::Unavailable => UNAVAILABLE_RETRY_SECS,
+        }
+    }
+
+    /// What to tell the client: `what` when over the limit.
+    fn message(self, what: &'static str) -> &'static str {
+        match self {
+            Refusal::Limited(_) => what,
+            Refusal::Unavailable => "this server cannot take the request right now",
         }
     }
 }
 
-async fn register(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes) -> Response {
+/// Counts a hit of `key` in `windows`. Fails closed: a limiter error refuses the request.
+/// `limit` names the limit in the log (the key may hold a user name or an address).
+async fn check_limit(
+    st: &HttpState,
+    limit: &'static str,
+    key: &str,
+    windows: &[Window],
+) -> Result<(), Refusal> {
+    match st.limiter.hit(key, windows).await {
+        Ok(RateDecision::Allowed) => Ok(()),
+        Ok(RateDecision::Limited {
+            retry_after_secs, ..
+        }) => {
+            tracing::info!(limit, "over an authorization server limit");
+            Err(Refusal::Limited(retry_after_secs))
+        }
+        Err(e) => {
+            tracing::error!(limit, error = %telemetry::chain(&e), "rate limiter unavailable; request refused");
+            Err(Refusal::Unavailable)
+        }
+    }
+}
+
+/// The per-address limit on metadata document fetches, when resolving `client_id` would fetch.
+async fn check_fetch_limit(
+    st: &HttpState,
+    peer: &Peer,
+    client_id: Option<&str>,
+) -> Result<(), Refusal> {
+    match client_id {
+        Some(id) if oauth(st).clients.would_fetch(id) => {
+            check_limit(
+                st,
+                "metadata fetches per address",
+                &peer.key("fetch"),
+                &ADDRESS_FETCH_LIMITS,
+            )
+            .await
+        }
+        _ => Ok(()),
+    }
+}
+
+fn with_retry_after(mut r: Response, secs: u64) -> Response {
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    r
+}
+
+/// A refused JSON request (registration, token, revocation): 429 or 503, `Retry-After`.
+fn refused_json(refusal: Refusal, what: &'static str) -> Response {
+    let body = serde_json::json!({
+        "error": "temporarily_unavailable",
+        "error_description": format!("{}; try again in {} s", refusal.message(what), refusal.retry_after()),
+    });
+    with_retry_after(json_no_store(refusal.status(), body), refusal.retry_after())
+}
+
+async fn register(
+    State(st): State<Arc<HttpState>>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let cid = telemetry::correlation_id();
     if media_type(&headers) != "application/json" {
         return oauth_error_response(
@@ -181,14 +361,19 @@ async fn register(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: By
             );
         }
     };
-    if limited(&st, "oauth-register", &REGISTER_LIMITS).await {
-        let mut r = json_no_store(
-            StatusCode::TOO_MANY_REQUESTS,
-            serde_json::json!({ "error": "temporarily_unavailable", "error_description": "too many registrations; try again later" }),
-        );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
-        return r;
+    let allowed = match check_limit(
+        &st,
+        "registrations per address",
+        &peer.key("register"),
+        &ADDRESS_REGISTER_LIMITS,
+    )
+    .await
+    {
+        Ok(()) => check_limit(&st, "registrations", REGISTER_KEY, &REGISTER_LIMITS).await,
+        refused => refused,
+    };
+    if let Err(refusal) = allowed {
+        return refused_json(refusal, "too many registrations");
     }
     match oauth(&st)
         .clients
@@ -254,11 +439,35 @@ fn error_page(status: StatusCode, title: &str, error: &OAuthError, cid: &str) ->
     }
 }
 
+/// The page of a request refused for now (a limit, a full gate, an unreachable limiter).
+fn busy_page(status: StatusCode, what: &'static str, retry_after_secs: u64, cid: &str) -> Response {
+    let error = OAuthError::TemporarilyUnavailable {
+        what,
+        retry_after_secs,
+    };
+    with_retry_after(
+        error_page(status, "Please wait a moment", &error, cid),
+        retry_after_secs,
+    )
+}
+
+/// The busy page of a refusal.
+fn refused_page(refusal: Refusal, what: &'static str, cid: &str) -> Response {
+    busy_page(
+        refusal.status(),
+        refusal.message(what),
+        refusal.retry_after(),
+        cid,
+    )
+}
+
 #[derive(Template)]
 #[template(path = "consent.html")]
 struct ConsentPage<'a> {
     client_name: String,
     unverified: bool,
+    /// The host a metadata-document client's id names.
+    document_host: Option<String>,
     issuer: &'a str,
     resource: &'a str,
     redirect_host: String,
@@ -325,7 +534,8 @@ fn consent(
         .unwrap_or_else(OAuth::new_csrf_cookie);
     let page = ConsentPage {
         client_name: req.client.display_name(),
-        unverified: req.client.kind == ClientKind::Dynamic,
+        unverified: !req.client.is_verified(),
+        document_host: req.client.document_host(),
         issuer: &oauth.config.issuer,
         resource: &req.resource,
         redirect_host: req.redirect_host(),
@@ -372,6 +582,10 @@ fn see_other(location: &str) -> Response {
 /// What a failed validation answers: an error page, or the error sent back to the client.
 fn refused(oauth: &OAuth, e: AuthorizeError, cid: &str) -> Response {
     match e {
+        AuthorizeError::Page(OAuthError::TemporarilyUnavailable {
+            what,
+            retry_after_secs,
+        }) => busy_page(StatusCode::SERVICE_UNAVAILABLE, what, retry_after_secs, cid),
         AuthorizeError::Page(error) => {
             let status = if error.is_internal() {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -390,6 +604,7 @@ fn refused(oauth: &OAuth, e: AuthorizeError, cid: &str) -> Response {
 
 async fn authorize_page(
     State(st): State<Arc<HttpState>>,
+    peer: Peer,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
@@ -400,6 +615,9 @@ async fn authorize_page(
         Ok((p, _)) => p,
         Err(e) => return refused(oauth, AuthorizeError::Page(e), &cid),
     };
+    if let Err(refusal) = check_fetch_limit(&st, &peer, params.client_id.as_deref()).await {
+        return refused_page(refusal, "too many new apps from your network", &cid);
+    }
     match oauth.validate_authorize(&params).await {
         Ok(req) => consent(&st, &req, &params, cookie(&headers, CSRF_COOKIE), FRESH),
         Err(e) => refused(oauth, e, &cid),
@@ -408,6 +626,7 @@ async fn authorize_page(
 
 async fn authorize_submit(
     State(st): State<Arc<HttpState>>,
+    peer: Peer,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -429,6 +648,9 @@ async fn authorize_submit(
         Err(e) => return refused(oauth, AuthorizeError::Page(e), &cid),
     };
     let fields: HashMap<String, String> = fields.into_iter().collect();
+    if let Err(refusal) = check_fetch_limit(&st, &peer, params.client_id.as_deref()).await {
+        return refused_page(refusal, "too many new apps from your network", &cid);
+    }
     let req = match oauth.validate_authorize(&params).await {
         Ok(r) => r,
         Err(e) => return refused(oauth, e, &cid),
@@ -464,13 +686,42 @@ async fn authorize_submit(
         };
         consent(&st, &req, &params, cookie_value, feedback)
     };
-    let login_key = format!("login#{}", username.trim().to_ascii_lowercase());
-    if limited(&st, &login_key, &LOGIN_LIMITS).await {
-        return retry(
-            "Too many sign-in attempts for this user; wait a minute and try again.",
-            StatusCode::TOO_MANY_REQUESTS,
-        );
+    let refused_sign_in = |refusal: Refusal| {
+        let message = match refusal {
+            Refusal::Limited(_) => "Too many sign-in attempts; wait a minute and try again.",
+            Refusal::Unavailable => "Sign-in is unavailable right now; try again in a minute.",
+        };
+        with_retry_after(retry(message, refusal.status()), refusal.retry_after())
+    };
+    // Per address first: a refused attempt then costs no counter per user name.
+    if let Err(refusal) = check_limit(
+        &st,
+        "sign-ins per address",
+        &peer.key("sign-in"),
+        &ADDRESS_LOGIN_LIMITS,
+    )
+    .await
+    {
+        return refused_sign_in(refusal);
     }
+    // Names that cannot be a user share one counter: the key space stays that of real names.
+    let login_key = match UserId::parse(&username.trim().to_ascii_lowercase()) {
+        Ok(user) => format!("{LOGIN_KEY}{user}"),
+        Err(_) => format!("{LOGIN_KEY}#not-a-user"),
+    };
+    if let Err(refusal) = check_limit(&st, "sign-ins per user", &login_key, &LOGIN_LIMITS).await {
+        return refused_sign_in(refusal);
+    }
+    let Ok(_slot) = oauth.gates.sign_in.try_acquire() else {
+        tracing::warn!(correlation_id = %cid, "every sign-in slot is taken; sign-in refused");
+        return with_retry_after(
+            retry(
+                "Many sign-ins are running right now; try again in a moment.",
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            SIGN_IN_BUSY_RETRY_SECS,
+        );
+    };
     let user = match oauth.users.check(username, password).await {
         Ok(Some(user)) => user,
         Ok(None) => {
@@ -519,10 +770,31 @@ fn token_request(headers: &HeaderMap, body: &Bytes) -> Result<TokenRequest, OAut
     Ok((form, basic))
 }
 
-async fn token(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes) -> Response {
+/// The client id a token or revocation request names (Basic credentials or the form).
+fn named_client<'a>(
+    form: &'a HashMap<String, String>,
+    basic: &'a Option<(String, String)>,
+) -> Option<&'a str> {
+    basic
+        .as_ref()
+        .map(|(id, _)| id.as_str())
+        .or_else(|| form.get("client_id").map(String::as_str))
+}
+
+async fn token(
+    State(st): State<Arc<HttpState>>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let cid = telemetry::correlation_id();
     let result = match token_request(&headers, &body) {
-        Ok((form, basic)) => oauth(&st).token(&form, basic).await,
+        Ok((form, basic)) => {
+            if let Err(refusal) = check_fetch_limit(&st, &peer, named_client(&form, &basic)).await {
+                return refused_json(refusal, "too many new apps from your network");
+            }
+            oauth(&st).token(&form, basic).await
+        }
         Err(e) => Err(e),
     };
     match result {
@@ -534,10 +806,20 @@ async fn token(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes
     }
 }
 
-async fn revoke(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn revoke(
+    State(st): State<Arc<HttpState>>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let cid = telemetry::correlation_id();
     let result = match token_request(&headers, &body) {
-        Ok((form, basic)) => oauth(&st).revoke_token(&form, basic).await,
+        Ok((form, basic)) => {
+            if let Err(refusal) = check_fetch_limit(&st, &peer, named_client(&form, &basic)).await {
+                return refused_json(refusal, "too many new apps from your network");
+            }
+            oauth(&st).revoke_token(&form, basic).await
+        }
         Err(e) => Err(e),
     };
     match result {

@@ -4,7 +4,11 @@
 //! The order of checks matters. Until the client and its redirect URI are known to match, no
 //! error may be sent to the redirect URI (that would make us an open redirector): those failures
 //! are an error page ([`AuthorizeError::Page`]). After that, errors go back to the client
-//! ([`AuthorizeError::Redirect`]) with `state` and `iss` (RFC 9207).
+//! ([`AuthorizeError::Redirect`]) with `state` and `iss` (RFC 9207), but only for a client
+//! someone vouched for: a pre-registered one, or one a user approved before. Anyone may
+//! register a client (or publish a metadata document) with any redirect URI, so for the others
+//! a bad request is an error page too: a link to our authorization endpoint must never bounce
+//! a browser to an arbitrary site without a person's say (RFC 9700 §4.11.2).
 //!
 //! The consent form is protected twice: a random cookie (`SameSite=Strict`, `HttpOnly`) and a
 //! form field that is an HMAC over that cookie, the exact request parameters and an expiry. A
@@ -31,7 +35,7 @@ use crate::ports::{Cond, Item};
 /// How long a consent form stays valid.
 pub const CSRF_TTL_SECS: i64 = 1800;
 /// How long a used or expired code is remembered, so that a replay can still revoke its grant.
-const CODE_RETENTION_SECS: i64 = 3600;
+pub(crate) const CODE_RETENTION_SECS: i64 = 3600;
 
 /// The parameters of an authorization request, as sent (query string or consent form).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -178,8 +182,11 @@ pub(crate) struct CodeRecord {
     pub used_at: Option<i64>,
 }
 
+/// The partition-key prefix of authorization codes: `CODE#{sha256(code)}`.
+pub const CODE_PREFIX: &str = "CODE#";
+
 pub(crate) fn code_key(code: &str) -> String {
-    format!("CODE#{}", sha256_hex(code))
+    format!("{CODE_PREFIX}{}", sha256_hex(code))
 }
 
 pub(crate) fn code_item(record: &CodeRecord, pk: String, version: u64) -> Item {
@@ -233,24 +240,44 @@ impl OAuth {
                 )));
             }
         };
-        let back = |error| AuthorizeError::Redirect {
-            redirect_uri: redirect_uri.clone(),
-            state: p.state.clone(),
-            error,
-        };
+        match self.check_request(p, &client) {
+            Ok((scope, code_challenge, resource)) => Ok(AuthorizeRequest {
+                client,
+                redirect_uri,
+                scope,
+                state: p.state.clone(),
+                code_challenge,
+                resource,
+            }),
+            Err(error) if self.redirects_errors(&client).await => Err(AuthorizeError::Redirect {
+                redirect_uri,
+                state: p.state.clone(),
+                error,
+            }),
+            Err(error) => Err(Page(error)),
+        }
+    }
+
+    /// The checks after the client and redirect URI are known: scope, PKCE challenge and
+    /// resource, or the error to report.
+    fn check_request(
+        &self,
+        p: &AuthorizeParams,
+        client: &ClientRecord,
+    ) -> Result<(Scope, String, String), OAuthError> {
         match p.response_type.as_deref() {
             Some("code") => {}
             None => {
-                return Err(back(OAuthError::InvalidRequest(
+                return Err(OAuthError::InvalidRequest(
                     "response_type is missing".into(),
-                )));
+                ));
             }
-            Some(_) => return Err(back(OAuthError::UnsupportedResponseType)),
+            Some(_) => return Err(OAuthError::UnsupportedResponseType),
         }
         if !client.grant_types.iter().any(|g| g == "authorization_code") {
-            return Err(back(OAuthError::UnauthorizedClient(
+            return Err(OAuthError::UnauthorizedClient(
                 "this client may not use the authorization code grant",
-            )));
+            ));
         }
         let code_challenge = match (
             p.code_challenge.as_deref(),
@@ -258,45 +285,54 @@ impl OAuth {
         ) {
             (Some(c), Some("S256")) if valid_challenge(c) => c.to_owned(),
             (None, _) => {
-                return Err(back(OAuthError::InvalidRequest(
+                return Err(OAuthError::InvalidRequest(
                     "code_challenge is required (PKCE with S256)".into(),
-                )));
+                ));
             }
             (Some(_), Some("S256")) => {
-                return Err(back(OAuthError::InvalidRequest(
+                return Err(OAuthError::InvalidRequest(
                     "code_challenge is not an S256 challenge".into(),
-                )));
+                ));
             }
             (Some(_), _) => {
-                return Err(back(OAuthError::InvalidRequest(
+                return Err(OAuthError::InvalidRequest(
                     "code_challenge_method must be S256".into(),
-                )));
+                ));
             }
         };
         let resource = match p.resource.as_deref() {
             Some(r) if self.is_our_resource(r) => self.config.resource.clone(),
             Some(r) => {
-                return Err(back(OAuthError::InvalidTarget(format!(
+                return Err(OAuthError::InvalidTarget(format!(
                     "unknown resource {r:?}; this server issues tokens for {}",
                     self.config.resource
-                ))));
+                )));
             }
             None => {
-                return Err(back(OAuthError::InvalidTarget(format!(
+                return Err(OAuthError::InvalidTarget(format!(
                     "the resource parameter (RFC 8707) is required: {}",
                     self.config.resource
-                ))));
+                )));
             }
         };
-        let scope = super::parse_scope(p.scope.as_deref(), super::DEFAULT_SCOPE).map_err(back)?;
-        Ok(AuthorizeRequest {
-            client,
-            redirect_uri,
-            scope,
-            state: p.state.clone(),
-            code_challenge,
-            resource,
-        })
+        let scope = super::parse_scope(p.scope.as_deref(), super::DEFAULT_SCOPE)?;
+        Ok((scope, code_challenge, resource))
+    }
+
+    /// True when a request error may go back to `client`'s (verified) redirect URI: the
+    /// operator registered the client, or a user approved it before. When that cannot be read,
+    /// the error page (the safe side).
+    async fn redirects_errors(&self, client: &ClientRecord) -> bool {
+        if client.is_verified() {
+            return true;
+        }
+        match self.clients.approved(&client.client_id).await {
+            Ok(approved) => approved,
+            Err(e) => {
+                tracing::warn!(client_id = %client.client_id, error = %crate::telemetry::chain(&e), "cannot read whether the client was approved; showing the error page");
+                false
+            }
+        }
     }
 
     /// `redirect_uri` with these query parameters added (and `iss`, RFC 9207).
@@ -402,6 +438,9 @@ impl OAuth {
         self.store
             .put(code_item(&record, code_key(&code), 1), Cond::NotExists)
             .await?;
+        if !req.client.is_verified() {
+            self.clients.mark_approved(&req.client.client_id).await?;
+        }
         tracing::info!(client_id = %record.client_id, user = %user, grant_id = %record.grant_id, "authorization code issued");
         let mut params = vec![("code", code.as_str())];
         if let Some(s) = &req.state {

@@ -6,13 +6,18 @@
 //! (plain `http` only for loopback, and only under an explicit development option), no
 //! redirects, a 5 s timeout, an 8 KiB body limit, and no private, loopback or link-local
 //! addresses, checked both for IP literals and after DNS resolution (our own resolver), so a
-//! name that resolves to an internal address is refused too. Documents are cached for five
-//! minutes per process.
+//! name that resolves to an internal address is refused too. The address checks use the
+//! standard library's classification plus an explicit list of special-purpose ranges, IPv6
+//! forms that embed an IPv4 address (NAT64, 6to4, Teredo, IPv4-compatible) included. Documents
+//! are cached for five minutes per process; at most [`super::FETCH_SLOTS`] fetches run at once
+//! ([`super::Gates`]), and one more is refused at once (`TemporarilyUnavailable`), not queued.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::sync::Semaphore;
 
 use serde_json::Value;
 use url::Url;
@@ -26,10 +31,54 @@ pub const MAX_DOCUMENT_BYTES: usize = 8 * 1024;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 const CACHE_SECS: i64 = 300;
 const CACHE_ENTRIES: usize = 1000;
+/// The longest URL client_id accepted (it also names the client's `CLIENT#` items).
+const MAX_URL_CHARS: usize = 1000;
+/// What a fetch refused for want of a free slot asks the client to wait.
+const BUSY_RETRY_SECS: u64 = 5;
 
 /// True when the client_id is meant as a metadata document URL.
 pub fn looks_like_url(client_id: &str) -> bool {
     client_id.starts_with("https://") || client_id.starts_with("http://")
+}
+
+/// IPv4 ranges no metadata document is served from, beyond what the standard library
+/// classifies (private, loopback, link-local, unspecified, broadcast, multicast, documentation).
+const BLOCKED_V4: [(Ipv4Addr, u8); 6] = [
+    (Ipv4Addr::new(0, 0, 0, 0), 8),      // "this network"
+    (Ipv4Addr::new(100, 64, 0, 0), 10),  // shared address space (carrier-grade NAT)
+    (Ipv4Addr::new(192, 0, 0, 0), 24),   // IETF protocol assignments
+    (Ipv4Addr::new(192, 88, 99, 0), 24), // 6to4 relay anycast
+    (Ipv4Addr::new(198, 18, 0, 0), 15),  // benchmarking
+    (Ipv4Addr::new(240, 0, 0, 0), 4),    // reserved
+];
+
+/// IPv6 ranges refused beyond the standard library's classification (loopback, unspecified,
+/// multicast, unique local `fc00::/7`, link-local `fe80::/10`). Several embed an IPv4 address
+/// that a gateway on the way would reach (NAT64, 6to4, Teredo, IPv4-compatible), so they could
+/// smuggle `10.0.0.1` past the IPv4 checks.
+const BLOCKED_V6: [(Ipv6Addr, u8); 12] = [
+    (Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 0), 96), // IPv4-compatible (deprecated), ::, ::1
+    (Ipv6Addr::new(0, 0, 0, 0, 0xffff, 0, 0, 0), 96), // IPv4-translated (SIIT)
+    (Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0), 96), // NAT64
+    (Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, 0, 0), 48), // local-use NAT64
+    (Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, 0), 64), // discard-only
+    (Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 32), // Teredo
+    (Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0), 48), // benchmarking
+    (Ipv6Addr::new(0x2001, 0x10, 0, 0, 0, 0, 0, 0), 28), // ORCHID (deprecated)
+    (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0), 32), // documentation
+    (Ipv6Addr::new(0x2002, 0, 0, 0, 0, 0, 0, 0), 16), // 6to4
+    (Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 0), 20), // documentation (RFC 9637)
+    (Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0), 10), // site-local (deprecated)
+];
+
+fn in_v4(ip: Ipv4Addr, (net, len): (Ipv4Addr, u8)) -> bool {
+    let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+    u32::from(ip) & mask == u32::from(net) & mask
+}
+
+fn in_v6(ip: Ipv6Addr, (net, len): (Ipv6Addr, u8)) -> bool {
+    let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+    u128::from(ip) & mask == u128::from(net) & mask
 }
 
 /// True for addresses a server-side fetch may reach: public unicast only (loopback too when
@@ -40,17 +89,13 @@ pub fn public_ip(ip: IpAddr, allow_loopback: bool) -> bool {
             if v4.is_loopback() {
                 return allow_loopback;
             }
-            let o = v4.octets();
             !(v4.is_private()
                 || v4.is_link_local()
                 || v4.is_unspecified()
                 || v4.is_broadcast()
                 || v4.is_multicast()
                 || v4.is_documentation()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
-                || o[0] >= 240)
+                || BLOCKED_V4.iter().any(|&net| in_v4(v4, net)))
         }
         IpAddr::V6(v6) => {
             if v6.is_loopback() {
@@ -59,11 +104,11 @@ pub fn public_ip(ip: IpAddr, allow_loopback: bool) -> bool {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return public_ip(IpAddr::V4(v4), allow_loopback);
             }
-            let first = v6.segments()[0];
             !(v6.is_unspecified()
                 || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80)
+                || v6.is_unique_local()
+                || v6.is_unicast_link_local()
+                || BLOCKED_V6.iter().any(|&net| in_v6(v6, net)))
         }
     }
 }
@@ -95,6 +140,8 @@ pub struct Fetcher {
     clock: Arc<dyn Clock>,
     allow_http_loopback: bool,
     cache: Mutex<HashMap<String, (i64, ClientRecord)>>,
+    /// One permit per fetch in flight.
+    slots: Arc<Semaphore>,
 }
 
 fn invalid(why: impl Into<String>) -> OAuthError {
@@ -118,11 +165,38 @@ impl Fetcher {
             clock,
             allow_http_loopback,
             cache: Mutex::new(HashMap::new()),
+            slots: Arc::new(Semaphore::new(super::FETCH_SLOTS)),
         }
+    }
+
+    /// Shares these permits for fetches in flight ([`super::Gates::fetch`]).
+    pub fn with_slots(mut self, slots: Arc<Semaphore>) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    fn cached(&self, client_id: &str, now: i64) -> Option<ClientRecord> {
+        self.cache
+            .lock()
+            .expect("cache lock")
+            .get(client_id)
+            .filter(|(at, _)| now - at < CACHE_SECS)
+            .map(|(_, record)| record.clone())
+    }
+
+    /// True when resolving `client_id` would go out on the network: a fetchable URL that is
+    /// not cached (what the HTTP layer limits per client address).
+    pub fn would_fetch(&self, client_id: &str) -> bool {
+        looks_like_url(client_id)
+            && self.check_url(client_id).is_ok()
+            && self.cached(client_id, self.clock.unix()).is_none()
     }
 
     /// Checks that `client_id` is a URL we may fetch as a metadata document.
     pub fn check_url(&self, client_id: &str) -> Result<Url, OAuthError> {
+        if client_id.len() > MAX_URL_CHARS {
+            return Err(invalid("client_id URL is too long"));
+        }
         let url = Url::parse(client_id).map_err(|_| invalid("client_id is not a valid URL"))?;
         // The URL must be in its normal form: no dot segments, no default port, no case games.
         if url.as_str() != client_id {
@@ -167,11 +241,16 @@ impl Fetcher {
     pub async fn fetch(&self, client_id: &str) -> Result<ClientRecord, OAuthError> {
         let url = self.check_url(client_id)?;
         let now = self.clock.unix();
-        if let Some((at, record)) = self.cache.lock().expect("cache lock").get(client_id)
-            && now - at < CACHE_SECS
-        {
-            return Ok(record.clone());
+        if let Some(record) = self.cached(client_id, now) {
+            return Ok(record);
         }
+        let Ok(_slot) = self.slots.try_acquire() else {
+            tracing::warn!("every metadata document fetch slot is taken; fetch refused");
+            return Err(OAuthError::TemporarilyUnavailable {
+                what: "too many client metadata documents are being fetched",
+                retry_after_secs: BUSY_RETRY_SECS,
+            });
+        };
         let body = self.download(url).await?;
         let record = parse_document(client_id, &body, now)?;
         let mut cache = self.cache.lock().expect("cache lock");
@@ -313,6 +392,62 @@ mod tests {
         assert!(dev.check_url("http://127.0.0.1:9/client.json").is_ok());
         assert!(dev.check_url("http://app.example/client.json").is_err());
         assert!(dev.check_url("http://10.0.0.1/client.json").is_err());
+    }
+
+    /// Ranges that reach private networks or embed an IPv4 address are refused, whether named
+    /// in the URL or resolved from a name; public addresses around them are not.
+    #[test]
+    fn special_purpose_addresses_are_not_public() {
+        let refused = [
+            "64:ff9b::a00:1",     // NAT64 of 10.0.0.1
+            "64:ff9b::a9fe:a9fe", // NAT64 of 169.254.169.254
+            "64:ff9b:1::a00:1",   // local-use NAT64
+            "2002:a00:1::1",      // 6to4 of 10.0.0.1
+            "2002:a9fe:a9fe::1",  // 6to4 of 169.254.169.254
+            "::a00:1",            // IPv4-compatible 10.0.0.1
+            "::7f00:1",           // IPv4-compatible 127.0.0.1
+            "::ffff:0:a00:1",     // IPv4-translated
+            "fec0::1",            // site-local
+            "feff::1",            // site-local, top of the range
+            "2001::1",            // Teredo
+            "2001:db8::1",        // documentation
+            "100::1",             // discard-only
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "198.18.0.1",
+            "198.19.255.255",
+            "100.64.0.1",
+            "192.88.99.1",
+            "0.1.2.3",
+            "255.255.255.255",
+            "169.254.169.254",
+        ];
+        for ip in refused {
+            assert!(!public_ip(ip.parse().unwrap(), false), "{ip} is not public");
+            assert!(
+                !public_ip(ip.parse().unwrap(), true),
+                "{ip} is not loopback"
+            );
+        }
+        let allowed = [
+            "8.8.8.8",
+            "198.17.255.255",
+            "198.20.0.1",
+            "2606:4700:4700::1111",
+            "2a00:1450:4001::1",
+            "2003::1",
+            "::ffff:8.8.8.8",
+        ];
+        for ip in allowed {
+            assert!(public_ip(ip.parse().unwrap(), false), "{ip} is public");
+        }
+        assert!(public_ip("::1".parse().unwrap(), true));
+        assert!(!public_ip("::1".parse().unwrap(), false));
+        let strict = Fetcher::new(Arc::new(SystemClock), false);
+        assert!(strict.check_url("https://[64:ff9b::a00:1]/c").is_err());
+        assert!(strict.check_url("https://[2002:a00:1::1]/c").is_err());
+        assert!(strict.check_url("https://198.18.0.1/c").is_err());
     }
 
     #[test]

@@ -24,6 +24,14 @@ const MAX_NAME_CHARS: usize = 100;
 /// At most this many redirect URIs per client.
 const MAX_REDIRECT_URIS: usize = 20;
 const CLIENTS_PARTITION: &str = "CLIENTS";
+/// The partition-key prefix of a client's items: `CLIENT#{client_id}`.
+pub const CLIENT_PREFIX: &str = "CLIENT#";
+/// The sort key of the mark that a user approved a client at least once.
+const APPROVED_SK: &str = "APPROVED";
+
+fn client_pk(client_id: &str) -> String {
+    format!("{CLIENT_PREFIX}{client_id}")
+}
 
 /// How a client came to be known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +86,26 @@ impl ClientRecord {
         self.client_name
             .clone()
             .unwrap_or_else(|| self.client_id.clone())
+    }
+
+    /// True when the operator vouches for this client (`nib client add`); a dynamic client's
+    /// name and a metadata document's name are whatever the client chose.
+    pub fn is_verified(&self) -> bool {
+        self.kind == ClientKind::Preregistered
+    }
+
+    /// The `host[:port]` a metadata-document client's id names, for the consent page: the one
+    /// thing about such a client that someone answers for (whoever serves that host).
+    pub fn document_host(&self) -> Option<String> {
+        if self.kind != ClientKind::MetadataDocument {
+            return None;
+        }
+        let url = Url::parse(&self.client_id).ok()?;
+        let host = url.host_str()?;
+        Some(match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        })
     }
 }
 
@@ -176,7 +204,7 @@ pub fn check_redirect_uri(uri: &str, application_type: &str) -> Result<(), OAuth
 
 fn client_item(record: &ClientRecord, version: u64) -> Item {
     Item {
-        pk: format!("CLIENT#{}", record.client_id),
+        pk: client_pk(&record.client_id),
         sk: "CLIENT".into(),
         gsi1: Some((
             CLIENTS_PARTITION.into(),
@@ -315,14 +343,40 @@ impl Clients {
         if client_id.is_empty() || client_id.len() > 200 {
             return Ok(None);
         }
-        match self
-            .store
-            .get(&format!("CLIENT#{client_id}"), "CLIENT")
-            .await?
-        {
+        match self.store.get(&client_pk(client_id), "CLIENT").await? {
             Some(item) => Ok(Some(serde_json::from_slice(&item.body)?)),
             None => Ok(None),
         }
+    }
+
+    /// True when resolving `client_id` would fetch a metadata document (not cached).
+    pub fn would_fetch(&self, client_id: &str) -> bool {
+        self.fetcher.would_fetch(client_id)
+    }
+
+    /// True once a user approved `client_id` on the consent page. Until then nothing about
+    /// the client is vouched for, not even by a user, so the authorization endpoint shows its
+    /// errors on a page instead of sending the browser to the client's redirect URI.
+    pub async fn approved(&self, client_id: &str) -> Result<bool, OAuthError> {
+        Ok(self
+            .store
+            .get(&client_pk(client_id), APPROVED_SK)
+            .await?
+            .is_some())
+    }
+
+    /// Marks `client_id` approved by a user (one put; the first time or again).
+    pub async fn mark_approved(&self, client_id: &str) -> Result<(), OAuthError> {
+        let item = Item {
+            pk: client_pk(client_id),
+            sk: APPROVED_SK.into(),
+            gsi1: None,
+            version: 1,
+            expires_at: None,
+            body: serde_json::to_vec(&serde_json::json!({ "approved_at": self.clock.unix() }))
+                .expect("json"),
+        };
+        Ok(self.store.put(item, Cond::None).await?)
     }
 
     /// Stored clients, oldest first (metadata-document clients are not stored).
@@ -344,12 +398,15 @@ impl Clients {
     /// Forgets a stored client. Its grants stay until revoked or expired; its refresh tokens no
     /// longer work, since the token endpoint cannot authenticate an unknown client.
     pub async fn remove(&self, client_id: &str) -> Result<bool, OAuthError> {
-        let key = format!("CLIENT#{client_id}");
+        let key = client_pk(client_id);
         if self.store.get(&key, "CLIENT").await?.is_none() {
             return Ok(false);
         }
         self.store
-            .transact(vec![crate::ports::Write::delete(key, "CLIENT", Cond::None)])
+            .transact(vec![
+                crate::ports::Write::delete(key.clone(), "CLIENT", Cond::None),
+                crate::ports::Write::delete(key, APPROVED_SK, Cond::None),
+            ])
             .await?;
         Ok(true)
     }

@@ -6,6 +6,11 @@
 //! Item `GRANT#{id}` / `GRANT`, in the user's `U#{user}#GRANTS` index partition. It expires by
 //! TTL when its last refresh token would have (plus an access token's lifetime), so abandoned
 //! grants go away on their own; a revoked grant stays listed until then.
+//!
+//! A replayed authorization code revokes the grant its first exchange creates, and that
+//! exchange may still be in flight: the grant may not exist yet. Then the revocation writes the
+//! grant itself, already revoked ([`Grants::revoke_or_forestall`]), so the first exchange's
+//! create-if-absent fails and it issues nothing.
 
 use std::sync::Arc;
 
@@ -39,8 +44,11 @@ impl GrantRecord {
     }
 }
 
+/// The partition-key prefix of grants: `GRANT#{grant_id}`.
+pub const GRANT_PREFIX: &str = "GRANT#";
+
 pub(crate) fn grant_pk(grant_id: &str) -> String {
-    format!("GRANT#{grant_id}")
+    format!("{GRANT_PREFIX}{grant_id}")
 }
 
 fn user_grants_partition(user: &UserId) -> String {
@@ -113,10 +121,60 @@ impl Grants {
         user: Option<&UserId>,
         reason: &str,
     ) -> Result<Option<GrantRecord>, OAuthError> {
-        // A few tries: a concurrent refresh may bump the version between our read and write.
+        self.revoke_with(grant_id, user, reason, None).await
+    }
+
+    /// Revokes the grant `pending` describes; when it does not exist (yet), stores `pending`
+    /// already revoked, so that whoever was about to create it (the first exchange of a
+    /// replayed code) finds it taken and fails. `pending.expires_at` must outlast that
+    /// creator. Returns the revoked grant.
+    pub async fn revoke_or_forestall(
+        &self,
+        pending: GrantRecord,
+        reason: &str,
+    ) -> Result<GrantRecord, OAuthError> {
+        let grant_id = pending.grant_id.clone();
+        match self
+            .revoke_with(&grant_id, None, reason, Some(pending))
+            .await?
+        {
+            Some(record) => Ok(record),
+            None => Err(OAuthError::Internal("a forestalled grant was not written")),
+        }
+    }
+
+    async fn revoke_with(
+        &self,
+        grant_id: &str,
+        user: Option<&UserId>,
+        reason: &str,
+        mut pending: Option<GrantRecord>,
+    ) -> Result<Option<GrantRecord>, OAuthError> {
+        // A few tries: a concurrent refresh may bump the version between our read and write,
+        // and the grant may appear between our read and a forestalling write.
         for _ in 0..5 {
             let Some((mut record, version)) = self.get(grant_id).await? else {
-                return Ok(None);
+                let Some(mut placeholder) = pending.take() else {
+                    return Ok(None);
+                };
+                placeholder.revoked_at = Some(self.clock.unix());
+                placeholder.revoked_reason = Some(reason.to_owned());
+                match self
+                    .store
+                    .put(grant_item(&placeholder, 1), Cond::NotExists)
+                    .await
+                {
+                    Ok(()) => {
+                        tracing::info!(grant_id, reason, "grant revoked before it was created");
+                        return Ok(Some(placeholder));
+                    }
+                    Err(StoreError::ConditionFailed { .. }) | Err(StoreError::Conflict) => {
+                        // Created meanwhile: revoke what is there now.
+                        pending = Some(placeholder);
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             };
             if user.is_some_and(|u| u != &record.user) {
                 return Ok(None);

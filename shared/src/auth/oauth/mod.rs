@@ -12,10 +12,18 @@
 //!   verify-only on the mcp front), their verification, and the JWKS.
 //! - [`grants`]: one grant per user consent; what `nib grant list/revoke` shows and revokes.
 //!
-//! Store items (DESIGN §5): `CLIENT#{id}` / `CLIENT`, `CODE#{sha256(code)}` / `CODE`,
-//! `RT#{sha256(token)}` / `RT`, `GRANT#{id}` / `GRANT` (GSI `U#{user}#GRANTS`). Codes and
-//! refresh tokens carry `expires_at`, so the table forgets them by TTL. Secrets (codes, refresh
-//! tokens, client secrets) are stored only as SHA-256 hashes.
+//! Store items (DESIGN §5): `CLIENT#{id}` / `CLIENT` (and `CLIENT#{id}` / `APPROVED` once a
+//! user approved the client), `CODE#{sha256(code)}` / `CODE`, `RT#{sha256(token)}` / `RT`,
+//! `GRANT#{id}` / `GRANT` (GSI `U#{user}#GRANTS`). Codes and refresh tokens carry
+//! `expires_at`, so the table forgets them by TTL. Secrets (codes, refresh tokens, client
+//! secrets) are stored only as SHA-256 hashes. Every partition the authorization server
+//! reaches is in [`crate::functions::OAUTH_PARTITIONS`], which the oauth function's role must
+//! match (`infra/iam.tf`).
+//!
+//! Two kinds of work cost the server more than the request costs the client: an argon2id
+//! password check (sign-in) and the fetch of a client ID metadata document. Each is capped
+//! per process by a [`Gates`] semaphore (over it: [`OAuthError::TemporarilyUnavailable`]);
+//! the HTTP layer also limits both per client address.
 //!
 //! Errors are [`OAuthError`]s with the RFC 6749 codes; `crate::http` turns them into responses
 //! in one place and never shows an internal cause.
@@ -116,6 +124,13 @@ pub enum OAuthError {
     Signing(#[from] jwt::SignError),
     #[error("{0}")]
     Internal(&'static str),
+    /// Too much of some costly work at once (sign-ins, metadata fetches), or the limiter that
+    /// guards it cannot be reached: try again later (503 with `Retry-After`).
+    #[error("{what}; try again in {retry_after_secs} s")]
+    TemporarilyUnavailable {
+        what: &'static str,
+        retry_after_secs: u64,
+    },
 }
 
 impl OAuthError {
@@ -133,6 +148,7 @@ impl OAuthError {
             OAuthError::AccessDenied(_) => "access_denied",
             OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
             OAuthError::InvalidClientMetadata(_) => "invalid_client_metadata",
+            OAuthError::TemporarilyUnavailable { .. } => "temporarily_unavailable",
             OAuthError::Store(_)
             | OAuthError::Corrupt(_)
             | OAuthError::Signing(_)
@@ -215,6 +231,38 @@ pub fn scope_string(scope: Scope) -> String {
 /// The scope a client gets when it asks for none: read and write, not admin.
 pub const DEFAULT_SCOPE: Scope = Scope::Write;
 
+/// Password checks (argon2id, about 19 MiB and tens of milliseconds each) running at once in
+/// one process, at most.
+pub const SIGN_IN_SLOTS: usize = 4;
+/// Client ID metadata document fetches (up to 5 s each) in flight in one process, at most.
+pub const FETCH_SLOTS: usize = 8;
+
+/// Caps on the authorization server's costly work in this process: a request that finds no
+/// free slot is answered 503 at once rather than queued, so a flood cannot pile up behind
+/// them. Shared by every [`OAuth`] built with the same gates (the router's and the CLI's).
+#[derive(Debug, Clone)]
+pub struct Gates {
+    /// Held for the duration of one password check.
+    pub sign_in: Arc<tokio::sync::Semaphore>,
+    /// Held for the duration of one metadata document fetch.
+    pub fetch: Arc<tokio::sync::Semaphore>,
+}
+
+impl Gates {
+    pub fn new(sign_ins: usize, fetches: usize) -> Self {
+        Gates {
+            sign_in: Arc::new(tokio::sync::Semaphore::new(sign_ins)),
+            fetch: Arc::new(tokio::sync::Semaphore::new(fetches)),
+        }
+    }
+}
+
+impl Default for Gates {
+    fn default() -> Self {
+        Gates::new(SIGN_IN_SLOTS, FETCH_SLOTS)
+    }
+}
+
 /// The authorization server: every endpoint's logic over the store, independent of HTTP.
 pub struct OAuth {
     pub config: OAuthConfig,
@@ -226,6 +274,8 @@ pub struct OAuth {
     signer: Arc<dyn jwt::TokenSigner>,
     pub verifier: jwt::Verifier,
     csrf_key: Zeroizing<[u8; 32]>,
+    /// The caps on password checks and metadata fetches.
+    pub gates: Gates,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -249,6 +299,19 @@ impl OAuth {
         signer: Arc<dyn jwt::TokenSigner>,
         csrf_key: Zeroizing<[u8; 32]>,
     ) -> Self {
+        Self::with_gates(config, store, clock, signer, csrf_key, Gates::default())
+    }
+
+    /// [`OAuth::new`] with these caps on costly work (shared with other instances, or small
+    /// ones in tests).
+    pub fn with_gates(
+        config: OAuthConfig,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        signer: Arc<dyn jwt::TokenSigner>,
+        csrf_key: Zeroizing<[u8; 32]>,
+        gates: Gates,
+    ) -> Self {
         let grants = grants::Grants::new(store.clone(), clock.clone());
         let verifier =
             jwt::Verifier::new(signer.public_key(), &config, grants.clone(), clock.clone());
@@ -257,8 +320,10 @@ impl OAuth {
             clients: clients::Clients::new(
                 store.clone(),
                 clock.clone(),
-                cimd::Fetcher::new(clock.clone(), config.allow_http_loopback_client_ids),
+                cimd::Fetcher::new(clock.clone(), config.allow_http_loopback_client_ids)
+                    .with_slots(gates.fetch.clone()),
             ),
+            gates,
             grants,
             signer,
             verifier,

@@ -3,7 +3,9 @@
 //! - Clients authenticate with `client_secret_basic` or `client_secret_post` when they have a
 //!   secret (either works, whichever they registered), or send only `client_id` (`none`).
 //! - A code is single use: it is burnt before it is judged, so a wrong verifier or redirect URI
-//!   also ends it, and a second use revokes the grant the first one created (OAuth 2.1 §4.1.3).
+//!   also ends it, and a second use revokes the grant the first one created (OAuth 2.1 §4.1.3),
+//!   even when the first exchange has not created it yet (a revoked grant is written in its
+//!   place, and the first exchange then fails: [`super::grants::Grants::revoke_or_forestall`]).
 //! - Refresh tokens rotate: each refresh returns a new one and marks the old one used. Presenting
 //!   a used one again is reuse, which revokes the whole grant (OAuth 2.1 §4.3.1). Two refreshes
 //!   racing with one token count as reuse too.
@@ -18,7 +20,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::authorize::{CodeRecord, code_item, code_key};
+use super::authorize::{CODE_RETENTION_SECS, CodeRecord, code_item, code_key};
 use super::clients::ClientRecord;
 use super::grants::{GrantRecord, grant_item};
 use super::jwt::{self, AccessClaims, Verifier};
@@ -64,8 +66,11 @@ struct RefreshRecord {
     rotated_at: Option<i64>,
 }
 
+/// The partition-key prefix of refresh tokens: `RT#{sha256(token)}`.
+pub const REFRESH_KEY_PREFIX: &str = "RT#";
+
 fn refresh_key(token: &str) -> String {
-    format!("RT#{}", sha256_hex(token))
+    format!("{REFRESH_KEY_PREFIX}{}", sha256_hex(token))
 }
 
 fn refresh_item(pk: String, record: &RefreshRecord, version: u64) -> Item {
@@ -254,13 +259,12 @@ impl OAuth {
         };
         let mut record: CodeRecord = serde_json::from_slice(&item.body)?;
         let now = self.clock.unix();
+        let replayed = OAuthError::InvalidGrant(
+            "the authorization code was already used; tokens issued for it are revoked",
+        );
         if record.used_at.is_some() {
-            self.grants
-                .revoke(&record.grant_id, None, "authorization code replayed")
-                .await?;
-            return Err(OAuthError::InvalidGrant(
-                "the authorization code was already used; tokens issued for it are revoked",
-            ));
+            self.revoke_replayed(&record).await?;
+            return Err(replayed);
         }
         // Burn the code first: whatever happens next, it cannot be tried again.
         record.used_at = Some(now);
@@ -274,12 +278,8 @@ impl OAuth {
         {
             Ok(()) => {}
             Err(StoreError::ConditionFailed { .. } | StoreError::Conflict) => {
-                self.grants
-                    .revoke(&record.grant_id, None, "authorization code replayed")
-                    .await?;
-                return Err(OAuthError::InvalidGrant(
-                    "the authorization code was already used; tokens issued for it are revoked",
-                ));
+                self.revoke_replayed(&record).await?;
+                return Err(replayed);
             }
             Err(e) => return Err(e.into()),
         }
@@ -317,7 +317,8 @@ impl OAuth {
         };
         let (refresh_token, refresh) = self.new_refresh(&grant);
         let (access_token, expires_in) = self.access_token(&grant, grant.scope).await?;
-        self.store
+        match self
+            .store
             .transact(vec![
                 Write::put(grant_item(&grant, 1), Cond::NotExists),
                 Write::put(
@@ -325,7 +326,17 @@ impl OAuth {
                     Cond::NotExists,
                 ),
             ])
-            .await?;
+            .await
+        {
+            Ok(()) => {}
+            // The grant exists already: a replay of this code revoked it first (it wrote the
+            // grant, revoked). The token just signed is dropped unseen.
+            Err(StoreError::ConditionFailed { .. }) => {
+                tracing::warn!(client_id = %client.client_id, grant_id = %grant.grant_id, "code exchange lost to a replay of its code; nothing issued");
+                return Err(replayed);
+            }
+            Err(e) => return Err(e.into()),
+        }
         tracing::info!(client_id = %client.client_id, grant_id = %grant.grant_id, "code exchanged");
         Ok(TokenResponse {
             access_token,
@@ -333,6 +344,30 @@ impl OAuth {
             refresh_token,
             scope: grant.scope,
         })
+    }
+
+    /// A used code came again: revoke its grant, or forestall it when its first exchange has
+    /// not created it yet.
+    async fn revoke_replayed(&self, code: &CodeRecord) -> Result<(), OAuthError> {
+        let now = self.clock.unix();
+        let pending = GrantRecord {
+            grant_id: code.grant_id.clone(),
+            user: code.user.clone(),
+            client_id: code.client_id.clone(),
+            client_name: code.client_name.clone(),
+            scope: code.scope,
+            resource: code.resource.clone(),
+            created_at: now,
+            last_issued_at: now,
+            revoked_at: None,
+            revoked_reason: None,
+            // Long past any exchange still in flight (the code itself is kept as long).
+            expires_at: now.max(code.expires) + CODE_RETENTION_SECS,
+        };
+        self.grants
+            .revoke_or_forestall(pending, "authorization code replayed")
+            .await?;
+        Ok(())
     }
 
     async fn refresh(
