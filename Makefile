@@ -190,6 +190,29 @@ bench-cold: bench-build tools-python ## cold start of each functions/*/ binary (
 bench-report: tools-bench ## BENCHMARKS.md, bench/history.csv and the plot from $(BENCH_OUT)
 	$(VENV)/bin/python bench/report.py --out $(BENCH_OUT)
 
+# ---- OCR evaluation pages (tests/ocr/, see tests/ocr/README.md) ----------------------------
+# Handwritten-looking notebook pages with their truth, for scoring the OCR (nib-bench's
+# ocr_score): OCR_PAGES single pages (PNG, some single-page PDFs) and one OCR_PDF_PAGES-page PDF
+# into $(OCR_EVAL_DIR), the same bytes for the same seed. Debian's handwriting-like fonts are
+# installed when missing; the generator refuses to run without all six.
+OCR_FONTS := fonts-dkg-handwriting fonts-breip fonts-femkeklaver fonts-bwht fonts-humor-sans \
+	fonts-comic-neue
+OCR_EVAL_DIR := .data/ocr-eval
+OCR_SEED ?= 12
+OCR_PAGES ?= 200
+OCR_PDF_PAGES ?= 10
+.PHONY: ocr-pages
+ocr-pages: tools-python ## OCR evaluation set: 200 pages + a 10-page PDF with truth, in .data/ocr-eval/
+	@missing=""; for p in $(OCR_FONTS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [[ -n "$$missing" ]]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	rm -rf $(OCR_EVAL_DIR)
+	$(VENV)/bin/python tests/ocr/generate.py --out $(OCR_EVAL_DIR) --seed $(OCR_SEED) \
+		--count $(OCR_PAGES) --pdf-pages $(OCR_PDF_PAGES)
+
 # ---- AWS deployment (infra/, see infra/README.md) -----------------------------------------
 .PHONY: tools-infra test-infra lambdas lambda-watch deploy
 

@@ -12,6 +12,8 @@
 //! over a vocabulary of common note-taking words and a long tail of rarer ones, which gives search
 //! terms with every document frequency, from "in most pages" to "in a handful".
 
+pub mod ocr_score;
+
 /// SplitMix64: tiny, fast, and good enough for test data.
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
