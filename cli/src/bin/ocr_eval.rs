@@ -35,7 +35,11 @@ fn peak_rss_mib() -> f64 {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(dir) = args.iter().find(|a| !a.starts_with("--")).map(PathBuf::from) else {
+    let Some(dir) = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
+        .map(PathBuf::from)
+    else {
         bail!("usage: nib-ocr-eval DIR [--show] [--workers N]");
     };
     let show = args.iter().any(|a| a == "--show");
@@ -56,21 +60,32 @@ fn main() -> anyhow::Result<()> {
     for t in truths {
         let file = TruthFile::parse(&std::fs::read_to_string(&t)?)
             .map_err(|e| anyhow::anyhow!("{}: {e}", t.display()))?;
-        let ink = ink_file(&dir, &file.stem)
-            .with_context(|| format!("no ink file for {}", file.stem))?;
-        let images = raster::decode(&std::fs::read(&ink)?)
-            .with_context(|| format!("{}", ink.display()))?;
+        let ink =
+            ink_file(&dir, &file.stem).with_context(|| format!("no ink file for {}", file.stem))?;
+        let images =
+            raster::decode(&std::fs::read(&ink)?).with_context(|| format!("{}", ink.display()))?;
         if images.len() != file.pages.len() {
-            bail!("{}: {} pages of ink, {} of truth", file.stem, images.len(), file.pages.len());
+            bail!(
+                "{}: {} pages of ink, {} of truth",
+                file.stem,
+                images.len(),
+                file.pages.len()
+            );
         }
         for (i, (page, image)) in file.pages.into_iter().zip(images).enumerate() {
             jobs.push((format!("{}#{}", file.stem, i + 1), page, image));
         }
     }
     let engine = Arc::new(PaddleOcr::open(&default_dir(), workers)?);
-    eprintln!("{} pages, {workers} workers, engine {}", jobs.len(), engine.engine());
+    eprintln!(
+        "{} pages, {workers} workers, engine {}",
+        jobs.len(),
+        engine.engine()
+    );
     let started = Instant::now();
-    let queue = Arc::new(std::sync::Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>()));
+    let queue = Arc::new(std::sync::Mutex::new(
+        jobs.into_iter().enumerate().collect::<Vec<_>>(),
+    ));
     let results = Arc::new(std::sync::Mutex::new(Vec::new()));
     std::thread::scope(|s| {
         for _ in 0..workers {
@@ -108,7 +123,10 @@ fn main() -> anyhow::Result<()> {
             truth.font
         );
         if show {
-            println!("--- truth\n{}\n--- read\n{markdown}\n", nib_bench::ocr_score::to_markdown(truth));
+            println!(
+                "--- truth\n{}\n--- read\n{markdown}\n",
+                nib_bench::ocr_score::to_markdown(truth)
+            );
         }
         scores.push(score);
     }

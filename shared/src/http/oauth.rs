@@ -205,7 +205,7 @@ fn media_type(headers: &HeaderMap) -> String {
 }
 
 /// The client address of a request, when known: [`ClientAddr`] (Lambda), else the TCP peer.
-struct Peer(Option<IpAddr>);
+pub(super) struct Peer(Option<IpAddr>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;
@@ -624,6 +624,57 @@ async fn authorize_page(
     }
 }
 
+/// Why a sign-in was refused before its password was checked.
+pub(super) struct SignInRefused {
+    pub status: StatusCode,
+    pub message: &'static str,
+    pub retry_after: u64,
+}
+
+/// The brakes in front of a password check (the consent page's and the page sign-in's): the
+/// client address's limit, the user name's, then a free argon2 slot, which the caller holds
+/// while it checks. Every limiter error refuses (fails closed).
+pub(super) async fn sign_in_gate<'a>(
+    st: &'a HttpState,
+    peer: &Peer,
+    username: &str,
+    cid: &str,
+) -> Result<tokio::sync::SemaphorePermit<'a>, SignInRefused> {
+    let refused = |refusal: Refusal| SignInRefused {
+        status: refusal.status(),
+        message: match refusal {
+            Refusal::Limited(_) => "Too many sign-in attempts; wait a minute and try again.",
+            Refusal::Unavailable => "Sign-in is unavailable right now; try again in a minute.",
+        },
+        retry_after: refusal.retry_after(),
+    };
+    // Per address first: a refused attempt then costs no counter per user name.
+    check_limit(
+        st,
+        "sign-ins per address",
+        &peer.key("sign-in"),
+        &ADDRESS_LOGIN_LIMITS,
+    )
+    .await
+    .map_err(refused)?;
+    // Names that cannot be a user share one counter: the key space stays that of real names.
+    let login_key = match UserId::parse(&username.trim().to_ascii_lowercase()) {
+        Ok(user) => format!("{LOGIN_KEY}{user}"),
+        Err(_) => format!("{LOGIN_KEY}#not-a-user"),
+    };
+    check_limit(st, "sign-ins per user", &login_key, &LOGIN_LIMITS)
+        .await
+        .map_err(refused)?;
+    oauth(st).gates.sign_in.try_acquire().map_err(|_| {
+        tracing::warn!(correlation_id = %cid, "every sign-in slot is taken; sign-in refused");
+        SignInRefused {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "Many sign-ins are running right now; try again in a moment.",
+            retry_after: SIGN_IN_BUSY_RETRY_SECS,
+        }
+    })
+}
+
 async fn authorize_submit(
     State(st): State<Arc<HttpState>>,
     peer: Peer,
@@ -686,41 +737,11 @@ async fn authorize_submit(
         };
         consent(&st, &req, &params, cookie_value, feedback)
     };
-    let refused_sign_in = |refusal: Refusal| {
-        let message = match refusal {
-            Refusal::Limited(_) => "Too many sign-in attempts; wait a minute and try again.",
-            Refusal::Unavailable => "Sign-in is unavailable right now; try again in a minute.",
-        };
-        with_retry_after(retry(message, refusal.status()), refusal.retry_after())
-    };
-    // Per address first: a refused attempt then costs no counter per user name.
-    if let Err(refusal) = check_limit(
-        &st,
-        "sign-ins per address",
-        &peer.key("sign-in"),
-        &ADDRESS_LOGIN_LIMITS,
-    )
-    .await
-    {
-        return refused_sign_in(refusal);
-    }
-    // Names that cannot be a user share one counter: the key space stays that of real names.
-    let login_key = match UserId::parse(&username.trim().to_ascii_lowercase()) {
-        Ok(user) => format!("{LOGIN_KEY}{user}"),
-        Err(_) => format!("{LOGIN_KEY}#not-a-user"),
-    };
-    if let Err(refusal) = check_limit(&st, "sign-ins per user", &login_key, &LOGIN_LIMITS).await {
-        return refused_sign_in(refusal);
-    }
-    let Ok(_slot) = oauth.gates.sign_in.try_acquire() else {
-        tracing::warn!(correlation_id = %cid, "every sign-in slot is taken; sign-in refused");
-        return with_retry_after(
-            retry(
-                "Many sign-ins are running right now; try again in a moment.",
-                StatusCode::SERVICE_UNAVAILABLE,
-            ),
-            SIGN_IN_BUSY_RETRY_SECS,
-        );
+    let _slot = match sign_in_gate(&st, &peer, username, &cid).await {
+        Ok(slot) => slot,
+        Err(refused) => {
+            return with_retry_after(retry(refused.message, refused.status), refused.retry_after);
+        }
     };
     let user = match oauth.users.check(username, password).await {
         Ok(Some(user)) => user,

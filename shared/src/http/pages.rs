@@ -25,11 +25,12 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use super::HttpState;
+use super::oauth::{Peer, sign_in_gate};
 use crate::auth::oauth::OAuth;
 use crate::auth::oauth::page_session::{PAGE_SESSION_COOKIE, PAGE_SESSION_TTL_SECS};
 use crate::auth::{Principal, Scope};
 use crate::domain::PageId;
-use crate::ports::{RateDecision, Window};
+use crate::ports::RateDecision;
 use crate::telemetry;
 use crate::tools::ToolError;
 
@@ -39,14 +40,6 @@ pub const SIGNIN_PATH: &str = "/oauth/signin";
 const CSRF_COOKIE: &str = "nib_csrf";
 /// The largest sign-in form accepted.
 const MAX_FORM_BYTES: usize = 16 * 1024;
-/// Sign-in attempts per user name, as on the consent page.
-const LOGIN_LIMITS: [Window; 2] = [
-    Window { secs: 60, max: 10 },
-    Window {
-        secs: 3600,
-        max: 100,
-    },
-];
 
 /// `GET /pages/{page_id}`, for the front.
 pub(super) fn page_routes() -> Router<Arc<HttpState>> {
@@ -362,6 +355,7 @@ async fn signin_page(
 /// `POST /oauth/signin`: CSRF, the sign-in limit, the password; then the session cookie.
 async fn signin_submit(
     State(st): State<Arc<HttpState>>,
+    peer: Peer,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -390,27 +384,16 @@ async fn signin_submit(
     let password = field("password").unwrap_or_default();
     let retry =
         |m: &str, status| signin_form(&st, &next, csrf_cookie, &username, Some((m, status)));
-    // Fail closed: a limiter that cannot count is no brake on password guessing.
-    let login_key = format!("login#{}", username.trim().to_ascii_lowercase());
-    match st.limiter.hit(&login_key, &LOGIN_LIMITS).await {
-        Ok(RateDecision::Allowed) => {}
-        Ok(RateDecision::Limited { .. }) => {
-            return retry(
-                "Too many sign-in attempts for this user; wait a minute and try again.",
-                StatusCode::TOO_MANY_REQUESTS,
-            );
-        }
-        Err(e) => {
-            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "sign-in limiter unavailable");
-            let mut r = retry(
-                "Sign-in is unavailable right now; try again in a minute.",
-                StatusCode::SERVICE_UNAVAILABLE,
-            );
+    // The consent page's brakes: per address, per name, a free argon2 slot; fail closed.
+    let _slot = match sign_in_gate(&st, &peer, &username, &cid).await {
+        Ok(slot) => slot,
+        Err(refused) => {
+            let mut r = retry(refused.message, refused.status);
             r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(refused.retry_after));
             return r;
         }
-    }
+    };
     let user = match oauth.users.check(&username, &password).await {
         Ok(Some(user)) => user,
         Ok(None) => {

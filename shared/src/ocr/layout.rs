@@ -199,10 +199,15 @@ fn find_checkbox(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> Option<Ch
         for top in 0..h.saturating_sub(side) {
             // The square must sit across the line's middle.
             let mid = y0 as f32 + top as f32 + side as f32 / 2.0;
-            if (mid - cy).abs() > line_h * 0.45 {
+            if (mid - cy).abs() > line_h * 0.35 {
                 continue;
             }
             for left in 0..w.saturating_sub(side) {
+                // The box is before the text, or where the text's box begins (engines often
+                // take the square into the line): never inside the words.
+                if x0 as f32 + left as f32 > start_x + 0.35 * line_h {
+                    break;
+                }
                 let l = win.vrun(left, top, side);
                 if l < 0.7 {
                     continue;
@@ -214,7 +219,7 @@ fn find_checkbox(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> Option<Ch
                 let t = win.hrun(left, top, side);
                 let b = win.hrun(left, top + side, side);
                 let score = l.min(r).min(t).min(b);
-                if score < 0.7 {
+                if score < 0.7 || !isolated(&win, left, top, side) {
                     continue;
                 }
                 // Prefer the squares best covered, then the larger (a square inside a ticked
@@ -244,36 +249,93 @@ fn find_checkbox(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> Option<Ch
     })
 }
 
-/// A small blob (a dot or a short dash) just before the line: a bullet.
+/// Whether the square at (left, top) stands apart from other ink, as a drawn box does and a
+/// square found in the strokes of letters does not: clean on its left, mostly clean above and
+/// below (a tick may overshoot), and a gap on its right before the words.
+fn isolated(win: &Window, left: usize, top: usize, side: usize) -> bool {
+    let strip = (side / 4).max(3);
+    let fraction = |x0: usize, y0: usize, x1: usize, y1: usize| {
+        let (x1, y1) = (x1.min(win.w), y1.min(win.h));
+        if x1 <= x0 || y1 <= y0 {
+            return 0.0;
+        }
+        win.ink(x0, y0, x1, y1) as f32 / ((x1 - x0) * (y1 - y0)) as f32
+    };
+    let inset = side / 8;
+    let (inner_top, inner_bottom) = (top + inset, top + side - inset);
+    let (inner_left, inner_right) = (left + inset, left + side - inset);
+    let left_strip = fraction(
+        left.saturating_sub(strip + 2),
+        inner_top,
+        left.saturating_sub(2),
+        inner_bottom,
+    );
+    let above = fraction(
+        inner_left,
+        top.saturating_sub(strip + 2),
+        inner_right,
+        top.saturating_sub(2),
+    );
+    let below = fraction(
+        inner_left,
+        top + side + 3,
+        inner_right,
+        top + side + 3 + strip,
+    );
+    let right_gap = fraction(
+        left + side + 3,
+        inner_top,
+        left + side + 3 + strip / 2 + 1,
+        inner_bottom,
+    );
+    left_strip < 0.04 && above < 0.2 && below < 0.2 && right_gap < 0.5
+}
+
+/// A small blob (a dot or a short dash) first on the line, apart from the words: a bullet.
+/// Engines often take the dot into the line's box and drop it from the text, so the search
+/// runs from left of the box into its start.
 fn find_bullet(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> bool {
-    let x0 = (start_x - 1.8 * line_h).floor() as i64;
-    let x1 = (start_x - 0.1 * line_h).ceil() as i64;
-    let y0 = (cy - 0.5 * line_h).floor() as i64;
-    let y1 = (cy + 0.5 * line_h).ceil() as i64;
-    if x1 <= x0 {
+    let x0 = (start_x - 1.5 * line_h).floor() as i64;
+    let x1 = (start_x + 0.8 * line_h).ceil() as i64;
+    let y0 = (cy - 0.3 * line_h).floor() as i64;
+    let y1 = (cy + 0.3 * line_h).ceil() as i64;
+    let column_has_ink = |x: i64| (y0..y1).any(|y| ink.dark(x, y));
+    // The first cluster of inked columns, up to a gap.
+    let Some(first) = (x0..x1).find(|&x| column_has_ink(x)) else {
+        return false;
+    };
+    let min_gap = (0.12 * line_h).max(4.0) as i64;
+    let mut last = first;
+    let mut x = first;
+    while x < x1 && x - last <= min_gap {
+        if column_has_ink(x) {
+            last = x;
+        }
+        x += 1;
+    }
+    if x - last <= min_gap {
+        // No gap after it before the window ends: part of the words.
         return false;
     }
-    // The ink's extent in the window, and how much there is.
-    let (mut minx, mut maxx, mut miny, mut maxy, mut n) =
-        (i64::MAX, i64::MIN, i64::MAX, i64::MIN, 0);
-    for y in y0..y1 {
-        for x in x0..x1 {
+    let (mut miny, mut maxy, mut n) = (i64::MAX, i64::MIN, 0);
+    for x in first..=last {
+        for y in y0..y1 {
             if ink.dark(x, y) {
-                minx = minx.min(x);
-                maxx = maxx.max(x);
                 miny = miny.min(y);
                 maxy = maxy.max(y);
                 n += 1;
             }
         }
     }
-    if n == 0 {
+    let (bw, bh) = ((last - first + 1) as f32, (maxy - miny + 1) as f32);
+    // Touching the window's top or bottom: a stroke of something taller.
+    if miny <= y0 || maxy >= y1 - 1 {
         return false;
     }
-    let (bw, bh) = ((maxx - minx + 1) as f32, (maxy - miny + 1) as f32);
-    let small = bw <= 0.75 * line_h && bh <= 0.4 * line_h && bw >= 0.06 * line_h;
-    let solid = n as f32 >= 0.3 * bw * bh;
-    small && solid
+    let fill = n as f32 / (bw * bh);
+    let dot = bw <= 0.22 * line_h && bh <= 0.22 * line_h && bw >= 3.0 && fill >= 0.45;
+    let dash = bw >= 0.08 * line_h && bw <= 0.5 * line_h && bh <= 0.12 * line_h && bw >= 2.0 * bh;
+    dot || dash
 }
 
 /// An underline: a long stroke just below the line, across most of it.
@@ -413,6 +475,15 @@ pub fn analyze(page: &PageImage, segments: Vec<OcrLine>) -> Vec<Line> {
         let cy = segs[0].bbox.center_y();
         let start_x = segs[0].bbox.x;
         let checkbox = find_checkbox(&ink, start_x, cy, h * 0.8);
+        if std::env::var_os("NIB_OCR_DEBUG").is_some() {
+            eprintln!(
+                "line {index}: start {start_x:.0} cy {cy:.0} h {h:.0} box {:?} text {:?}",
+                checkbox,
+                segs.iter()
+                    .map(|s| (s.text.as_str(), s.bbox.x as i32, s.bbox.w as i32))
+                    .collect::<Vec<_>>()
+            );
+        }
         if let Some(cb) = checkbox {
             // Drop what the engine read inside the square (and its tick).
             let box_right = cb.bbox.right() + 0.1 * h;
