@@ -41,6 +41,13 @@ enum Command {
         dir: PathBuf,
         #[arg(long, default_value = DEFAULT_USER)]
         user: String,
+        /// The engine that reads pages that come as ink alone: local (PP-OCR, `make tools-ocr`
+        /// installs it) or off.
+        #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR)]
+        ocr: String,
+        /// Read the ink again even where the page has text of its own or was read before.
+        #[arg(long)]
+        force_ocr: bool,
     },
     /// Create, list and revoke API tokens.
     Token {
@@ -252,7 +259,15 @@ async fn main() -> ExitCode {
 async fn run(command: Command, data_dir: &Path) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve(args) => serve(args, data_dir).await,
-        Command::Import { dir, user } => import(&dir, &user_id(&user)?, data_dir).await,
+        Command::Import {
+            dir,
+            user,
+            ocr,
+            force_ocr,
+        } => {
+            let ocr = nib::config::OcrChoice::parse(&ocr)?;
+            import(&dir, &user_id(&user)?, data_dir, ocr, force_ocr).await
+        }
         Command::Token { command } => token(command, data_dir).await,
         Command::User { command } => user(command, data_dir).await,
         Command::Client { command } => client(command, data_dir).await,
@@ -278,6 +293,8 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
                 LocalOptions {
                     public_url: public_url.clone(),
                     asset_ttl_seconds: args.asset_ttl_seconds,
+                    // The server takes no ink of its own (`nib import` reads it).
+                    ocr: nib::config::OcrChoice::Off,
                 },
             )?;
             (app, data_dir.display().to_string())
@@ -386,16 +403,34 @@ async fn shutdown() {
 /// Pages `nib import` reads, parses and commits at once.
 const IMPORT_CONCURRENCY: usize = 16;
 
-async fn import(dir: &Path, user: &UserId, data_dir: &Path) -> anyhow::Result<ExitCode> {
+/// The engine `nib import` reads ink-only pages with, unless told otherwise.
+#[cfg(feature = "ocr-local")]
+const DEFAULT_OCR: &str = "local";
+#[cfg(not(feature = "ocr-local"))]
+const DEFAULT_OCR: &str = "off";
+
+async fn import(
+    dir: &Path,
+    user: &UserId,
+    data_dir: &Path,
+    ocr: nib::config::OcrChoice,
+    force_ocr: bool,
+) -> anyhow::Result<ExitCode> {
     use futures::StreamExt;
     let (pages, skipped) = nib::notebook::group_dir(dir)
         .with_context(|| format!("cannot read the folder {}", dir.display()))?;
-    let app = open(data_dir, LocalOptions::default())?;
+    let app = open(
+        data_dir,
+        LocalOptions {
+            ocr,
+            ..LocalOptions::default()
+        },
+    )?;
     app.ensure_user(user).await?;
     let bar = indicatif::ProgressBar::new(pages.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "{spinner} importing [{bar:30}] {pos}/{len} pages {per_sec} {msg}",
+            "{spinner} importing [{bar:30}] {pos}/{len} pages {per_sec} ETA {eta} {msg}",
         )
         .expect("valid template")
         .progress_chars("=> "),
@@ -412,7 +447,7 @@ async fn import(dir: &Path, user: &UserId, data_dir: &Path) -> anyhow::Result<Ex
     let chunk = pages.len().div_ceil(IMPORT_CONCURRENCY).max(1);
     let mut results = futures::stream::select_all(pages.chunks(chunk).map(|run| {
         futures::stream::iter(run)
-            .then(|page| app.notebook.import_files(user, page))
+            .then(|page| app.notebook.import_files_read(user, page, force_ocr))
             .boxed()
     }));
     let mut done = 0;
@@ -422,8 +457,15 @@ async fn import(dir: &Path, user: &UserId, data_dir: &Path) -> anyhow::Result<Ex
         }
         done += 1;
         match result {
-            Ok(saved) if saved.created => created += 1,
-            Ok(_) => updated += 1,
+            Ok(saved) => {
+                for page in saved {
+                    if page.created {
+                        created += 1;
+                    } else {
+                        updated += 1;
+                    }
+                }
+            }
             Err(failure) => {
                 failed += 1;
                 bar.suspend(|| eprintln!("error: {failure}"));
@@ -440,7 +482,7 @@ async fn import(dir: &Path, user: &UserId, data_dir: &Path) -> anyhow::Result<Ex
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "imported {} pages ({created} new, {updated} updated) in {secs:.2}s ({:.0} pages/s); {failed} failed",
+        "imported {} pages ({created} new, {updated} updated) in {secs:.2}s ({:.1} pages/s); {failed} failed",
         created + updated,
         (created + updated) as f64 / secs.max(1e-9)
     );

@@ -62,6 +62,13 @@ pub enum AppError {
     Users(#[from] UserError),
     #[error("cannot load the OAuth keys")]
     OAuthKeys(#[from] crate::adapters::aws::signing::OAuthKeysError),
+    #[error(
+        "cannot start the OCR engine ({choice}); choose another with --ocr or NIB_OCR, or `off`"
+    )]
+    Ocr {
+        choice: crate::config::OcrChoice,
+        source: crate::ports::OcrError,
+    },
 }
 
 /// The system over one back end.
@@ -99,6 +106,8 @@ pub struct LocalOptions {
     /// The base URL links are built on (`http://127.0.0.1:8787`).
     pub public_url: String,
     pub asset_ttl_seconds: u64,
+    /// The engine that reads ink-only pages (off by default; `nib` turns it on).
+    pub ocr: crate::config::OcrChoice,
 }
 
 impl Default for LocalOptions {
@@ -106,7 +115,37 @@ impl Default for LocalOptions {
         LocalOptions {
             public_url: "http://127.0.0.1".into(),
             asset_ttl_seconds: 3600,
+            ocr: crate::config::OcrChoice::Off,
         }
+    }
+}
+
+/// The OCR engine of `choice`, or a clear error when it cannot run here.
+pub fn ocr_engine(
+    choice: crate::config::OcrChoice,
+) -> Result<Option<Arc<dyn crate::ports::Ocr>>, AppError> {
+    use crate::config::OcrChoice;
+    use crate::ports::OcrError;
+    let unavailable = |reason: &str| AppError::Ocr {
+        choice,
+        source: OcrError::Unavailable(reason.into()),
+    };
+    match choice {
+        OcrChoice::Off => Ok(None),
+        #[cfg(feature = "ocr-local")]
+        OcrChoice::Local => {
+            let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+            crate::ocr::paddle::PaddleOcr::open(&crate::ocr::paddle::default_dir(), workers)
+                .map(|e| Some(Arc::new(e) as Arc<dyn crate::ports::Ocr>))
+                .map_err(|source| AppError::Ocr { choice, source })
+        }
+        #[cfg(not(feature = "ocr-local"))]
+        OcrChoice::Local => Err(unavailable(
+            "this build of nib has no local engine (feature ocr-local)",
+        )),
+        OcrChoice::Textract => Err(unavailable(
+            "Textract runs in the AWS ingest function; use --ocr local here",
+        )),
     }
 }
 
@@ -137,7 +176,7 @@ impl App {
             )
             .with_clock(clock.clone()),
         );
-        let notebook = Arc::new(Notebook::new(
+        let mut notebook = Notebook::new(
             store.clone(),
             vault.clone(),
             assets.clone(),
@@ -146,7 +185,11 @@ impl App {
                 asset_ttl_seconds: options.asset_ttl_seconds,
                 public_url: options.public_url.trim_end_matches('/').to_owned(),
             },
-        ));
+        );
+        if let Some(engine) = ocr_engine(options.ocr)? {
+            notebook = notebook.with_ocr(engine);
+        }
+        let notebook = Arc::new(notebook);
         let tokens = Arc::new(Tokens::new(store.clone(), clock.clone()));
         let oauth_secret = Zeroizing::new(keys.derive("oauth"));
         Ok(App {

@@ -339,3 +339,48 @@ mod tests {
         assert!(shown.contains("AKIDEXAMPLE"));
     }
 }
+
+/// Which OCR engine reads pages that arrive as ink alone (`NIB_OCR`, `--ocr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OcrChoice {
+    /// Ink-only pages are stored without text (the library's default).
+    #[default]
+    Off,
+    /// The local PP-OCR engine (`nib serve`, `nib import`; `make tools-ocr` installs it).
+    Local,
+    /// Amazon Textract (the ingest function).
+    Textract,
+}
+
+impl OcrChoice {
+    pub fn parse(value: &str) -> Result<OcrChoice, ConfigError> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "off" | "none" => Ok(OcrChoice::Off),
+            "local" => Ok(OcrChoice::Local),
+            "textract" => Ok(OcrChoice::Textract),
+            other => Err(ConfigError::Invalid {
+                name: "NIB_OCR",
+                reason: format!("{other:?} is not one of local, textract, off"),
+            }),
+        }
+    }
+
+    /// `NIB_OCR`, when set.
+    pub fn from_env() -> Result<Option<OcrChoice>, ConfigError> {
+        std::env::var("NIB_OCR")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| OcrChoice::parse(&v))
+            .transpose()
+    }
+}
+
+impl std::fmt::Display for OcrChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OcrChoice::Off => "off",
+            OcrChoice::Local => "local",
+            OcrChoice::Textract => "textract",
+        })
+    }
+}

@@ -124,6 +124,7 @@ impl TestApp {
                     LocalOptions {
                         public_url: base.clone(),
                         asset_ttl_seconds: 3600,
+                        ocr: nib::config::OcrChoice::Off,
                     },
                 )
                 .unwrap(),

@@ -9,6 +9,7 @@ mod cli;
 mod lambda;
 mod notebook;
 mod oauth;
+mod ocr;
 mod pages;
 mod protocol;
 mod ratelimit;

@@ -311,19 +311,47 @@ impl Notebook {
     ) -> Result<SavedPage, ImportFailure> {
         let draft = read_page(files)?;
         let first = files.first_file();
-        self.import_page(user, draft).await.map_err(|e| match e {
-            NotebookError::Invalid(reason) => ImportFailure::refused(&first, reason),
-            other => {
-                // The caller shows the file's name; the log line has ids only.
-                let chain = crate::telemetry::chain(&other);
-                tracing::error!(error = %chain, user = %user, "import failed");
-                fail(
-                    &first,
-                    FailureKind::NotStored,
-                    format!("could not be stored: {chain}"),
-                )
-            }
-        })
+        self.import_page(user, draft)
+            .await
+            .map_err(|e| import_failure(&first, user, e))
+    }
+
+    /// Imports one page's files through the OCR step ([`Notebook::import_draft`], with the
+    /// `ocr` feature): ink alone is read by the notebook's engine, and a PDF of several pages
+    /// is several pages. `force` reads the ink even when the page has text of its own.
+    pub async fn import_files_read(
+        &self,
+        user: &UserId,
+        files: &PageFiles,
+        force: bool,
+    ) -> Result<Vec<SavedPage>, ImportFailure> {
+        let draft = read_page(files)?;
+        let first = files.first_file();
+        #[cfg(feature = "ocr")]
+        let saved = self.import_draft(user, draft, force).await;
+        #[cfg(not(feature = "ocr"))]
+        let saved = {
+            let _ = force;
+            self.import_page(user, draft).await.map(|s| vec![s])
+        };
+        saved.map_err(|e| import_failure(&first, user, e))
+    }
+}
+
+/// An import's failure as the caller shows it (the file's name), logged once with ids only.
+fn import_failure(first: &Path, user: &UserId, e: NotebookError) -> ImportFailure {
+    match e {
+        NotebookError::Invalid(reason) => ImportFailure::refused(first, reason),
+        other => {
+            // The caller shows the file's name; the log line has ids only.
+            let chain = crate::telemetry::chain(&other);
+            tracing::error!(error = %chain, user = %user, "import failed");
+            fail(
+                first,
+                FailureKind::NotStored,
+                format!("could not be stored: {chain}"),
+            )
+        }
     }
 }
 

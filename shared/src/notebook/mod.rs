@@ -9,6 +9,8 @@
 //! not at all, under optimistic concurrency (item versions), retried on conflict.
 
 mod import;
+#[cfg(feature = "ocr")]
+mod ocr;
 mod pages;
 mod records;
 mod search;
@@ -20,7 +22,7 @@ pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
     read_page, read_page_with,
 };
-pub use pages::{LineView, PageSummary, PageView, SavedPage};
+pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
 pub use search::SearchHit;
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
 
@@ -49,6 +51,8 @@ pub enum NotebookError {
     Assets(#[from] AssetsError),
     #[error("stored record is corrupt: {0}")]
     Corrupt(String),
+    #[error("OCR failure")]
+    Ocr(#[source] crate::ports::OcrError),
 }
 
 /// Settings of the notebook services.
@@ -76,6 +80,8 @@ pub struct Notebook {
     assets: Arc<dyn Assets>,
     clock: Arc<dyn Clock>,
     config: NotebookConfig,
+    /// Reads ink-only pages on import (`with_ocr`); `None`: they are stored without text.
+    ocr: Option<Arc<dyn crate::ports::Ocr>>,
 }
 
 impl Notebook {
@@ -92,11 +98,23 @@ impl Notebook {
             assets,
             clock,
             config,
+            ocr: None,
         }
     }
 
     pub fn config(&self) -> &NotebookConfig {
         &self.config
+    }
+
+    /// The OCR engine ink-only pages are read with on import (`import_draft`).
+    pub fn with_ocr(mut self, ocr: Arc<dyn crate::ports::Ocr>) -> Self {
+        self.ocr = Some(ocr);
+        self
+    }
+
+    /// The engine, when the notebook has one.
+    pub fn ocr(&self) -> Option<&Arc<dyn crate::ports::Ocr>> {
+        self.ocr.as_ref()
     }
 
     /// The page's stable link (`{public_url}/pages/{id}`): it shows the page to its owner after

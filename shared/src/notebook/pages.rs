@@ -7,9 +7,10 @@ use serde::Serialize;
 
 use super::import::NO_DATE;
 use super::records::{
-    self, OcrKind, PageHead, PageListing, PageRecord, PageSources, StatsRecord, StemRecord,
-    StoredLine, TaskKeyRecord, TaskRecord, TaskStatusRecord, decode, encode, page_gsi_sk, page_sk,
-    pages_partition, stem_sk, task_gsi_sk, task_sk, taskkey_sk, tasks_partition, user_pk,
+    self, EngineOcr, OcrKind, PageHead, PageListing, PageRecord, PageSources, StatsRecord,
+    StemRecord, StoredLine, TaskKeyRecord, TaskRecord, TaskStatusRecord, decode, encode,
+    ocr_markdown, page_gsi_sk, page_sk, pages_partition, stem_sk, task_gsi_sk, task_sk, taskkey_sk,
+    tasks_partition, user_pk,
 };
 use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, search};
 use crate::crypto::UserKeys;
@@ -114,7 +115,7 @@ pub struct PageSummary {
 }
 
 /// One line of `get_page`'s `structure_json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LineView {
     pub line_id: String,
     pub text: String,
@@ -126,10 +127,13 @@ pub struct LineView {
     pub status_source: Option<StatusSource>,
     pub completed_date: Option<Date>,
     pub notion_url: Option<String>,
+    /// How sure the OCR engine was of this line (0..1, below `ocr::UNSURE_BELOW` unsure);
+    /// `None` for lines not read by an engine.
+    pub ocr_confidence: Option<f32>,
 }
 
 /// A whole page as `get_page` returns it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PageView {
     pub page_id: PageId,
     pub date: Date,
@@ -137,6 +141,8 @@ pub struct PageView {
     pub has_ocr: bool,
     pub ocr_text: Option<String>,
     pub ocr_markdown: Option<String>,
+    /// The OCR engine that read the page's text from its ink, if one did.
+    pub ocr_engine: Option<String>,
     pub lines: Vec<LineView>,
     pub pdf_url: Option<String>,
     pub png_url: Option<String>,
@@ -227,7 +233,7 @@ impl Notebook {
             }
         }
         let parsed = match &draft.ocr {
-            Some((_, source)) => structure::parse(source),
+            Some((kind, source)) => structure::parse(&ocr_markdown(*kind, source)),
             None => Vec::new(),
         };
         for attempt in 0..MAX_ATTEMPTS {
@@ -896,21 +902,44 @@ impl Notebook {
                 statuses.insert(t.task_link_id, (t.status, t.completed_date));
             }
         }
+        let page_text = || {
+            let page_lines: Vec<_> = lines
+                .iter()
+                .filter(|l| !l.digital)
+                .map(|l| l.text.as_str())
+                .collect();
+            page_lines.join("\n")
+        };
+        let mut engine = None;
+        let mut confidence: Vec<f32> = Vec::new();
         let (ocr_text, ocr_markdown) = match (page.ocr_kind, ocr) {
-            (Some(OcrKind::Markdown), Some(md)) => {
-                let page_lines: Vec<_> = lines
-                    .iter()
-                    .filter(|l| !l.digital)
-                    .map(|l| l.text.as_str())
-                    .collect();
-                (Some(page_lines.join("\n")), Some(md))
-            }
+            (Some(OcrKind::Markdown), Some(md)) => (Some(page_text()), Some(md)),
             (Some(OcrKind::Text), Some(text)) => (Some(text), None),
+            (Some(OcrKind::Engine), Some(source)) => match EngineOcr::decode(&source) {
+                Some(read) => {
+                    engine = Some(read.engine);
+                    confidence = read.confidence;
+                    (Some(page_text()), Some(read.markdown))
+                }
+                None => (None, None),
+            },
             _ => (None, None),
         };
+        // The engine's confidence per line: its markdown lines and the page's lines (those
+        // from the ink, not create_task's) are one to one.
+        let page_lines = lines.iter().filter(|l| !l.digital).count();
+        if confidence.len() != page_lines {
+            confidence.clear();
+        }
+        let mut confidence = confidence.into_iter();
         let views = lines
             .into_iter()
             .map(|l| {
+                let ocr_confidence = if l.digital {
+                    None
+                } else {
+                    confidence.next().map(|c| (c * 1000.0).round() / 1000.0)
+                };
                 let task = l.task_link_id.as_ref().and_then(|id| statuses.get(id));
                 let (status, status_source, completed_date) = match (task, l.page_status) {
                     (Some((status, done)), Some(ps)) => {
@@ -929,6 +958,7 @@ impl Notebook {
                     status_source,
                     completed_date,
                     notion_url: None,
+                    ocr_confidence,
                 }
             })
             .collect();
@@ -958,6 +988,7 @@ impl Notebook {
             has_ocr: page.ocr_kind.is_some(),
             ocr_text,
             ocr_markdown,
+            ocr_engine: engine,
             lines: views,
             pdf_url,
             png_url,

@@ -88,6 +88,44 @@ mod b64 {
 pub enum OcrKind {
     Markdown,
     Text,
+    /// Read from the ink by an OCR engine: the sealed source is an [`EngineOcr`] (JSON).
+    Engine,
+}
+
+/// What an OCR engine read from a page's ink, kept as the page's sealed OCR source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineOcr {
+    /// The page as nib's markdown (`#`, `- [ ]`, `- [x]`, `-`): what the parser reads.
+    pub markdown: String,
+    /// The engine and its version (`pp-ocrv6-small rapidocr-3.10.0 ...`).
+    pub engine: String,
+    /// The engine's confidence in each markdown line, in order.
+    #[serde(default)]
+    pub confidence: Vec<f32>,
+    /// A blind hash of the ink that was read, so unchanged ink is not read again.
+    #[serde(default)]
+    pub ink: Option<String>,
+}
+
+#[cfg_attr(not(feature = "ocr"), allow(dead_code))]
+impl EngineOcr {
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).expect("an EngineOcr serializes")
+    }
+
+    pub fn decode(source: &str) -> Option<EngineOcr> {
+        serde_json::from_str(source).ok()
+    }
+}
+
+/// The markdown (or text) the structure parser reads from an OCR source of `kind`.
+pub fn ocr_markdown(kind: OcrKind, source: &str) -> std::borrow::Cow<'_, str> {
+    match kind {
+        OcrKind::Engine => EngineOcr::decode(source)
+            .map(|e| std::borrow::Cow::Owned(e.markdown))
+            .unwrap_or_default(),
+        OcrKind::Markdown | OcrKind::Text => std::borrow::Cow::Borrowed(source),
+    }
 }
 
 /// A page item's body.

@@ -51,8 +51,13 @@ struct Sessions {
     rec: Session,
 }
 
-/// PP-OCRv6 through onnxruntime. Cheap to share behind an `Arc`.
+/// PP-OCRv6 through onnxruntime. Cheap to clone (the sessions are shared).
+#[derive(Clone)]
 pub struct PaddleOcr {
+    inner: std::sync::Arc<Inner>,
+}
+
+struct Inner {
     pool: Vec<Mutex<Sessions>>,
     /// The recognition alphabet: index 0 is CTC's blank, the last is a space.
     chars: Vec<String>,
@@ -146,17 +151,25 @@ impl PaddleOcr {
             .map(|v| v.trim().to_owned())
             .unwrap_or_else(|_| "unknown".into());
         Ok(PaddleOcr {
-            pool,
-            chars,
-            engine: OcrEngine {
-                name: "pp-ocrv6-small".into(),
-                version,
-            },
+            inner: std::sync::Arc::new(Inner {
+                pool,
+                chars,
+                engine: OcrEngine {
+                    name: "pp-ocrv6-small".into(),
+                    version,
+                },
+            }),
         })
     }
 
     /// The whole pipeline on one page, on the calling thread.
     pub fn recognize_blocking(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError> {
+        self.inner.recognize(page)
+    }
+}
+
+impl Inner {
+    fn recognize(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError> {
         if page.width < 8 || page.height < 8 {
             return Ok(Vec::new());
         }
@@ -175,11 +188,14 @@ impl PaddleOcr {
 #[async_trait]
 impl Ocr for PaddleOcr {
     fn engine(&self) -> OcrEngine {
-        self.engine.clone()
+        self.inner.engine.clone()
     }
 
     async fn recognize(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError> {
-        tokio::task::block_in_place(|| self.recognize_blocking(page))
+        let (inner, page) = (self.inner.clone(), page.clone());
+        tokio::task::spawn_blocking(move || inner.recognize(&page))
+            .await
+            .map_err(failed)?
     }
 }
 

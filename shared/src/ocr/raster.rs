@@ -157,6 +157,32 @@ pub fn pdf_pages(bytes: &[u8]) -> Result<Vec<PageImage>, OcrError> {
     Ok(out)
 }
 
+/// One PDF per page of `pdf` (which has `count` pages), in order: each holds that page and
+/// only the objects it uses.
+pub fn split_pdf(pdf: &[u8], count: usize) -> Result<Vec<Vec<u8>>, OcrError> {
+    let bad = |e: lopdf::Error| OcrError::BadImage(format!("unreadable PDF: {e}"));
+    let doc = lopdf::Document::load_mem(pdf).map_err(bad)?;
+    let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
+    if numbers.len() != count {
+        return Err(OcrError::BadImage(format!(
+            "the PDF's page tree has {} pages, its renderer {count}",
+            numbers.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(count);
+    for &keep in &numbers {
+        let mut one = doc.clone();
+        let others: Vec<u32> = numbers.iter().copied().filter(|&n| n != keep).collect();
+        one.delete_pages(&others);
+        one.prune_objects();
+        let mut bytes = Vec::new();
+        one.save_to(&mut bytes)
+            .map_err(|e| OcrError::Failed(Box::new(e)))?;
+        out.push(bytes);
+    }
+    Ok(out)
+}
+
 /// A page image as PNG (the `png_url` of a page that came as PDF; Textract's input).
 pub fn to_png(page: &PageImage) -> Vec<u8> {
     let mut out = Vec::new();

@@ -17,7 +17,8 @@ pub fn def() -> ToolDef {
             "page_status": { "type": ["string", "null"], "enum": ["open", "done", "migrated", "cancelled", null] },
             "status_source": { "type": ["string", "null"], "enum": ["page", "reconciled", null] },
             "completed_date": nullable("string"),
-            "notion_url": nullable("string")
+            "notion_url": nullable("string"),
+            "ocr_confidence": { "type": ["number", "null"], "description": "For a line read from the ink by OCR: how sure the engine was (0..1). Below 0.75 the line is unsure: say you could not read it well rather than trusting every word." }
         }),
         &[
             "line_id",
@@ -29,6 +30,7 @@ pub fn def() -> ToolDef {
             "status_source",
             "completed_date",
             "notion_url",
+            "ocr_confidence",
         ],
     );
     ToolDef {
@@ -52,6 +54,7 @@ pub fn def() -> ToolDef {
                 "has_ink": { "type": "boolean" },
                 "ocr_text": nullable("string"),
                 "ocr_markdown": nullable("string"),
+                "ocr_engine": { "type": ["string", "null"], "description": "The OCR engine that read this page's text from its ink; null when the text came with the page." },
                 "structure_json": object_schema(json!({ "lines": { "type": "array", "items": line } }), &["lines"]),
                 "pdf_url": nullable("string"),
                 "png_url": nullable("string"),
@@ -64,6 +67,7 @@ pub fn def() -> ToolDef {
                 "has_ink",
                 "ocr_text",
                 "ocr_markdown",
+                "ocr_engine",
                 "structure_json",
                 "pdf_url",
                 "png_url",
@@ -84,6 +88,7 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         "has_ink": p.has_ink,
         "ocr_text": p.ocr_text,
         "ocr_markdown": p.ocr_markdown,
+        "ocr_engine": p.ocr_engine,
         "structure_json": { "lines": p.lines },
         "pdf_url": p.pdf_url,
         "png_url": p.png_url,

@@ -1,0 +1,186 @@
+//! Ink to text on import: the step between reading a page's files and writing the page.
+//!
+//! [`Notebook::import_draft`] is what `nib import` and the ingest function call:
+//! - a PDF of several pages (a whole notebook exported as one file) becomes one page per PDF
+//!   page, in order, all dated from the stem; page 1 keeps the stem, page n the stem `STEM#n`
+//!   (so a re-import finds each again). Each page gets that one page of the PDF (split out) and
+//!   a PNG rendered from it, so clients that cannot show PDFs can show the page;
+//! - a page whose ink came without an OCR file is read by the engine (`Notebook::with_ocr`);
+//!   the result is the page's OCR source (`OcrKind::Engine`: its markdown, the engine, each
+//!   line's confidence, a blind hash of the ink) and runs through the same parser, task
+//!   reconciliation and index as an imported markdown page;
+//! - a page that has an OCR file of its own keeps that text (OCR fills only ink-only pages,
+//!   unless forced), and ink the engine already read (same blind hash) is not read again.
+
+use sha2::{Digest, Sha256};
+
+use super::pages::{PageDraft, SavedPage};
+use super::records::{
+    EngineOcr, OcrKind, PageRecord, StemRecord, decode, page_sk, stem_sk, user_pk,
+};
+use super::{Notebook, NotebookError};
+use crate::domain::UserId;
+use crate::ocr::{self, raster};
+use crate::ports::{OcrError, PageImage};
+
+impl From<OcrError> for NotebookError {
+    fn from(e: OcrError) -> Self {
+        match e {
+            OcrError::BadImage(reason) => {
+                NotebookError::Invalid(format!("the ink cannot be read: {reason}"))
+            }
+            other => NotebookError::Ocr(other),
+        }
+    }
+}
+
+/// What the page of a stem has now, as far as OCR is concerned.
+struct Stored {
+    kind: Option<OcrKind>,
+    ink: Option<String>,
+}
+
+impl Notebook {
+    /// Imports a page's files as read (see the module docs): splits a multi-page PDF, renders
+    /// a PNG for PDF-only ink, reads ink-only pages with the engine (`force`: also pages whose
+    /// text came from a file, and ink read before), then writes each page.
+    pub async fn import_draft(
+        &self,
+        user: &UserId,
+        draft: PageDraft,
+        force: bool,
+    ) -> Result<Vec<SavedPage>, NotebookError> {
+        let mut out = Vec::new();
+        for (draft, image) in expand(draft)? {
+            let draft = self.read_ink(user, draft, image, force).await?;
+            out.push(self.import_page(user, draft).await?);
+        }
+        Ok(out)
+    }
+
+    async fn read_ink(
+        &self,
+        user: &UserId,
+        mut draft: PageDraft,
+        image: Option<PageImage>,
+        force: bool,
+    ) -> Result<PageDraft, NotebookError> {
+        let Some(engine) = self.ocr.clone() else {
+            return Ok(draft);
+        };
+        if draft.ocr.is_some() {
+            return Ok(draft);
+        }
+        let Some(ink) = draft.png.as_ref().or(draft.pdf.as_ref()) else {
+            return Ok(draft);
+        };
+        let keys = self.vault.user_keys(user).await?;
+        let ink_hash = keys.blind("ink", &hex::encode(Sha256::digest(ink)));
+        let stored = self.stored_ocr(user, &keys, &draft.stem).await?;
+        if !force && let Some(stored) = &stored {
+            let from_file = matches!(stored.kind, Some(OcrKind::Markdown | OcrKind::Text));
+            let already_read = stored.ink.as_deref() == Some(ink_hash.as_str());
+            if from_file || already_read {
+                return Ok(draft);
+            }
+        }
+        let image = match image {
+            Some(image) => image,
+            None => {
+                let bytes = ink.clone();
+                tokio::task::spawn_blocking(move || raster::decode(&bytes))
+                    .await
+                    .map_err(|e| NotebookError::Ocr(OcrError::Failed(Box::new(e))))??
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| NotebookError::Invalid("the ink has no page".into()))?
+            }
+        };
+        let read = ocr::read(engine.as_ref(), &image).await?;
+        tracing::debug!(user = %user, lines = read.lines.len(), "page read by OCR");
+        let source = EngineOcr {
+            markdown: read.markdown(),
+            engine: read.engine.to_string(),
+            confidence: read.lines.iter().map(|l| l.confidence).collect(),
+            ink: Some(ink_hash),
+        };
+        draft.ocr = Some((OcrKind::Engine, source.encode()));
+        // The text is as new as the ink it was read from.
+        draft.sources.ocr = draft.sources.png.or(draft.sources.pdf);
+        Ok(draft)
+    }
+
+    /// The OCR kind and ink hash of the page of `stem`, when there is one.
+    async fn stored_ocr(
+        &self,
+        user: &UserId,
+        keys: &crate::crypto::UserKeys,
+        stem: &str,
+    ) -> Result<Option<Stored>, NotebookError> {
+        let pk = user_pk(user);
+        let blind = keys.blind("stem", stem);
+        let Some(item) = self.store.get(&pk, &stem_sk(&blind)).await? else {
+            return Ok(None);
+        };
+        let page_id = decode::<StemRecord>("stem", &item.body)?.page_id;
+        let Some(item) = self.store.get(&pk, &page_sk(&page_id)).await? else {
+            return Ok(None);
+        };
+        let record: PageRecord = decode("page", &item.body)?;
+        let ink = match record.ocr_kind {
+            Some(OcrKind::Engine) => self
+                .open_ocr(user, keys, &record)?
+                .and_then(|s| EngineOcr::decode(&s))
+                .and_then(|e| e.ink),
+            _ => None,
+        };
+        Ok(Some(Stored {
+            kind: record.ocr_kind,
+            ink,
+        }))
+    }
+}
+
+/// The drafts a page's files make, each with its rendered page image when it has one: one per
+/// page of a PDF (split out, with a PNG rendered), else the draft as it is.
+fn expand(draft: PageDraft) -> Result<Vec<(PageDraft, Option<PageImage>)>, NotebookError> {
+    let Some(pdf) = draft.pdf.as_ref() else {
+        return Ok(vec![(draft, None)]);
+    };
+    if draft.png.is_some() && raster::pdf_page_count(pdf) <= 1 {
+        // A PDF with its own PNG beside it: the PNG is the page's picture.
+        return Ok(vec![(draft, None)]);
+    }
+    let images = raster::pdf_pages(pdf)?;
+    if images.len() == 1 {
+        let image = images.into_iter().next().expect("one page");
+        let mut draft = draft;
+        if draft.png.is_none() {
+            draft.png = Some(raster::to_png(&image));
+            draft.sources.png = draft.sources.pdf;
+        }
+        return Ok(vec![(draft, Some(image))]);
+    }
+    let pages = raster::split_pdf(pdf, images.len())?;
+    Ok(images
+        .into_iter()
+        .zip(pages)
+        .enumerate()
+        .map(|(i, (image, one_page))| {
+            let mut d = draft.clone();
+            if i > 0 {
+                d.stem = format!("{}#{}", draft.stem, i + 1);
+                // An OCR file beside a multi-page PDF belongs to its first page.
+                d.ocr = None;
+                d.sources.ocr = None;
+                d.png = None;
+            }
+            d.pdf = Some(one_page);
+            if d.png.is_none() {
+                d.png = Some(raster::to_png(&image));
+                d.sources.png = d.sources.pdf;
+            }
+            (d, Some(image))
+        })
+        .collect())
+}

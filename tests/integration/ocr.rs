@@ -1,0 +1,235 @@
+//! Handwriting OCR end to end on the local back end: a folder of ink-only pages (generated
+//! handwritten pages, `tests/ocr/generate.py`, committed in `tests/data/ocr`) imported through
+//! the OCR step gives pages with text, tasks with their checkbox status, and search hits; a
+//! multi-page PDF becomes one page per PDF page; and the reading quality on those pages meets
+//! the product's bar. The engine is the real one (PP-OCRv6 over onnxruntime, `make tools-ocr`).
+
+use std::path::PathBuf;
+
+use nib::app::{App, LocalOptions};
+use nib::config::OcrChoice;
+use nib::domain::UserId;
+use nib_bench::ocr_score::{TruthFile, score_page, summarize};
+use serde_json::{Value, json};
+
+use crate::helpers::{Options, TestApp};
+
+fn ocr_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/ocr"))
+}
+
+/// The committed pages imported with the local engine, served.
+async fn spawn() -> TestApp {
+    let data = tempfile::tempdir().unwrap();
+    let app = App::open_local(
+        data.path(),
+        LocalOptions {
+            ocr: OcrChoice::Local,
+            ..LocalOptions::default()
+        },
+    )
+    .expect("the local OCR engine starts (make tools-ocr)");
+    let user = UserId::parse("default").unwrap();
+    app.ensure_user(&user).await.unwrap();
+    let (pages, _) = nib::notebook::group_dir(&ocr_dir()).unwrap();
+    for files in &pages {
+        app.notebook
+            .import_files_read(&user, files, false)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let app = TestApp::spawn_over(
+        app,
+        Options {
+            import_sample: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    // The data directory lives as long as the server.
+    std::mem::forget(data);
+    app
+}
+
+/// Every truth page of the committed sample, in the order the pages are listed (by date, then
+/// page order), with its markdown as nib read it.
+async fn read_pages(app: &TestApp) -> Vec<(nib_bench::ocr_score::TruthPage, Value)> {
+    let mut truths = Vec::new();
+    for entry in std::fs::read_dir(ocr_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().ends_with(".truth.json") {
+            let file = TruthFile::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            for (i, page) in file.pages.into_iter().enumerate() {
+                truths.push((file.stem.clone(), i, page));
+            }
+        }
+    }
+    let listed = app.call("list_pages", json!({ "limit": 200 })).await;
+    let mut by_date: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for p in listed["pages"].as_array().unwrap() {
+        by_date
+            .entry(p["date"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(p["page_id"].as_str().unwrap().to_owned());
+    }
+    let mut out = Vec::new();
+    for (stem, i, truth) in truths {
+        let mut ids = by_date.get(&stem).cloned().unwrap_or_default();
+        // Pages of one date are listed newest first; a PDF's pages were created in order.
+        ids.sort();
+        let id = ids
+            .get(i)
+            .unwrap_or_else(|| panic!("no page {i} of {stem}"));
+        let page = app.call("get_page", json!({ "page_id": id })).await;
+        out.push((truth, page));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ink_only_pages_become_text_tasks_and_search_hits() {
+    let app = spawn().await;
+    let pages = read_pages(&app).await;
+    // Five files: three PNGs, a one-page PDF and a three-page PDF.
+    assert_eq!(pages.len(), 7);
+    for (truth, page) in &pages {
+        assert_eq!(page["has_ink"], true);
+        let engine = page["ocr_engine"].as_str().expect("read by an engine");
+        assert!(engine.starts_with("pp-ocrv6-small"), "{engine}");
+        let text = page["ocr_text"].as_str().unwrap();
+        assert!(
+            !text.trim().is_empty(),
+            "{}: every ink page gets text",
+            truth.stem
+        );
+        assert!(page["png_url"].is_string(), "every ink page has a PNG");
+        for line in page["structure_json"]["lines"].as_array().unwrap() {
+            let c = line["ocr_confidence"]
+                .as_f64()
+                .expect("a confidence per line");
+            assert!((0.0..=1.0).contains(&c), "{line}");
+        }
+    }
+    // The PDF pages each have their own PDF.
+    let pdf_pages = pages
+        .iter()
+        .filter(|(_, p)| p["pdf_url"].is_string())
+        .count();
+    assert_eq!(pdf_pages, 4);
+
+    // Tasks came from the checkboxes, with their status.
+    let open = app
+        .call("list_tasks", json!({ "status": "open", "limit": 200 }))
+        .await;
+    let done = app
+        .call("list_tasks", json!({ "status": "done", "limit": 200 }))
+        .await;
+    let open_n = open["tasks"].as_array().unwrap().len();
+    let done_n = done["tasks"].as_array().unwrap().len();
+    assert!(open_n > 5 && done_n > 3, "open {open_n}, done {done_n}");
+
+    // Search finds a page by a word written on it.
+    let (truth, page) = &pages[0];
+    let word = truth
+        .lines
+        .iter()
+        .flat_map(|l| l.text.split_whitespace())
+        .find(|w| w.len() >= 6 && w.chars().all(char::is_alphabetic))
+        .expect("a long word on the page");
+    let hits = app.call("search_pages", json!({ "query": word })).await;
+    let ids: Vec<&str> = hits["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["page_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&page["page_id"].as_str().unwrap()),
+        "{word:?} finds its page: {hits}"
+    );
+
+    // The product's bar on these pages: median CER <= 0.10, task F1 >= 0.90, checkbox status
+    // >= 0.90, every page with text. `make ocr-eval` measures the same on 200 generated pages.
+    let scores: Vec<_> = pages
+        .iter()
+        .map(|(truth, page)| score_page(truth, page["ocr_markdown"].as_str().unwrap_or("")))
+        .collect();
+    let s = summarize(&scores);
+    assert_eq!(s.pages, 7);
+    assert_eq!(s.pages_without_text, 0);
+    assert!(s.median_cer <= 0.10, "{s:?}");
+    assert!(s.task_f1 >= 0.90, "{s:?}");
+    assert!(s.status_accuracy >= 0.90, "{s:?}");
+}
+
+/// Re-importing the same ink does not read it again, and a page with its own text keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_ink_is_not_read_again_and_own_text_wins() {
+    let data = tempfile::tempdir().unwrap();
+    let app = App::open_local(
+        data.path(),
+        LocalOptions {
+            ocr: OcrChoice::Local,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
+    let user = UserId::parse("default").unwrap();
+    app.ensure_user(&user).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        ocr_dir().join("2025-03-17.png"),
+        dir.path().join("2025-03-17.png"),
+    )
+    .unwrap();
+    let import = |force| {
+        let (pages, _) = nib::notebook::group_dir(dir.path()).unwrap();
+        let notebook = app.notebook.clone();
+        let user = user.clone();
+        async move {
+            notebook
+                .import_files_read(&user, &pages[0], force)
+                .await
+                .unwrap()
+        }
+    };
+    let first = import(false).await;
+    assert_eq!(first.len(), 1);
+    assert!(first[0].tasks > 0, "{first:?}");
+    let page = app
+        .notebook
+        .get_page(&user, &first[0].page_id)
+        .await
+        .unwrap();
+    assert!(page.ocr_engine.is_some());
+    // The same ink again: the page is as it was (same lines, same ids).
+    let again = import(false).await;
+    assert_eq!(again[0].page_id, first[0].page_id);
+    let after = app
+        .notebook
+        .get_page(&user, &first[0].page_id)
+        .await
+        .unwrap();
+    assert_eq!(after.lines, page.lines);
+    // A markdown file beside the ink: its text replaces what was read, and a later import of
+    // the ink alone does not read over it.
+    std::fs::write(
+        dir.path().join("2025-03-17.md"),
+        "# Home\n- [ ] written by hand, typed by me\n",
+    )
+    .unwrap();
+    import(false).await;
+    std::fs::remove_file(dir.path().join("2025-03-17.md")).unwrap();
+    import(false).await;
+    let own = app
+        .notebook
+        .get_page(&user, &first[0].page_id)
+        .await
+        .unwrap();
+    assert_eq!(own.ocr_engine, None);
+    assert!(
+        own.lines
+            .iter()
+            .any(|l| l.text == "written by hand, typed by me")
+    );
+}
