@@ -133,8 +133,9 @@ test: tools tools-browser ## install tools, build, run all tests
 	$(MAKE) --no-print-directory test-infra || failed="$$failed infra"; \
 	if [[ -n "$$failed" ]]; then echo "make test: FAILED:$$failed"; exit 1; fi
 
-run: ## import the sample notebook and serve it locally
+run: tools-ocr ## import the sample notebook (and its handwritten, ink-only pages) and serve it locally
 	$(CARGO) run --release -p nib-cli -- import tests/data/sample --data-dir .data/local
+	$(CARGO) run --release -p nib-cli -- import tests/data/ocr --data-dir .data/local
 	$(CARGO) run --release -p nib-cli -- serve --data-dir .data/local
 
 lint: ## rustfmt check and clippy with warnings as errors
@@ -156,7 +157,7 @@ bench: ## all benchmarks, then BENCHMARKS.md + bench/history.csv + bench/search_
 	@echo "{\"loadavg\": \"$$(cut -d' ' -f1 /proc/loadavg)\", \"commit\": \"$$(git rev-parse \
 		--short HEAD)$$(git status --porcelain --untracked-files=no | grep -q . && echo +dirty)\"}" \
 		> $(BENCH_OUT)/start.json
-	$(MAKE) bench-micro bench-load bench-cold
+	$(MAKE) bench-micro bench-load bench-cold bench-ocr
 	$(MAKE) bench-report
 
 tools-bench: $(BENCH_VENV_STAMP) ## add the report's Python packages (matplotlib) to .venv
@@ -212,6 +213,21 @@ ocr-pages: tools-python ## OCR evaluation set: 200 pages + a 10-page PDF with tr
 	rm -rf $(OCR_EVAL_DIR)
 	$(VENV)/bin/python tests/ocr/generate.py --out $(OCR_EVAL_DIR) --seed $(OCR_SEED) \
 		--count $(OCR_PAGES) --pdf-pages $(OCR_PDF_PAGES)
+
+# OCR speed and memory: the local engine over the committed handwritten pages (pages/s with one
+# worker per core, peak RSS), with their scores; BENCHMARKS.md "OCR" has the figures.
+.PHONY: bench-ocr
+bench-ocr: tools-ocr ## OCR pages/s and peak RSS of the local engine on tests/data/ocr
+	@mkdir -p $(BENCH_OUT)
+	$(CARGO) build --release -p nib-cli --features ocr-eval --bin nib-ocr-eval
+	target/release/nib-ocr-eval tests/data/ocr | tee $(BENCH_OUT)/ocr.txt
+
+# Reads the evaluation set with the local engine and prints the scores the product is judged on
+# (median CER, task F1, checkbox status accuracy, pages without text) with pages/s and peak RSS.
+.PHONY: ocr-eval
+ocr-eval: tools-ocr ## score the local OCR engine on .data/ocr-eval (make ocr-pages first)
+	$(CARGO) build --release -p nib-cli --features ocr-eval --bin nib-ocr-eval
+	target/release/nib-ocr-eval $(OCR_EVAL_DIR)
 
 # ---- AWS deployment (infra/, see infra/README.md) -----------------------------------------
 .PHONY: tools-infra test-infra lambdas lambda-watch deploy
