@@ -49,6 +49,22 @@ enum Command {
         #[arg(long)]
         force_ocr: bool,
     },
+    /// Read pages' stored ink again with the OCR engine (task ids and statuses stay).
+    Ocr {
+        /// The page imported under this file stem (e.g. 2026-06-19).
+        #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+        stem: Option<String>,
+        /// Every page with ink.
+        #[arg(long)]
+        all: bool,
+        /// Also pages whose text came from a file, and ink read before.
+        #[arg(long)]
+        force: bool,
+        #[arg(long, default_value = DEFAULT_USER)]
+        user: String,
+        #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR)]
+        ocr: String,
+    },
     /// Create, list and revoke API tokens.
     Token {
         #[command(subcommand)]
@@ -268,6 +284,23 @@ async fn run(command: Command, data_dir: &Path) -> anyhow::Result<ExitCode> {
             let ocr = nib::config::OcrChoice::parse(&ocr)?;
             import(&dir, &user_id(&user)?, data_dir, ocr, force_ocr).await
         }
+        Command::Ocr {
+            stem,
+            all: _,
+            force,
+            user,
+            ocr,
+        } => {
+            let ocr = nib::config::OcrChoice::parse(&ocr)?;
+            #[cfg(feature = "ocr-local")]
+            let done = reread(stem.as_deref(), force, &user_id(&user)?, data_dir, ocr).await;
+            #[cfg(not(feature = "ocr-local"))]
+            let done = {
+                let _ = (stem, force, user, ocr);
+                Err(anyhow::anyhow!("this build of nib has no OCR engine"))
+            };
+            done
+        }
         Command::Token { command } => token(command, data_dir).await,
         Command::User { command } => user(command, data_dir).await,
         Command::Client { command } => client(command, data_dir).await,
@@ -485,6 +518,83 @@ async fn import(
         "imported {} pages ({created} new, {updated} updated) in {secs:.2}s ({:.1} pages/s); {failed} failed",
         created + updated,
         (created + updated) as f64 / secs.max(1e-9)
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `nib ocr`: the page of `stem`, or every page with ink, read again.
+#[cfg(feature = "ocr-local")]
+async fn reread(
+    stem: Option<&str>,
+    force: bool,
+    user: &UserId,
+    data_dir: &Path,
+    ocr: nib::config::OcrChoice,
+) -> anyhow::Result<ExitCode> {
+    if ocr == nib::config::OcrChoice::Off {
+        anyhow::bail!("nib ocr needs an engine: --ocr local");
+    }
+    let app = open(
+        data_dir,
+        LocalOptions {
+            ocr,
+            ..LocalOptions::default()
+        },
+    )?;
+    let mut ids = Vec::new();
+    match stem {
+        Some(stem) => match app.notebook.page_of_stem(user, stem).await? {
+            Some(id) => ids.push(id),
+            None => anyhow::bail!("no page was imported under the stem {stem:?}"),
+        },
+        None => {
+            let mut after = None;
+            loop {
+                let (pages, more) = app
+                    .notebook
+                    .list_pages_after(
+                        user,
+                        None,
+                        None,
+                        after.as_ref().map(|(d, p): &(_, _)| (*d, p)),
+                        200,
+                    )
+                    .await?;
+                after = pages.last().map(|p| (p.date, p.page_id.clone()));
+                ids.extend(pages.into_iter().filter(|p| p.has_ink).map(|p| p.page_id));
+                if !more {
+                    break;
+                }
+            }
+        }
+    }
+    let bar = indicatif::ProgressBar::new(ids.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} reading [{bar:30}] {pos}/{len} pages {per_sec} ETA {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let (mut read, mut skipped, mut failed) = (0usize, 0usize, 0usize);
+    for id in &ids {
+        match app.notebook.reread_page(user, id, force).await {
+            Ok(Some(_)) => read += 1,
+            Ok(None) => skipped += 1,
+            Err(e) => {
+                failed += 1;
+                bar.suspend(|| eprintln!("error: page {id}: {}", nib::telemetry::chain(&e)));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    println!(
+        "read {read} pages again; {skipped} skipped (text of their own, or ink read before; --force reads them); {failed} failed"
     );
     Ok(if failed == 0 {
         ExitCode::SUCCESS

@@ -373,6 +373,13 @@ pub trait Assets: Send + Sync {
         kind: AssetKind,
         bytes: Vec<u8>,
     ) -> Result<(), AssetsError>;
+    /// The asset's bytes (`nib ocr` reads stored ink again); `None` when there is none.
+    async fn get(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kind: AssetKind,
+    ) -> Result<Option<Vec<u8>>, AssetsError>;
     /// A URL that serves the asset until `ttl_seconds` from now and is refused after.
     async fn signed_url(
         &self,

@@ -233,3 +233,66 @@ async fn unchanged_ink_is_not_read_again_and_own_text_wins() {
             .any(|l| l.text == "written by hand, typed by me")
     );
 }
+
+/// `nib ocr` reads stored ink again: task ids and statuses survive, a page with its own text is
+/// skipped unless forced. Through the `nib` binary, as a person runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nib_ocr_reads_stored_ink_again_and_tasks_survive() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        ocr_dir().join("2025-03-17.png"),
+        dir.path().join("2025-03-17.png"),
+    )
+    .unwrap();
+    let nib = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nib"))
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(args)
+            .env("NIB_OCR", "local")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = nib(&["import", dir.path().to_str().unwrap()]);
+    assert!(out.contains("imported 1 pages (1 new"), "{out}");
+    let app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+    let user = UserId::parse("default").unwrap();
+    let tasks = |app: &App| {
+        let notebook = app.notebook.clone();
+        let user = user.clone();
+        async move {
+            notebook
+                .list_tasks(&user, nib::notebook::TaskFilter::All, None, 200)
+                .await
+                .unwrap()
+        }
+    };
+    let before = tasks(&app).await;
+    assert!(!before.is_empty());
+    let first = before[0].task_link_id.clone();
+    app.notebook
+        .update_task_status(&user, &first, nib::domain::TaskStatus::Cancelled)
+        .await
+        .unwrap();
+    drop(app);
+    // Ink read before: skipped; forced: read again.
+    let out = nib(&["ocr", "--all"]);
+    assert!(out.contains("read 0 pages again; 1 skipped"), "{out}");
+    let out = nib(&["ocr", "--all", "--force"]);
+    assert!(out.contains("read 1 pages again; 0 skipped"), "{out}");
+    let app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+    let after = tasks(&app).await;
+    let kept = after
+        .iter()
+        .find(|t| t.task_link_id == first)
+        .expect("the task keeps its id");
+    assert_eq!(kept.status, nib::domain::TaskStatus::Cancelled);
+    assert_eq!(after.len(), before.len());
+}

@@ -263,6 +263,23 @@ impl Assets for LocalAssets {
             .map_err(|e| AssetsError::Unavailable(Box::new(e)))
     }
 
+    async fn get(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kind: AssetKind,
+    ) -> Result<Option<Vec<u8>>, AssetsError> {
+        let path = relative_path(user, page, kind);
+        let file = match tokio::fs::read(self.dir.join(&path)).await {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(AssetsError::Unavailable(Box::new(e))),
+        };
+        self.decrypt(&path, &file)
+            .map(Some)
+            .map_err(|e| AssetsError::Unavailable(Box::new(e)))
+    }
+
     async fn signed_url(
         &self,
         user: &UserId,

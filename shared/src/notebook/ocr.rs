@@ -58,6 +58,99 @@ impl Notebook {
         Ok(out)
     }
 
+    /// The page imported under `stem`, if any.
+    pub async fn page_of_stem(
+        &self,
+        user: &UserId,
+        stem: &str,
+    ) -> Result<Option<crate::domain::PageId>, NotebookError> {
+        let keys = self.vault.user_keys(user).await?;
+        let blind = keys.blind("stem", stem);
+        match self.store.get(&user_pk(user), &stem_sk(&blind)).await? {
+            Some(item) => Ok(Some(decode::<StemRecord>("stem", &item.body)?.page_id)),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads a stored page's ink again with the engine (`nib ocr`) and writes what it read,
+    /// keeping the page's id and its task links (line ids follow the text; a task whose text
+    /// was read the same keeps its id and status). Skipped (`None`): a page without ink, one
+    /// whose text came from a file, or ink the engine already read, unless `force`.
+    pub async fn reread_page(
+        &self,
+        user: &UserId,
+        page_id: &crate::domain::PageId,
+        force: bool,
+    ) -> Result<Option<SavedPage>, NotebookError> {
+        let Some(engine) = self.ocr.clone() else {
+            return Err(NotebookError::Invalid("no OCR engine is configured".into()));
+        };
+        let keys = self.vault.user_keys(user).await?;
+        let pk = user_pk(user);
+        let item = self
+            .store
+            .get(&pk, &page_sk(page_id))
+            .await?
+            .ok_or(NotebookError::NotFound("page"))?;
+        let record: PageRecord = decode("page", &item.body)?;
+        if !force && matches!(record.ocr_kind, Some(OcrKind::Markdown | OcrKind::Text)) {
+            return Ok(None);
+        }
+        let kind = if record.has_png {
+            crate::ports::AssetKind::Png
+        } else if record.has_pdf {
+            crate::ports::AssetKind::Pdf
+        } else {
+            return Ok(None);
+        };
+        let Some(ink) = self.assets.get(user, page_id, kind).await? else {
+            return Ok(None);
+        };
+        let ink_hash = keys.blind("ink", &hex::encode(Sha256::digest(&ink)));
+        let read_before = match record.ocr_kind {
+            Some(OcrKind::Engine) => self
+                .open_ocr(user, &keys, &record)?
+                .and_then(|s| EngineOcr::decode(&s))
+                .and_then(|e| e.ink),
+            _ => None,
+        };
+        if !force && read_before.as_deref() == Some(ink_hash.as_str()) {
+            return Ok(None);
+        }
+        let image = tokio::task::spawn_blocking(move || raster::decode(&ink))
+            .await
+            .map_err(|e| NotebookError::Ocr(OcrError::Failed(Box::new(e))))??
+            .into_iter()
+            .next()
+            .ok_or_else(|| NotebookError::Invalid("the ink has no page".into()))?;
+        let read = ocr::read(engine.as_ref(), &image).await?;
+        let source = EngineOcr {
+            markdown: read.markdown(),
+            engine: read.engine.to_string(),
+            confidence: read.lines.iter().map(|l| l.confidence).collect(),
+            ink: Some(ink_hash),
+        };
+        let draft = PageDraft {
+            date: Some(record.date),
+            stem: String::new(),
+            ocr: Some((OcrKind::Engine, source.encode())),
+            pdf: None,
+            png: None,
+            // As new as what the page took last, so it is taken.
+            sources: super::records::PageSources {
+                ocr: record
+                    .sources
+                    .ocr
+                    .max(record.sources.png)
+                    .max(record.sources.pdf),
+                ..record.sources
+            },
+        };
+        self.import_page_as(user, draft, Some((page_id.clone(), record.stem.clone())))
+            .await
+            .map(Some)
+    }
+
     async fn read_ink(
         &self,
         user: &UserId,

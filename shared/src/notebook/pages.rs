@@ -198,12 +198,29 @@ impl Notebook {
         user: &UserId,
         draft: PageDraft,
     ) -> Result<SavedPage, NotebookError> {
+        self.import_page_as(user, draft, None).await
+    }
+
+    /// [`Notebook::import_page`], onto the page `at` (its id and blind stem) instead of the page
+    /// of the draft's stem: `nib ocr` writes what it read again from a page's stored ink.
+    pub(super) async fn import_page_as(
+        &self,
+        user: &UserId,
+        draft: PageDraft,
+        at: Option<(PageId, Option<String>)>,
+    ) -> Result<SavedPage, NotebookError> {
         let keys = self.vault.user_keys(user).await?;
         let pk = user_pk(user);
-        let stem = keys.blind("stem", &draft.stem);
-        let known = match self.store.get(&pk, &stem_sk(&stem)).await? {
-            Some(item) => Some(decode::<StemRecord>("stem", &item.body)?.page_id),
-            None => None,
+        let (stem, known) = match at {
+            Some((page_id, stem)) => (stem, Some(page_id)),
+            None => {
+                let stem = keys.blind("stem", &draft.stem);
+                let known = match self.store.get(&pk, &stem_sk(&stem)).await? {
+                    Some(item) => Some(decode::<StemRecord>("stem", &item.body)?.page_id),
+                    None => None,
+                };
+                (Some(stem), known)
+            }
         };
         let page_id = known.clone().unwrap_or_default();
         let mut existing = match &known {
@@ -316,7 +333,7 @@ impl Notebook {
                 has_png: had(AssetKind::Png) || take.png,
                 ocr,
                 lines,
-                stem: Some(stem.clone()),
+                stem: stem.clone(),
                 new_task: None,
                 source_url: None,
             };
@@ -1104,6 +1121,20 @@ mod tests {
                 .unwrap()
                 .insert((page.clone(), kind), bytes);
             Ok(())
+        }
+
+        async fn get(
+            &self,
+            _user: &UserId,
+            page: &PageId,
+            kind: AssetKind,
+        ) -> Result<Option<Vec<u8>>, AssetsError> {
+            Ok(self
+                .files
+                .lock()
+                .unwrap()
+                .get(&(page.clone(), kind))
+                .cloned())
         }
 
         async fn signed_url(

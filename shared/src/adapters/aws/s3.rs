@@ -116,6 +116,29 @@ impl Assets for S3Assets {
         Ok(())
     }
 
+    async fn get(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kind: AssetKind,
+    ) -> Result<Option<Vec<u8>>, AssetsError> {
+        let answer = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(object_key(user, page, kind))
+            .send()
+            .await;
+        match answer {
+            Ok(object) => {
+                let bytes = object.body.collect().await.map_err(unavailable)?;
+                Ok(Some(bytes.into_bytes().to_vec()))
+            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
     async fn signed_url(
         &self,
         user: &UserId,
