@@ -55,8 +55,9 @@ pub enum IngestError {
 /// What became of one object.
 #[derive(Debug)]
 pub enum IngestOutcome {
-    /// The page was written, or (`superseded`) already held newer versions of every file.
-    Imported(SavedPage),
+    /// The pages were written (one per page of a multi-page PDF), or (`superseded`) already
+    /// held newer versions of every file.
+    Imported(Vec<SavedPage>),
     /// The page's files are not a valid page; the reason names the file.
     Rejected(ImportFailure),
     /// Not ours to import (another bucket, outside `uploads/{user}/`, not a page file).
@@ -103,13 +104,16 @@ impl Ingest {
         let user = ids.as_ref().map(|(u, _)| u.as_str()).unwrap_or("-");
         let ext = ids.as_ref().map(|(_, e)| *e).unwrap_or("-");
         match self.object(bucket, key).await {
-            Ok(IngestOutcome::Imported(page)) if page.superseded => {
-                tally.superseded += 1;
-                tracing::info!(user, ext, page_id = %page.page_id, "upload superseded: the page holds newer files");
-            }
-            Ok(IngestOutcome::Imported(page)) => {
-                tally.imported += 1;
-                tracing::info!(user, ext, page_id = %page.page_id, created = page.created, "page imported");
+            Ok(IngestOutcome::Imported(pages)) => {
+                for page in pages {
+                    if page.superseded {
+                        tally.superseded += 1;
+                        tracing::info!(user, ext, page_id = %page.page_id, "upload superseded: the page holds newer files");
+                    } else {
+                        tally.imported += 1;
+                        tracing::info!(user, ext, page_id = %page.page_id, created = page.created, "page imported");
+                    }
+                }
             }
             Ok(IngestOutcome::Rejected(failure)) => {
                 tally.rejected += 1;
@@ -183,7 +187,13 @@ impl Ingest {
             Ok(draft) => draft,
             Err(failure) => return Ok(IngestOutcome::Rejected(failure)),
         };
-        match self.notebook.import_page(&user, draft).await {
+        // Through the OCR step: ink alone is read (Textract on AWS), a PDF of several pages is
+        // several pages, each PDF-only page gets a PNG.
+        #[cfg(feature = "ocr")]
+        let saved = self.notebook.import_draft(&user, draft, false).await;
+        #[cfg(not(feature = "ocr"))]
+        let saved = self.notebook.import_page(&user, draft).await.map(|s| vec![s]);
+        match saved {
             Ok(saved) => Ok(IngestOutcome::Imported(saved)),
             Err(NotebookError::Invalid(reason)) => {
                 Ok(IngestOutcome::Rejected(ImportFailure::refused(key, reason)))
