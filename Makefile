@@ -257,9 +257,12 @@ test-infra: tools-python tools-infra ## terraform fmt -check, checkov and the IA
 FUNCTIONS := mcp pages tasks ingest oauth
 LAMBDA_ARCH ?= --arm64
 CARGO_LAMBDA := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/cargo-lambda lambda
+# ingest is built apart: it alone enables nib-shared's `textract` feature, and one cargo
+# invocation would unify features across every function it builds.
 lambdas: tools-python ## build the Lambda functions (arm64 zips in target/lambda/)
 	$(CARGO_LAMBDA) build --profile release-lambda $(LAMBDA_ARCH) --output-format zip \
-		$(addprefix -p nib-fn-,$(FUNCTIONS))
+		$(addprefix -p nib-fn-,$(filter-out ingest,$(FUNCTIONS)))
+	$(CARGO_LAMBDA) build --profile release-lambda $(LAMBDA_ARCH) --output-format zip -p nib-fn-ingest
 	@for f in $(FUNCTIONS); do \
 		printf '%-7s %s bytes zipped\n' "$$f" "$$(stat -c %s target/lambda/$$f/bootstrap.zip)"; done
 

@@ -18,6 +18,8 @@
 #   (kms:ViaService): a role can read an encrypted item or object, never decrypt on its own.
 # - tasks has no S3 permission. pages may read page images (u/). ingest reads uploads/ and
 #   writes u/.
+# - Only ingest may call Textract, and only textract:DetectDocumentText (the page goes in the
+#   request, so Textract reads nothing of the bucket and needs no S3 permission).
 # - Only mcp may invoke pages and tasks (no other role has lambda:InvokeFunction, and no
 #   resource-based permission lets anything else in, API Gateway included).
 # - Each role writes only to its own log group.
@@ -312,6 +314,17 @@ data "aws_iam_policy_document" "ingest" {
     effect    = "Allow"
     actions   = ["sqs:SendMessage"]
     resources = [aws_sqs_queue.ingest_dlq.arn]
+  }
+
+  # Handwriting: one synchronous DetectDocumentText per page image, the image in the request
+  # (never StartDocumentTextDetection, so no S3 read by Textract and no SNS topic).
+  # DetectDocumentText supports no resource-level permission (there is no Textract resource it
+  # acts on), so the resource can only be "*"; the action is the only one granted.
+  statement {
+    sid       = "ReadHandwriting"
+    effect    = "Allow"
+    actions   = ["textract:DetectDocumentText"]
+    resources = ["*"]
   }
 }
 

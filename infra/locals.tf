@@ -17,13 +17,16 @@ locals {
   #   mcp:    the front (auth, rate limits, lifecycle, forwarding); waits for a class function.
   #   pages:  reads, decrypts and ranks (search reads every posting of each term).
   #   tasks:  small reads and transactions.
-  #   ingest: S3 events on uploads/; parses and indexes a page. Asynchronous, so slow is fine.
+  #   ingest: S3 events on uploads/; reads handwriting (Textract, one synchronous call per
+  #           page, ~1-2 s each), parses and indexes. Asynchronous, so slow is fine: Lambda's
+  #           15-minute maximum fits a 100-page notebook; the memory holds a rendered PDF page
+  #           and its PNG (a few MB each) with room, and buys CPU for rendering and encoding.
   #   oauth:  argon2 password hashing on sign-in wants memory (and the CPU that comes with it).
   default_settings = {
     mcp    = { memory_mb = 256, timeout_seconds = 29, reserved_concurrency = 10 }
     pages  = { memory_mb = 512, timeout_seconds = 25, reserved_concurrency = 10 }
     tasks  = { memory_mb = 256, timeout_seconds = 25, reserved_concurrency = 5 }
-    ingest = { memory_mb = 1024, timeout_seconds = 300, reserved_concurrency = 2 }
+    ingest = { memory_mb = 1536, timeout_seconds = 900, reserved_concurrency = 2 }
     oauth  = { memory_mb = 512, timeout_seconds = 15, reserved_concurrency = 5 }
   }
 
@@ -71,9 +74,13 @@ locals {
       NIB_SIGNING_KEY_ID     = aws_kms_key.signing.arn
       NIB_SIGNING_PUBLIC_KEY = data.aws_kms_public_key.signing.public_key_pem
     }
-    pages  = {}
-    tasks  = {}
-    ingest = {}
+    pages = {}
+    tasks = {}
+    # The OCR engine for page images and PDFs (nib-shared's `textract` feature is built into
+    # this function only).
+    ingest = {
+      NIB_OCR = "textract"
+    }
     oauth = {
       NIB_SIGNING_KEY_ID     = aws_kms_key.signing.arn
       NIB_SIGNING_PUBLIC_KEY = data.aws_kms_public_key.signing.public_key_pem

@@ -81,6 +81,10 @@ pub struct AwsConfig {
     /// Lambda's own endpoint, when it is not `endpoint_url` (the front invokes the class
     /// functions under `cargo lambda watch` while the rest runs on moto).
     pub lambda_endpoint_url: Option<String>,
+    /// Textract's own endpoint (`AWS_ENDPOINT_URL_TEXTRACT`), when it is not `endpoint_url`:
+    /// tests point Textract at a stand-in while DynamoDB, S3 and KMS run on moto. Read here
+    /// because the SDK ignores a service's own variable once `endpoint_url` is set in code.
+    pub textract_endpoint_url: Option<String>,
     /// `None`: the SDK's region chain (`AWS_REGION`, the profile, the Lambda environment).
     pub region: Option<String>,
     /// `None`: the SDK's default credential chain.
@@ -122,6 +126,7 @@ impl AwsConfig {
             )?),
             endpoint_url: get("AWS_ENDPOINT_URL"),
             lambda_endpoint_url: get("AWS_ENDPOINT_URL_LAMBDA"),
+            textract_endpoint_url: get("AWS_ENDPOINT_URL_TEXTRACT"),
             region: get("AWS_REGION"),
             credentials: None,
             signing_key_id: get("NIB_SIGNING_KEY_ID"),
@@ -247,6 +252,7 @@ mod tests {
             ("NIB_KEY_CACHE_SIZE", "7"),
             ("NIB_KEY_CACHE_SECONDS", "30"),
             ("AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
+            ("AWS_ENDPOINT_URL_TEXTRACT", "http://127.0.0.1:5001"),
             ("AWS_REGION", "eu-west-1"),
             ("NIB_SIGNING_KEY_ID", "arn:aws:kms:eu-west-1:1:key/k"),
         ]);
@@ -259,6 +265,10 @@ mod tests {
         assert_eq!(
             config.endpoint_url.as_deref(),
             Some("http://127.0.0.1:5000")
+        );
+        assert_eq!(
+            config.textract_endpoint_url.as_deref(),
+            Some("http://127.0.0.1:5001")
         );
         assert_eq!(config.region.as_deref(), Some("eu-west-1"));
         assert_eq!(

@@ -469,6 +469,38 @@ def test_only_mcp_may_invoke_the_class_functions(infra: Infra, role_statements) 
         assert perm.get("source_arn"), "every permission is scoped to its source"
 
 
+# ---------------------------------------------------------------------------------------------
+# Textract: ingest reads handwriting, with one action, and nobody else may
+
+
+def test_only_ingest_calls_textract_and_only_detect_document_text(role_statements) -> None:
+    granted = []
+    for fn, stmts in role_statements.items():
+        for s in stmts:
+            if s.touches("textract") or any(a.startswith("textract") for a in s.actions):
+                assert fn == "ingest", f"{fn} may call Textract: {s}"
+                # Every action of the statement is this one (no Start*/Get*/Analyze*, no
+                # wildcard such as textract:Detect*).
+                assert s.actions == ["textract:DetectDocumentText"], s
+                # DetectDocumentText has no resource-level permissions: "*" is all there is.
+                assert s.resources == ["*"], s
+                assert not s.conditions, s
+                granted.append(s)
+    assert len(granted) == 1, granted
+
+
+def test_ingest_runs_textract_within_lambdas_limit(infra: Infra) -> None:
+    ingest = infra.locals["default_settings"]["ingest"]
+    # One synchronous Textract call per page: a long notebook needs the full 15 minutes.
+    assert ingest["timeout_seconds"] == 900
+    assert ingest["memory_mb"] >= 1024
+    assert infra.locals["extra_environment"]["ingest"]["NIB_OCR"] == "textract"
+    for fn, env in infra.locals["extra_environment"].items():
+        if fn != "ingest":
+            assert "NIB_OCR" not in env, fn
+    assert "NIB_OCR" not in infra.locals["common_environment"]
+
+
 def test_each_role_writes_only_its_own_log_group(role_statements) -> None:
     for fn, stmts in role_statements.items():
         for s in stmts:

@@ -184,6 +184,7 @@ impl Emulator {
             key_cache_ttl: std::time::Duration::from_secs(900),
             endpoint_url: Some(self.endpoint.clone()),
             lambda_endpoint_url: None,
+            textract_endpoint_url: None,
             region: Some("us-east-1".into()),
             credentials: Some(StaticCredentials {
                 access_key_id: "testing".into(),

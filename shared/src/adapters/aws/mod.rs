@@ -8,6 +8,8 @@
 //! - [`kms`]: `KmsKeys`, envelope keys with the user id as encryption context.
 //! - [`signing`]: `KmsSigner` (ES256 access tokens signed by KMS), the oauth function's
 //!   `OAuthKeys` and the mcp front's verify-only key.
+//! - [`textract`] (feature `textract`): `TextractOcr`, the `Ocr` port over Amazon Textract's
+//!   `DetectDocumentText`, one page image per call (the ingest function's engine).
 //! - [`calls`]: `CallCounter`, the SDK interceptor that counts requests per operation.
 //! - [`emulator`]: moto's server on 127.0.0.1 with a provisioned table, bucket and key, for the
 //!   tests and for trying nib without an AWS account.
@@ -21,6 +23,12 @@
 //! queues a burst of requests behind one thread), and one HTTPS client on rustls with *ring* (the SDK's default client would
 //! build aws-lc-rs, a C library, on every clean build). With `AWS_ENDPOINT_URL` set every
 //! service goes to that endpoint and S3 uses path-style addressing, as emulators need.
+//! `AWS_ENDPOINT_URL_LAMBDA` and `AWS_ENDPOINT_URL_TEXTRACT` move one service elsewhere
+//! ([`AwsConfig`] reads them: once the shared endpoint is set in code, the SDK no longer looks
+//! at a service's own variable).
+//!
+//! The Textract client (feature `textract`, the ingest function only) has timeouts of its
+//! own: recognising a page takes seconds, not the milliseconds of a table read.
 
 pub mod calls;
 pub mod dynamo;
@@ -29,6 +37,10 @@ pub mod kms;
 pub mod lambda;
 pub mod s3;
 pub mod signing;
+#[cfg(feature = "textract")]
+pub mod textract;
+#[cfg(all(feature = "textract", any(test, feature = "testing")))]
+pub mod textract_standin;
 
 #[cfg(test)]
 mod tests;
@@ -45,6 +57,8 @@ pub use dynamo::DynamoStore;
 pub use kms::KmsKeys;
 pub use lambda::LambdaDispatch;
 pub use s3::S3Assets;
+#[cfg(feature = "textract")]
+pub use textract::TextractOcr;
 
 use crate::config::AwsConfig;
 
@@ -64,7 +78,11 @@ pub struct AwsClients {
     /// Invokes the class functions (the `mcp` front only); `AWS_ENDPOINT_URL_LAMBDA` points it
     /// elsewhere than the other services.
     pub lambda: aws_sdk_lambda::Client,
-    /// Requests sent by `dynamodb`, `s3`, `kms` and `lambda`.
+    /// Reads page images (the ingest function: [`TextractOcr`]); `AWS_ENDPOINT_URL_TEXTRACT`
+    /// points it elsewhere than the other services.
+    #[cfg(feature = "textract")]
+    pub textract: aws_sdk_textract::Client,
+    /// Requests sent by `dynamodb`, `s3`, `kms`, `lambda` (and `textract`).
     pub calls: CallCounter,
 }
 
@@ -136,6 +154,20 @@ impl AwsClients {
             kms.push_interceptor(interceptor.clone());
             lambda.push_interceptor(interceptor.clone());
         }
+        #[cfg(feature = "textract")]
+        let textract = {
+            let mut textract =
+                aws_sdk_textract::config::Builder::from(&sdk).timeout_config(textract_timeouts(
+                    config.endpoint_url.is_some() || config.textract_endpoint_url.is_some(),
+                ));
+            if let Some(url) = &config.textract_endpoint_url {
+                textract = textract.endpoint_url(url);
+            }
+            for interceptor in &interceptors {
+                textract.push_interceptor(interceptor.clone());
+            }
+            aws_sdk_textract::Client::from_conf(textract.build())
+        };
         let path_style = config.endpoint_url.is_some();
         let presigner = aws_sdk_s3::config::Builder::from(&sdk).force_path_style(path_style);
         AwsClients {
@@ -144,8 +176,16 @@ impl AwsClients {
             s3_presigner: aws_sdk_s3::Client::from_conf(presigner.build()),
             kms: aws_sdk_kms::Client::from_conf(kms.build()),
             lambda: aws_sdk_lambda::Client::from_conf(lambda.build()),
+            #[cfg(feature = "textract")]
+            textract,
             calls,
         }
+    }
+
+    /// Amazon Textract behind the `Ocr` port, on this process's Textract client.
+    #[cfg(feature = "textract")]
+    pub fn ocr(&self) -> TextractOcr {
+        TextractOcr::new(self.textract.clone())
     }
 
     pub fn store(&self, config: &AwsConfig) -> DynamoStore {
@@ -158,5 +198,22 @@ impl AwsClients {
 
     pub fn keys(&self, config: &AwsConfig) -> KmsKeys {
         KmsKeys::new(self.kms.clone(), &config.kms_key_id)
+    }
+}
+
+/// Textract's timeouts. A page takes Textract a few seconds (longer for a dense one), so an
+/// attempt may take 30 s and the whole call, with the standard retry's three attempts and
+/// their backoff, 100 s: far inside the ingest function's 15 minutes even for several pages
+/// in a row. On a stand-in or emulator only the whole call is bounded, as for the others.
+#[cfg(feature = "textract")]
+fn textract_timeouts(local: bool) -> TimeoutConfig {
+    let builder = TimeoutConfig::builder().connect_timeout(Duration::from_secs(3));
+    if local {
+        builder.operation_timeout(Duration::from_secs(120)).build()
+    } else {
+        builder
+            .operation_attempt_timeout(Duration::from_secs(30))
+            .operation_timeout(Duration::from_secs(100))
+            .build()
     }
 }
