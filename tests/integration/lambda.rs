@@ -65,6 +65,8 @@ pub struct LambdaStack {
     endpoint: String,
     processes: std::sync::Mutex<Vec<Child>>,
     http: reqwest::Client,
+    /// Amazon Textract for the ingest function (`NIB_OCR=textract`): the stand-in.
+    pub textract: nib::adapters::aws::textract_standin::TextractStandin,
 }
 
 impl Drop for LambdaStack {
@@ -99,6 +101,9 @@ impl LambdaStack {
             .unwrap();
         let stack = LambdaStack {
             endpoint,
+            textract: nib::adapters::aws::textract_standin::TextractStandin::start()
+                .await
+                .unwrap(),
             processes: std::sync::Mutex::new(vec![watch]),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(120))
@@ -170,6 +175,10 @@ impl LambdaStack {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
+        if name == "ingest" {
+            cmd.env("NIB_OCR", "textract")
+                .env("AWS_ENDPOINT_URL_TEXTRACT", self.textract.endpoint());
+        }
         if name == "mcp" {
             cmd.env("NIB_PAGES_FUNCTION", "pages")
                 .env("NIB_TASKS_FUNCTION", "tasks")
@@ -853,4 +862,49 @@ fn s3_event(bucket: &str, key: &str) -> Value {
     let encoded: String = url::form_urlencoded::byte_serialize(key.as_bytes()).collect();
     record["object"]["key"] = json!(encoded.replace("%2F", "/"));
     event
+}
+
+/// Issue 12 through the ingest function: an upload of ink alone (a handwritten page, no text
+/// beside it) is read by Textract (the stand-in answers the page's lines, as AWS documents
+/// them) and becomes a page with text, tasks from the checkboxes in its pixels, and search.
+#[tokio::test]
+async fn an_ink_only_upload_is_read_by_textract_into_text_and_tasks() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::lambda()
+    })
+    .await;
+    let stack = app.lambda.as_ref().unwrap();
+    let config = app.aws_config.clone().unwrap();
+    let s3 = AwsClients::connect(&config).await;
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/ocr"));
+    let png = std::fs::read(dir.join("2025-03-17.png")).unwrap();
+    let truth = nib::adapters::aws::textract_standin::TruthPage::parse(
+        &std::fs::read_to_string(dir.join("2025-03-17.truth.json")).unwrap(),
+    )
+    .unwrap();
+    let image = nib::ocr::raster::decode(&png).unwrap().remove(0);
+    stack
+        .textract
+        .answer_page(&image, truth[0].lines_for(&image));
+    let key = "uploads/default/2025-03-17.png";
+    upload(&s3, &config, key, &png).await;
+    let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["imported"], 1, "{reply}");
+    let page_id = app.page_of("2025-03-17").await;
+    let page = app.call("get_page", json!({ "page_id": page_id })).await;
+    assert_eq!(
+        page["ocr_engine"], "amazon-textract DetectDocumentText",
+        "{page}"
+    );
+    let text = page["ocr_text"].as_str().unwrap();
+    assert!(text.contains("Sign Wonka invoice"), "{text}");
+    let tasks = app.call("list_tasks", json!({ "status": "all" })).await;
+    assert!(
+        tasks["tasks"].as_array().unwrap().len() >= 3,
+        "tasks from the checkboxes: {tasks}"
+    );
+    let hits = app.call("search_pages", json!({ "query": "Wonka" })).await;
+    assert_eq!(hits["results"][0]["page_id"], json!(page_id));
 }

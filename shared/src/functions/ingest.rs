@@ -192,7 +192,11 @@ impl Ingest {
         #[cfg(feature = "ocr")]
         let saved = self.notebook.import_draft(&user, draft, false).await;
         #[cfg(not(feature = "ocr"))]
-        let saved = self.notebook.import_page(&user, draft).await.map(|s| vec![s]);
+        let saved = self
+            .notebook
+            .import_page(&user, draft)
+            .await
+            .map(|s| vec![s]);
         match saved {
             Ok(saved) => Ok(IngestOutcome::Imported(saved)),
             Err(NotebookError::Invalid(reason)) => {

@@ -249,6 +249,10 @@ fn http_state(
 /// The notebook of a class function (or ingest): DynamoDB, the user's data key through KMS,
 /// page images in S3. No server secret: the class functions' roles reach only `U#` items.
 pub fn notebook(config: &AwsConfig, clients: &AwsClients) -> Result<Arc<Notebook>, AppError> {
+    notebook_over(config, clients).map(Arc::new)
+}
+
+fn notebook_over(config: &AwsConfig, clients: &AwsClients) -> Result<Notebook, AppError> {
     config.validate()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store: Arc<dyn Store> = Arc::new(clients.store(config));
@@ -259,7 +263,7 @@ pub fn notebook(config: &AwsConfig, clients: &AwsClients) -> Result<Arc<Notebook
         config.key_cache_size,
         config.key_cache_ttl,
     ));
-    Ok(Arc::new(Notebook::new(
+    Ok(Notebook::new(
         store,
         vault,
         Arc::new(clients.assets(config)),
@@ -268,7 +272,7 @@ pub fn notebook(config: &AwsConfig, clients: &AwsClients) -> Result<Arc<Notebook
             asset_ttl_seconds: config.asset_ttl_seconds,
             public_url: config.public_url.clone().unwrap_or_default(),
         },
-    )))
+    ))
 }
 
 /// The `mcp` front from the environment: [`AwsConfig`], [`FunctionEnv`], SDK clients.
@@ -313,12 +317,29 @@ pub async fn oauth_from_env() -> Result<axum::Router, AppError> {
     oauth(&config, &FunctionEnv::from_env(), &clients).await
 }
 
-/// The `ingest` function from the environment.
+/// The `ingest` function from the environment. `NIB_OCR=textract` reads ink-only uploads with
+/// Amazon Textract (a build without the `textract` feature refuses it at cold start).
 pub async fn ingest_from_env() -> Result<ingest::Ingest, AppError> {
     let config = AwsConfig::from_env()?;
     let clients = AwsClients::connect(&config).await;
+    let choice = crate::config::OcrChoice::from_env()?.unwrap_or_default();
+    let notebook = notebook_over(&config, &clients)?;
+    let notebook = match choice {
+        crate::config::OcrChoice::Off => notebook,
+        #[cfg(feature = "textract")]
+        crate::config::OcrChoice::Textract => notebook.with_ocr(Arc::new(clients.ocr())),
+        other => {
+            return Err(AppError::Ocr {
+                choice: other,
+                source: crate::ports::OcrError::Unavailable(
+                    "the ingest function reads ink with Textract only (NIB_OCR=textract or off)"
+                        .into(),
+                ),
+            });
+        }
+    };
     Ok(ingest::Ingest::new(
-        notebook(&config, &clients)?,
+        Arc::new(notebook),
         clients.s3.clone(),
         config.bucket.clone(),
     ))

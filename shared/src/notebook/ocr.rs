@@ -181,12 +181,16 @@ impl Notebook {
             Some(image) => image,
             None => {
                 let bytes = ink.clone();
-                tokio::task::spawn_blocking(move || raster::decode(&bytes))
+                let decoded = tokio::task::spawn_blocking(move || raster::decode(&bytes))
                     .await
-                    .map_err(|e| NotebookError::Ocr(OcrError::Failed(Box::new(e))))??
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| NotebookError::Invalid("the ink has no page".into()))?
+                    .map_err(|e| NotebookError::Ocr(OcrError::Failed(Box::new(e))))?;
+                match decoded.map(|pages| pages.into_iter().next()) {
+                    Ok(Some(image)) => image,
+                    Ok(None) | Err(_) => {
+                        tracing::warn!(user = %user, "ink that cannot be decoded is stored unread");
+                        return Ok(draft);
+                    }
+                }
             }
         };
         let read = ocr::read(engine.as_ref(), &image).await?;
@@ -244,7 +248,15 @@ fn expand(draft: PageDraft) -> Result<Vec<(PageDraft, Option<PageImage>)>, Noteb
         // A PDF with its own PNG beside it: the PNG is the page's picture.
         return Ok(vec![(draft, None)]);
     }
-    let images = raster::pdf_pages(pdf)?;
+    // Ink nib cannot render is kept as it came (nothing of an upload is lost); it just gets no
+    // picture and no reading.
+    let images = match raster::pdf_pages(pdf) {
+        Ok(images) => images,
+        Err(e) => {
+            tracing::warn!(error = %e, "a PDF that cannot be rendered is stored as it is");
+            return Ok(vec![(draft, None)]);
+        }
+    };
     if images.len() == 1 {
         let image = images.into_iter().next().expect("one page");
         let mut draft = draft;
@@ -254,7 +266,13 @@ fn expand(draft: PageDraft) -> Result<Vec<(PageDraft, Option<PageImage>)>, Noteb
         }
         return Ok(vec![(draft, Some(image))]);
     }
-    let pages = raster::split_pdf(pdf, images.len())?;
+    let pages = match raster::split_pdf(pdf, images.len()) {
+        Ok(pages) => pages,
+        Err(e) => {
+            tracing::warn!(error = %e, "a PDF that cannot be split is stored as one page");
+            return Ok(vec![(draft, None)]);
+        }
+    };
     Ok(images
         .into_iter()
         .zip(pages)

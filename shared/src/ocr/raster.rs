@@ -229,9 +229,10 @@ mod tests {
 
     #[test]
     fn a_pdf_page_renders_to_grey_pixels() {
+        // An image-only PDF, as scanners and most notebook apps write them.
         let pdf = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../tests/data/sample/2026-06-19.pdf"
+            "/../tests/data/ocr/2025-03-16.pdf"
         ))
         .unwrap();
         assert_eq!(pdf_page_count(&pdf), 1);
@@ -242,6 +243,28 @@ mod tests {
         assert_eq!(p.gray.len(), (p.width * p.height) as usize);
         // Mostly white paper with some ink.
         let dark = p.gray.iter().filter(|&&v| v < 128).count();
-        assert!(dark > 0 && dark < p.gray.len() / 4, "{dark}");
+        assert!(dark > 1000 && dark < p.gray.len() / 4, "{dark}");
+    }
+
+    #[test]
+    fn a_pdf_splits_into_one_pdf_per_page() {
+        let pdf = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/ocr/2025-03-21.pdf"
+        ))
+        .unwrap();
+        let pages = pdf_pages(&pdf).unwrap();
+        assert_eq!(pages.len(), 3);
+        let split = split_pdf(&pdf, 3).unwrap();
+        assert_eq!(split.len(), 3);
+        for (one, page) in split.iter().zip(&pages) {
+            assert_eq!(pdf_page_count(one), 1);
+            // Each one-page PDF renders as that page of the whole.
+            let rendered = &pdf_pages(one).unwrap()[0];
+            assert_eq!((rendered.width, rendered.height), (page.width, page.height));
+            assert_eq!(rendered.gray, page.gray);
+            assert!(one.len() < pdf.len(), "only its own objects");
+        }
+        assert!(matches!(split_pdf(&pdf, 2), Err(OcrError::BadImage(_))));
     }
 }
