@@ -436,6 +436,19 @@ async fn shutdown() {
 /// Pages `nib import` reads, parses and commits at once.
 const IMPORT_CONCURRENCY: usize = 16;
 
+/// A bar of `len` pages: done, pages/s and the time left.
+fn progress_bar(verb: &str, len: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{spinner}} {verb} [{{bar:30}}] {{pos}}/{{len}} pages {{per_sec}} ETA {{eta}} {{msg}}"
+        ))
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar
+}
+
 /// The engine `nib import` reads ink-only pages with, unless told otherwise.
 #[cfg(feature = "ocr-local")]
 const DEFAULT_OCR: &str = "local";
@@ -460,14 +473,7 @@ async fn import(
         },
     )?;
     app.ensure_user(user).await?;
-    let bar = indicatif::ProgressBar::new(pages.len() as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} importing [{bar:30}] {pos}/{len} pages {per_sec} ETA {eta} {msg}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
+    let bar = progress_bar("importing", pages.len());
     let started = std::time::Instant::now();
     let (mut created, mut updated, mut failed) = (0usize, 0usize, 0usize);
     // Without a terminal there is no bar: say how far we got now and then instead.
@@ -572,14 +578,7 @@ async fn reread(
             }
         }
     }
-    let bar = indicatif::ProgressBar::new(ids.len() as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} reading [{bar:30}] {pos}/{len} pages {per_sec} ETA {eta}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
+    let bar = progress_bar("reading", ids.len());
     let (mut read, mut skipped, mut failed) = (0usize, 0usize, 0usize);
     for id in &ids {
         match app.notebook.reread_page(user, id, force).await {

@@ -390,9 +390,21 @@ async fn register(
 
 /// The form's HTML, with the headers every page of ours carries.
 fn html(status: StatusCode, body: String) -> Response {
+    html_page(
+        status,
+        body,
+        "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+    )
+}
+
+/// An HTML page of ours: never cached, never framed, no referrer, and `csp` (no scripts).
+pub(super) fn html_page(status: StatusCode, body: String, csp: &'static str) -> Response {
     let mut r = (status, axum::response::Html(body)).into_response();
     let h = r.headers_mut();
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-store"),
+    );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -404,9 +416,7 @@ fn html(status: StatusCode, body: String) -> Response {
     );
     h.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
-        ),
+        HeaderValue::from_static(csp),
     );
     r
 }

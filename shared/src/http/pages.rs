@@ -25,7 +25,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use super::HttpState;
-use super::oauth::{Peer, sign_in_gate};
+use super::oauth::{Peer, html_page, sign_in_gate};
 use crate::auth::oauth::OAuth;
 use crate::auth::oauth::page_session::{PAGE_SESSION_COOKIE, PAGE_SESSION_TTL_SECS};
 use crate::auth::{Principal, Scope};
@@ -60,31 +60,14 @@ fn page_path(next: &str) -> Option<String> {
     PageId::parse(id).ok().map(|id| format!("/pages/{id}"))
 }
 
-/// The headers of every page of ours. Images may come from this server or, on AWS, from the
-/// bucket's presigned HTTPS URLs.
+/// Our pages' headers; images may come from this server or, on AWS, from the bucket's
+/// presigned HTTPS URLs.
 fn html(status: StatusCode, body: String) -> Response {
-    let mut r = (status, axum::response::Html(body)).into_response();
-    let h = r.headers_mut();
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("private, no-store"),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; img-src 'self' https:; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        ),
-    );
-    r
+    html_page(
+        status,
+        body,
+        "default-src 'none'; img-src 'self' https:; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    )
 }
 
 fn see_other(location: &str) -> Response {

@@ -238,6 +238,10 @@ fn find_checkbox(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> Option<Ch
     let (ix1, iy1) = (left + side - margin, top + side - margin);
     let inner = (ix1.saturating_sub(ix0) * iy1.saturating_sub(iy0)).max(1);
     let fill = win.ink(ix0, iy0, ix1, iy1) as f32 / inner as f32;
+    // A small solid blob is a bullet's dot, not a box filled in.
+    if fill > 0.5 && (side as f32) < 0.45 * line_h {
+        return None;
+    }
     Some(Checkbox {
         bbox: OcrBox {
             x: (win.x0 + left as i64) as f32,
@@ -589,7 +593,7 @@ mod tests {
             c.fill(46 + i, 146 + i, 49 + i, 149 + i);
             c.fill(46 + i, 172 - i, 49 + i, 175 - i);
         }
-        c.fill(40, 250, 52, 262); // a dot: a bullet
+        c.fill(42, 252, 50, 260); // a dot: a bullet
         let lines = analyze(
             &c.0,
             vec![
