@@ -50,38 +50,113 @@ impl Line {
 }
 
 /// Dark-pixel view of the page: what counts as ink.
-struct Ink<'a> {
-    page: &'a PageImage,
+///
+/// Scans differ a lot: dark-blue ink on bright paper, pencil or light grey strokes a blur
+/// has thinned to a few levels below the paper, soft shading across the sheet. So ink is
+/// measured as darkness below the local paper level (per block), on a lightly smoothed page
+/// (a 3x3 mean takes the grain out), and the ink threshold follows the page's own stroke
+/// contrast: about 40 % of a typical stroke's darkness, never down into the noise.
+struct Ink {
+    width: usize,
+    height: usize,
+    /// Darkness below the local paper level, 0..255, per pixel.
+    dark: Vec<u8>,
+    /// Darkness at which a pixel counts as ink.
     threshold: u8,
+    /// A lower level for faint marks (light ticks), still clear of the paper's noise.
+    faint: u8,
 }
 
-impl<'a> Ink<'a> {
-    fn new(page: &'a PageImage) -> Self {
-        // Paper is the bright majority: take a high percentile as its level, and call ink what
-        // is clearly darker (faint ruled lines and noise stay out).
-        let mut hist = [0u64; 256];
-        for &v in page.gray.iter().step_by(7) {
-            hist[v as usize] += 1;
+impl Ink {
+    const BLOCK: usize = 64;
+
+    fn new(page: &PageImage) -> Self {
+        let (w, h) = (page.width as usize, page.height as usize);
+        let g = &page.gray;
+        // 3x3 mean, separable.
+        let mut rows = vec![0u16; w * h];
+        for y in 0..h {
+            let r = &g[y * w..(y + 1) * w];
+            for x in 0..w {
+                let a = r[x.saturating_sub(1)] as u16;
+                let c = r[(x + 1).min(w - 1)] as u16;
+                rows[y * w + x] = a + r[x] as u16 + c;
+            }
         }
-        let total: u64 = hist.iter().sum();
+        let mut smooth = vec![0u8; w * h];
+        for y in 0..h {
+            let (ya, yc) = (y.saturating_sub(1), (y + 1).min(h - 1));
+            for x in 0..w {
+                let sum = rows[ya * w + x] + rows[y * w + x] + rows[yc * w + x];
+                smooth[y * w + x] = (sum / 9) as u8;
+            }
+        }
+        // Paper level per block: a high percentile (the paper is the bright majority).
+        let b = Self::BLOCK;
+        let (bw, bh) = (w.div_ceil(b), h.div_ceil(b));
+        let mut paper = vec![255u8; bw * bh];
+        for by in 0..bh {
+            for bx in 0..bw {
+                let mut hist = [0u32; 256];
+                let mut n = 0u32;
+                for y in (by * b..((by + 1) * b).min(h)).step_by(2) {
+                    for x in (bx * b..((bx + 1) * b).min(w)).step_by(2) {
+                        hist[smooth[y * w + x] as usize] += 1;
+                        n += 1;
+                    }
+                }
+                let mut acc = 0;
+                for (v, &c) in hist.iter().enumerate() {
+                    acc += c;
+                    if acc * 10 >= n * 7 {
+                        paper[by * bw + bx] = v as u8;
+                        break;
+                    }
+                }
+            }
+        }
+        let mut dark = vec![0u8; w * h];
+        let mut hist = [0u32; 256];
+        for y in 0..h {
+            let prow = &paper[(y / b) * bw..];
+            for x in 0..w {
+                let d = prow[x / b].saturating_sub(smooth[y * w + x]);
+                dark[y * w + x] = d;
+                hist[d as usize] += 1;
+            }
+        }
+        // A typical stroke's darkness: the median of what is clearly not paper.
+        let clear = 30usize;
+        let strong: u32 = hist[clear..].iter().sum();
         let mut acc = 0;
-        let mut paper = 255u8;
-        for (v, &n) in hist.iter().enumerate() {
-            acc += n;
-            if acc * 10 >= total * 7 {
-                paper = v as u8;
+        let mut typical = 100usize;
+        for (d, &c) in hist.iter().enumerate().skip(clear) {
+            acc += c;
+            if acc * 2 >= strong {
+                typical = d;
                 break;
             }
         }
-        let threshold = (f32::from(paper) * 0.66) as u8;
-        Ink { page, threshold }
+        let threshold = ((typical as f32 * 0.4) as u8).clamp(18, 70);
+        let faint = (threshold / 2).max(12);
+        Ink {
+            width: w,
+            height: h,
+            dark,
+            threshold,
+            faint,
+        }
+    }
+
+    fn darkness(&self, x: i64, y: i64) -> u8 {
+        if x < 0 || y < 0 || x as usize >= self.width || y as usize >= self.height {
+            return 0;
+        }
+        self.dark[y as usize * self.width + x as usize]
     }
 
     fn dark(&self, x: i64, y: i64) -> bool {
-        if x < 0 || y < 0 || x >= i64::from(self.page.width) || y >= i64::from(self.page.height) {
-            return false;
-        }
-        self.page.gray[(y as usize) * self.page.width as usize + x as usize] < self.threshold
+        self.darkness(x, y) >= self.threshold
     }
 }
 
@@ -101,7 +176,7 @@ struct Window {
 }
 
 impl Window {
-    fn new(ink: &Ink<'_>, x0: i64, y0: i64, w: usize, h: usize, band: i64) -> Window {
+    fn new(ink: &Ink, x0: i64, y0: i64, w: usize, h: usize, band: i64) -> Window {
         let mut dark = vec![false; w * h];
         for y in 0..h {
             for x in 0..w {
@@ -184,7 +259,7 @@ pub struct Checkbox {
 
 /// The square, if any, drawn left of (or at the very start of) a line of height `line_h`
 /// whose text starts at `start_x` with its vertical centre at `cy`.
-fn find_checkbox(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> Option<Checkbox> {
+fn find_checkbox(ink: &Ink, start_x: f32, cy: f32, line_h: f32) -> Option<Checkbox> {
     let x0 = (start_x - 2.6 * line_h).floor() as i64;
     let x1 = (start_x + 1.4 * line_h).ceil() as i64;
     let y0 = (cy - 1.1 * line_h).floor() as i64;
@@ -232,16 +307,26 @@ fn find_checkbox(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> Option<Ch
         }
     }
     let (_, left, top, side) = best?;
+    // A solid blob is a bullet dot, not a box: even a scribbled box keeps paper between its
+    // strokes.
+    if win.ink(left + 2, top + 2, left + side - 1, top + side - 1) as f32
+        >= 0.97 * ((side - 3) * (side - 3)) as f32
+    {
+        return None;
+    }
     // Ticked: ink well inside the square (away from its edges).
     let margin = ((side as f32) * 0.22).ceil() as usize;
     let (ix0, iy0) = (left + margin, top + margin);
     let (ix1, iy1) = (left + side - margin, top + side - margin);
     let inner = (ix1.saturating_sub(ix0) * iy1.saturating_sub(iy0)).max(1);
     let fill = win.ink(ix0, iy0, ix1, iy1) as f32 / inner as f32;
-    // A small solid blob is a bullet's dot, not a box filled in.
-    if fill > 0.5 && (side as f32) < 0.45 * line_h {
-        return None;
-    }
+    // A light tick (a lighter, thinner stroke) can stay under the ink threshold: count what
+    // is clearly darker than the paper's grain too.
+    let faint = (win.y0 + iy0 as i64..win.y0 + iy1 as i64)
+        .flat_map(|y| (win.x0 + ix0 as i64..win.x0 + ix1 as i64).map(move |x| (x, y)))
+        .filter(|&(x, y)| ink.darkness(x, y) >= ink.faint)
+        .count() as f32
+        / inner as f32;
     Some(Checkbox {
         bbox: OcrBox {
             x: (win.x0 + left as i64) as f32,
@@ -249,7 +334,7 @@ fn find_checkbox(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> Option<Ch
             w: side as f32,
             h: side as f32,
         },
-        ticked: fill > 0.04,
+        ticked: fill > 0.04 || faint > 0.06,
     })
 }
 
@@ -286,19 +371,23 @@ fn isolated(win: &Window, left: usize, top: usize, side: usize) -> bool {
         inner_right,
         top + side + 3 + strip,
     );
+    // The gap before the words: writers leave a clear space after a box (a third of a capital
+    // or more), while the bowl of an R or the loop of an O sits a letter gap from the next
+    // letter. Only its lower part: a check mark leaves the box through the top right.
+    let gap_from = left + side + side * 6 / 100 + 2;
     let right_gap = fraction(
-        left + side + 3,
-        inner_top,
-        left + side + 3 + strip / 2 + 1,
+        gap_from,
+        top + side * 3 / 10,
+        gap_from + (side * 12 / 100).max(3),
         inner_bottom,
     );
-    left_strip < 0.04 && above < 0.2 && below < 0.2 && right_gap < 0.5
+    left_strip < 0.04 && above < 0.2 && below < 0.2 && right_gap < 0.08
 }
 
 /// A small blob (a dot or a short dash) first on the line, apart from the words: a bullet.
 /// Engines often take the dot into the line's box and drop it from the text, so the search
 /// runs from left of the box into its start.
-fn find_bullet(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> bool {
+fn find_bullet(ink: &Ink, start_x: f32, cy: f32, line_h: f32) -> bool {
     let x0 = (start_x - 1.5 * line_h).floor() as i64;
     let x1 = (start_x + 0.8 * line_h).ceil() as i64;
     let y0 = (cy - 0.3 * line_h).floor() as i64;
@@ -337,13 +426,13 @@ fn find_bullet(ink: &Ink<'_>, start_x: f32, cy: f32, line_h: f32) -> bool {
         return false;
     }
     let fill = n as f32 / (bw * bh);
-    let dot = bw <= 0.22 * line_h && bh <= 0.22 * line_h && bw >= 3.0 && fill >= 0.45;
+    let dot = bw <= 0.35 * line_h && bh <= 0.35 * line_h && bw >= 3.0 && fill >= 0.6;
     let dash = bw >= 0.08 * line_h && bw <= 0.5 * line_h && bh <= 0.12 * line_h && bw >= 2.0 * bh;
     dot || dash
 }
 
 /// An underline: a long stroke just below the line, across most of it.
-fn underlined(ink: &Ink<'_>, bbox: &OcrBox) -> bool {
+fn underlined(ink: &Ink, bbox: &OcrBox) -> bool {
     let x0 = bbox.x as i64;
     let x1 = bbox.right() as i64;
     let len = (x1 - x0).max(1);
@@ -460,6 +549,10 @@ fn strip_bullet_mark(text: &str) -> Option<&str> {
 /// The page's lines, in reading order.
 pub fn analyze(page: &PageImage, segments: Vec<OcrLine>) -> Vec<Line> {
     let ink = Ink::new(page);
+    let debug = std::env::var_os("NIB_OCR_DEBUG").is_some();
+    if debug {
+        eprintln!("ink threshold {} faint {}", ink.threshold, ink.faint);
+    }
     let grouped = group(
         segments
             .into_iter()
@@ -479,7 +572,7 @@ pub fn analyze(page: &PageImage, segments: Vec<OcrLine>) -> Vec<Line> {
         let cy = segs[0].bbox.center_y();
         let start_x = segs[0].bbox.x;
         let checkbox = find_checkbox(&ink, start_x, cy, h * 0.8);
-        if std::env::var_os("NIB_OCR_DEBUG").is_some() {
+        if debug {
             eprintln!(
                 "line {index}: start {start_x:.0} cy {cy:.0} h {h:.0} box {:?} text {:?}",
                 checkbox,
@@ -561,18 +654,26 @@ mod tests {
         }
 
         fn fill(&mut self, x0: u32, y0: u32, x1: u32, y1: u32) {
+            self.fill_gray(x0, y0, x1, y1, 40);
+        }
+
+        fn fill_gray(&mut self, x0: u32, y0: u32, x1: u32, y1: u32, gray: u8) {
             for y in y0..y1 {
                 for x in x0..x1 {
-                    self.0.gray[(y * self.0.width + x) as usize] = 40;
+                    self.0.gray[(y * self.0.width + x) as usize] = gray;
                 }
             }
         }
 
         fn square(&mut self, x: u32, y: u32, side: u32, stroke: u32) {
-            self.fill(x, y, x + side, y + stroke);
-            self.fill(x, y + side - stroke, x + side, y + side);
-            self.fill(x, y, x + stroke, y + side);
-            self.fill(x + side - stroke, y, x + side, y + side);
+            self.square_gray(x, y, side, stroke, 40);
+        }
+
+        fn square_gray(&mut self, x: u32, y: u32, side: u32, stroke: u32, gray: u8) {
+            self.fill_gray(x, y, x + side, y + stroke, gray);
+            self.fill_gray(x, y + side - stroke, x + side, y + side, gray);
+            self.fill_gray(x, y, x + stroke, y + side, gray);
+            self.fill_gray(x + side - stroke, y, x + side, y + side, gray);
         }
     }
 
@@ -593,7 +694,7 @@ mod tests {
             c.fill(46 + i, 146 + i, 49 + i, 149 + i);
             c.fill(46 + i, 172 - i, 49 + i, 175 - i);
         }
-        c.fill(42, 252, 50, 260); // a dot: a bullet
+        c.fill(40, 250, 52, 262); // a dot: a bullet
         let lines = analyze(
             &c.0,
             vec![
@@ -646,5 +747,40 @@ mod tests {
         assert_eq!(lines[0].kind, Kind::Heading);
         assert_eq!(lines[0].markdown(), "# Monday");
         assert_eq!(lines[1].markdown(), "one");
+    }
+
+    #[test]
+    fn faint_pencil_boxes_count_as_ink() {
+        // Pencil through a blur: the whole page's strokes sit some 60 levels below the paper,
+        // far lighter than a fixed share of the paper level.
+        let mut c = Canvas::new(800, 300);
+        c.square_gray(40, 40, 36, 3, 185);
+        c.fill_gray(100, 44, 300, 47, 185); // some writing of the same pencil
+        c.fill_gray(100, 70, 300, 73, 185);
+        let lines = analyze(&c.0, vec![seg("Buy milk", 100.0, 36.0, 200.0, 44.0)]);
+        assert_eq!(lines[0].kind, Kind::Task { done: false });
+    }
+
+    #[test]
+    fn a_light_tick_inside_a_box_still_ticks_it() {
+        let mut c = Canvas::new(800, 300);
+        c.square(40, 40, 36, 3);
+        // A thin stroke drawn light: well above the ink threshold, clearly below the paper.
+        for i in 0..20 {
+            c.fill_gray(48 + i, 66 - i, 50 + i, 68 - i, 190);
+        }
+        let lines = analyze(&c.0, vec![seg("Call Dana", 100.0, 36.0, 200.0, 44.0)]);
+        assert_eq!(lines[0].kind, Kind::Task { done: true });
+    }
+
+    #[test]
+    fn a_square_a_letter_gap_before_more_ink_is_part_of_the_words() {
+        // The bowl of an R followed closely by the stem of the next letter: writers leave a
+        // clear space after a drawn box, letters only a narrow one.
+        let mut c = Canvas::new(800, 300);
+        c.square(40, 40, 36, 3);
+        c.fill(81, 50, 83, 76);
+        let lines = analyze(&c.0, vec![seg("Read the book", 36.0, 36.0, 300.0, 44.0)]);
+        assert_eq!(lines[0].kind, Kind::Text);
     }
 }
