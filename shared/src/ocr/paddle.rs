@@ -125,7 +125,6 @@ impl PaddleOcr {
                 .map_err(|e| unavailable(e.into()))?
                 .with_intra_threads(1)
                 .map_err(|e| unavailable(e.into()))?
-
                 .commit_from_file(dir.join(file))
                 .map_err(unavailable)
         };
