@@ -501,7 +501,13 @@ fn scope_lines(scope: Scope) -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// The CSRF cookie's value: at least 16 base64url characters.
 fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    cookie_value(headers, name).filter(|v| v.len() >= 16 && !v.contains('.'))
+}
+
+/// A cookie's value when it is base64url or dotted base64url (a JWT); anything else is absent.
+pub(super) fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -511,9 +517,9 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v)
         .filter(|v| {
-            v.len() >= 16
+            !v.is_empty()
                 && v.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         })
 }
 
@@ -576,7 +582,7 @@ fn consent(
     r
 }
 
-fn see_other(location: &str) -> Response {
+pub(super) fn see_other(location: &str) -> Response {
     match HeaderValue::from_str(location) {
         Ok(v) => {
             let mut r = StatusCode::SEE_OTHER.into_response();

@@ -25,7 +25,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use super::HttpState;
-use super::oauth::{Peer, html_page, sign_in_gate};
+use super::oauth::{Peer, cookie_value as cookie, html_page, see_other, sign_in_gate};
 use crate::auth::oauth::OAuth;
 use crate::auth::oauth::page_session::{PAGE_SESSION_COOKIE, PAGE_SESSION_TTL_SECS};
 use crate::auth::{Principal, Scope};
@@ -68,33 +68,6 @@ fn html(status: StatusCode, body: String) -> Response {
         body,
         "default-src 'none'; img-src 'self' https:; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     )
-}
-
-fn see_other(location: &str) -> Response {
-    let mut r = StatusCode::SEE_OTHER.into_response();
-    if let Ok(v) = HeaderValue::from_str(location) {
-        r.headers_mut().insert(header::LOCATION, v);
-    }
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
-}
-
-/// A cookie's value (JWTs included: base64url and dots).
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-        .filter(|v| {
-            !v.is_empty()
-                && v.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        })
 }
 
 fn secure(st: &HttpState) -> &'static str {
