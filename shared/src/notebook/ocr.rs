@@ -124,16 +124,11 @@ impl Notebook {
             .next()
             .ok_or_else(|| NotebookError::Invalid("the ink has no page".into()))?;
         let read = ocr::read(engine.as_ref(), &image).await?;
-        let source = EngineOcr {
-            markdown: read.markdown(),
-            engine: read.engine.to_string(),
-            confidence: read.lines.iter().map(|l| l.confidence).collect(),
-            ink: Some(ink_hash),
-        };
+        let source = engine_source(&read, ink_hash);
         let draft = PageDraft {
             date: Some(record.date),
             stem: String::new(),
-            ocr: Some((OcrKind::Engine, source.encode())),
+            ocr: Some((OcrKind::Engine, source)),
             pdf: None,
             png: None,
             // As new as what the page took last, so it is taken.
@@ -195,13 +190,8 @@ impl Notebook {
         };
         let read = ocr::read(engine.as_ref(), &image).await?;
         tracing::debug!(user = %user, lines = read.lines.len(), "page read by OCR");
-        let source = EngineOcr {
-            markdown: read.markdown(),
-            engine: read.engine.to_string(),
-            confidence: read.lines.iter().map(|l| l.confidence).collect(),
-            ink: Some(ink_hash),
-        };
-        draft.ocr = Some((OcrKind::Engine, source.encode()));
+        let source = engine_source(&read, ink_hash);
+        draft.ocr = Some((OcrKind::Engine, source));
         // The text is as new as the ink it was read from.
         draft.sources.ocr = draft.sources.png.or(draft.sources.pdf);
         Ok(draft)
@@ -236,6 +226,17 @@ impl Notebook {
             ink,
         }))
     }
+}
+
+/// What the engine read, as the page's sealed OCR source (`OcrKind::Engine`).
+fn engine_source(read: &ocr::ReadPage, ink_hash: String) -> String {
+    EngineOcr {
+        markdown: read.markdown(),
+        engine: read.engine.to_string(),
+        confidence: read.lines.iter().map(|l| l.confidence).collect(),
+        ink: Some(ink_hash),
+    }
+    .encode()
 }
 
 /// The drafts a page's files make, each with its rendered page image when it has one: one per
