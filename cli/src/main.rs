@@ -328,6 +328,7 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
                     asset_ttl_seconds: args.asset_ttl_seconds,
                     // The server takes no ink of its own (`nib import` reads it).
                     ocr: nib::config::OcrChoice::Off,
+                    ..LocalOptions::default()
                 },
             )?;
             (app, data_dir.display().to_string())

@@ -108,6 +108,8 @@ pub struct LocalOptions {
     pub asset_ttl_seconds: u64,
     /// The engine that reads ink-only pages (off by default; `nib` turns it on).
     pub ocr: crate::config::OcrChoice,
+    /// Notion's API base URL (`NIB_NOTION_API_URL`, else Notion's).
+    pub notion_api_url: String,
 }
 
 impl Default for LocalOptions {
@@ -116,6 +118,7 @@ impl Default for LocalOptions {
             public_url: "http://127.0.0.1".into(),
             asset_ttl_seconds: 3600,
             ocr: crate::config::OcrChoice::Off,
+            notion_api_url: crate::adapters::notion::api_url_from_env(),
         }
     }
 }
@@ -186,6 +189,9 @@ impl App {
                 public_url: options.public_url.trim_end_matches('/').to_owned(),
             },
         );
+        notebook = notebook.with_notion(crate::adapters::notion::NotionApi::new(
+            &options.notion_api_url,
+        ));
         if let Some(engine) = ocr_engine(options.ocr)? {
             notebook = notebook.with_ocr(engine);
         }
@@ -237,16 +243,21 @@ impl App {
             config.key_cache_ttl,
         ));
         let assets: Arc<dyn Assets> = Arc::new(clients.assets(&config));
-        let notebook = Arc::new(Notebook::new(
-            store.clone(),
-            vault.clone(),
-            assets.clone(),
-            clock.clone(),
-            NotebookConfig {
-                asset_ttl_seconds: config.asset_ttl_seconds,
-                public_url: config.public_url.clone().unwrap_or_default(),
-            },
-        ));
+        let notebook = Arc::new(
+            Notebook::new(
+                store.clone(),
+                vault.clone(),
+                assets.clone(),
+                clock.clone(),
+                NotebookConfig {
+                    asset_ttl_seconds: config.asset_ttl_seconds,
+                    public_url: config.public_url.clone().unwrap_or_default(),
+                },
+            )
+            .with_notion(crate::adapters::notion::NotionApi::new(
+                &config.notion_api_url,
+            )),
+        );
         let tokens = Arc::new(Tokens::new(store.clone(), clock.clone()));
         let limiter: Arc<dyn RateLimiter> =
             Arc::new(StoreRateLimiter::new(store.clone(), clock.clone()));

@@ -100,6 +100,9 @@ pub struct AwsConfig {
     /// The connector's public base URL (`NIB_PUBLIC_URL`, no trailing slash): page links
     /// (`{public_url}/pages/{id}`) are built on it. `None` in tests that make no links.
     pub public_url: Option<String>,
+    /// Notion's API base URL (`NIB_NOTION_API_URL`, else `https://api.notion.com`): the tasks
+    /// function pushes tasks there (`notebook::notion`).
+    pub notion_api_url: String,
 }
 
 impl AwsConfig {
@@ -132,6 +135,8 @@ impl AwsConfig {
             signing_key_id: get("NIB_SIGNING_KEY_ID"),
             signing_public_key_pem: get("NIB_SIGNING_PUBLIC_KEY"),
             public_url: get("NIB_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_owned()),
+            notion_api_url: get("NIB_NOTION_API_URL")
+                .unwrap_or_else(|| crate::adapters::notion::DEFAULT_API_URL.to_owned()),
         };
         config.validate()?;
         Ok(config)

@@ -9,6 +9,7 @@
 //! not at all, under optimistic concurrency (item versions), retried on conflict.
 
 mod import;
+mod notion;
 #[cfg(feature = "ocr")]
 mod ocr;
 mod pages;
@@ -22,6 +23,7 @@ pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
     read_page, read_page_with,
 };
+pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
 pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
 pub use search::SearchHit;
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
@@ -53,6 +55,10 @@ pub enum NotebookError {
     Corrupt(String),
     #[error("OCR failure")]
     Ocr(#[source] crate::ports::OcrError),
+    /// Notion refused or failed a call the caller asked for (connect); pushes never fail a
+    /// tool call with it.
+    #[error(transparent)]
+    Notion(#[from] crate::adapters::notion::NotionError),
 }
 
 /// Settings of the notebook services.
@@ -82,6 +88,8 @@ pub struct Notebook {
     config: NotebookConfig,
     /// Reads ink-only pages on import (`with_ocr`); `None`: they are stored without text.
     ocr: Option<Arc<dyn crate::ports::Ocr>>,
+    /// Pushes tasks to the users' connected Notion databases (`with_notion`); `None`: never.
+    notion: Option<Arc<crate::adapters::notion::NotionApi>>,
 }
 
 impl Notebook {
@@ -99,6 +107,7 @@ impl Notebook {
             clock,
             config,
             ocr: None,
+            notion: None,
         }
     }
 

@@ -171,6 +171,9 @@ pub(super) struct PageContent {
 pub(super) struct NewTask {
     pub key: String,
     pub replaces: Option<TaskLinkId>,
+    /// The user has a Notion connection: the new task's outbox item goes into the same
+    /// transaction, leased to this call until this unix second (`notebook::notion`).
+    pub notion_lease: Option<i64>,
 }
 
 /// The outcome of a commit.
@@ -590,7 +593,16 @@ impl Notebook {
                 appearances: Vec::new(),
                 history: Default::default(),
                 created_at: now,
+                notion: None,
             };
+            if let Some(lease) = content
+                .new_task
+                .as_ref()
+                .filter(|n| &n.key == key)
+                .and_then(|n| n.notion_lease)
+            {
+                writes.push(super::notion::new_outbox_write(user, &id, now, lease));
+            }
             let cond = match dedup.get(key) {
                 Some((item, _)) => Cond::Version(item.version),
                 None => Cond::NotExists,
@@ -904,7 +916,8 @@ impl Notebook {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let mut statuses: HashMap<TaskLinkId, (TaskStatus, Option<Date>)> = HashMap::new();
+        let mut statuses: HashMap<TaskLinkId, (TaskStatus, Option<Date>, Option<String>)> =
+            HashMap::new();
         if !ids.is_empty() {
             let task_keys: Vec<(String, String)> =
                 ids.iter().map(|id| (pk.clone(), task_sk(id))).collect();
@@ -916,7 +929,11 @@ impl Notebook {
                 .flatten()
             {
                 let t: TaskStatusRecord = decode("task", &item.body)?;
-                statuses.insert(t.task_link_id, (t.status, t.completed_date));
+                let url = match &t.notion {
+                    Some(n) => Some(super::notion::open_url(user, &keys, &t.task_link_id, n)?),
+                    None => None,
+                };
+                statuses.insert(t.task_link_id, (t.status, t.completed_date, url));
             }
         }
         let page_text = || {
@@ -959,12 +976,13 @@ impl Notebook {
                 };
                 let task = l.task_link_id.as_ref().and_then(|id| statuses.get(id));
                 let (status, status_source, completed_date) = match (task, l.page_status) {
-                    (Some((status, done)), Some(ps)) => {
+                    (Some((status, done, _)), Some(ps)) => {
                         let (line, source) = tasks::line_status(ps, *status);
                         (Some(line), Some(source), *done)
                     }
                     _ => (None, None, None),
                 };
+                let notion_url = task.and_then(|t| t.2.clone());
                 LineView {
                     line_id: l.line_id,
                     text: l.text,
@@ -974,7 +992,7 @@ impl Notebook {
                     page_status: l.page_status,
                     status_source,
                     completed_date,
-                    notion_url: None,
+                    notion_url,
                     ocr_confidence,
                 }
             })

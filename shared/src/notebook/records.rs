@@ -25,6 +25,15 @@ pub fn taskkey_sk(blind: &str) -> String {
 pub fn stem_sk(blind: &str) -> String {
     format!("STEM#{blind}")
 }
+/// The user's Notion connection (`notebook::notion`).
+pub const NOTION_CONN_SK: &str = "NOTION#CONN";
+/// The last outcome of talking to Notion for the user (errors, Retry-After).
+pub const NOTION_HEALTH_SK: &str = "NOTION#HEALTH";
+/// The prefix of the Notion outbox: one item per task still to push or update.
+pub const NOTION_OUT_PREFIX: &str = "NOTION#OUT#";
+pub fn notion_out_sk(task: &TaskLinkId) -> String {
+    format!("{NOTION_OUT_PREFIX}{task}")
+}
 /// The BM25 statistics, as two counters that page commits add to (`Write::Add`), so that
 /// commits of different pages do not contend on one item.
 pub const STATS_PAGES_SK: &str = "STATS#PAGES";
@@ -49,7 +58,7 @@ pub fn term_partition(user: &UserId, blind: &str) -> String {
 }
 
 /// Base64 for sealed bytes inside JSON bodies.
-mod b64 {
+pub(super) mod b64 {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD;
     use serde::{Deserialize, Deserializer, Serializer};
@@ -220,6 +229,17 @@ pub struct TaskStatusRecord {
     pub task_link_id: TaskLinkId,
     pub status: TaskStatus,
     pub completed_date: Option<Date>,
+    #[serde(default)]
+    pub notion: Option<NotionLink>,
+}
+
+/// The Notion page a task was pushed as: its id, and its URL sealed as field `notion_url`
+/// of the task item (Notion's page URLs carry a slug of the title).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotionLink {
+    pub page_id: String,
+    #[serde(with = "b64")]
+    pub url: Vec<u8>,
 }
 
 /// One line as stored inside the sealed `lines` field.
@@ -258,6 +278,9 @@ pub struct TaskRecord {
     #[serde(flatten)]
     pub history: History,
     pub created_at: i64,
+    /// The Notion page it was pushed as (`notebook::notion`); kept by every later commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notion: Option<NotionLink>,
 }
 
 impl TaskRecord {

@@ -43,6 +43,8 @@ pub struct CreatedTask {
     pub block_id: String,
     pub page_id: PageId,
     pub created: bool,
+    /// The Notion page of a reused task that has one.
+    pub notion: Option<super::NotionRef>,
 }
 
 /// What `update_task_status` did.
@@ -50,6 +52,10 @@ pub struct CreatedTask {
 pub struct UpdatedTask {
     pub status: TaskStatus,
     pub text: String,
+    /// Whether this call changed the task (an update of the same status writes nothing).
+    pub changed: bool,
+    /// The task's Notion page, if it was pushed.
+    pub notion_page_id: Option<String>,
 }
 
 pub(super) fn check_text(arg: &str, text: &str) -> Result<(), NotebookError> {
@@ -151,6 +157,10 @@ impl Notebook {
                     "text",
                     &t.text,
                 )?;
+                let notion_url = match &t.notion {
+                    Some(n) => Some(super::notion::open_url(user, &keys, &t.task_link_id, n)?),
+                    None => None,
+                };
                 Ok(TaskView {
                     task_link_id: t.task_link_id,
                     text,
@@ -158,7 +168,7 @@ impl Notebook {
                     first_seen_date: t.first_seen_date,
                     completed_date: t.completed_date,
                     source_page_id: t.source_page_id,
-                    notion_url: None,
+                    notion_url,
                 })
             })
             .collect::<Result<Vec<_>, NotebookError>>()?;
@@ -173,6 +183,20 @@ impl Notebook {
         date: Date,
         text: &str,
         source_url: Option<&str>,
+    ) -> Result<CreatedTask, NotebookError> {
+        self.create_task_with(user, date, text, source_url, None)
+            .await
+    }
+
+    /// [`Notebook::create_task`]; with `notion_lease`, a task it creates gets its Notion
+    /// outbox item in the same transaction, leased to the caller until then.
+    pub(super) async fn create_task_with(
+        &self,
+        user: &UserId,
+        date: Date,
+        text: &str,
+        source_url: Option<&str>,
+        notion_lease: Option<i64>,
     ) -> Result<CreatedTask, NotebookError> {
         check_text("text", text)?;
         let text = text.trim();
@@ -193,6 +217,13 @@ impl Notebook {
                 if let Some(task) = self.store.get(&pk, &task_sk(&owner.task_link_id)).await? {
                     let t: TaskRecord = decode("task", &task.body)?;
                     if t.status == TaskStatus::Todo {
+                        let notion = match &t.notion {
+                            Some(n) => Some(super::NotionRef {
+                                page_id: n.page_id.clone(),
+                                url: super::notion::open_url(user, &keys, &t.task_link_id, n)?,
+                            }),
+                            None => None,
+                        };
                         let first = t
                             .appearances
                             .iter()
@@ -203,6 +234,7 @@ impl Notebook {
                             block_id: first.map(|a| a.line_id.clone()).unwrap_or_default(),
                             page_id: first.map(|a| a.page_id.clone()).unwrap_or(t.source_page_id),
                             created: false,
+                            notion,
                         });
                     }
                 }
@@ -259,6 +291,7 @@ impl Notebook {
                 new_task: Some(NewTask {
                     key: key.clone(),
                     replaces,
+                    notion_lease,
                 }),
                 source_url: source_url.map(str::to_owned),
             };
@@ -275,6 +308,7 @@ impl Notebook {
                         block_id: line_id,
                         page_id,
                         created: true,
+                        notion: None,
                     });
                 }
                 Err(e) if is_retryable(&e) => backoff(attempt).await,
@@ -302,9 +336,16 @@ impl Notebook {
                 .ok_or(NotebookError::NotFound("task"))?;
             let mut t: TaskRecord = decode("task", &item.body)?;
             let text = records::open_string(&keys, user, &pk, &sk, "text", &t.text)?;
+            let notion_page_id = t.notion.as_ref().map(|n| n.page_id.clone());
             if t.status == status && t.last_update() == Some(status) {
-                return Ok(UpdatedTask { status, text });
+                return Ok(UpdatedTask {
+                    status,
+                    text,
+                    changed: false,
+                    notion_page_id,
+                });
             }
+            let before = t.status;
             // Appended with the next sequence number, so updates apply in the order they were
             // made (also within one second); the history stays bounded (`History`).
             t.record_update(self.clock.today(), self.clock.unix(), status);
@@ -322,8 +363,10 @@ impl Notebook {
             match self.store.put(new, Cond::Version(item.version)).await {
                 Ok(()) => {
                     return Ok(UpdatedTask {
+                        changed: t.status != before,
                         status: t.status,
                         text,
+                        notion_page_id,
                     });
                 }
                 Err(e) => {

@@ -11,7 +11,7 @@ pub fn def() -> ToolDef {
     ToolDef {
         name: "create_task",
         title: "Create a task",
-        description: "Add a task to the page of `target_date` (YYYY-MM-DD; the page is created if needed). If an open task with the same text exists, nothing is added and that task is returned with created: false.",
+        description: "Add a task to the page of `target_date` (YYYY-MM-DD; the page is created if needed). If an open task with the same text exists, nothing is added and that task is returned with created: false. With a connected Notion database, a new task is also pushed there: notion_pushed says whether the task has its Notion page (a push that failed is retried later).",
         scope: Scope::Write,
         class: ToolClass::Tasks,
         read_only: false,
@@ -64,9 +64,9 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
             format!("must be at most {MAX_TEXT_CHARS} characters"),
         ));
     }
-    let t = ctx
+    let (t, notion) = ctx
         .notebook
-        .create_task(&ctx.principal.user, date, text, source_url)
+        .create_task_pushed(&ctx.principal.user, date, text, source_url)
         .await?;
     Ok(json!({
         "task_link_id": t.task_link_id,
@@ -74,8 +74,8 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         "page_id": t.page_id,
         "created": t.created,
         "reused_existing_task": !t.created,
-        "notion_pushed": false,
-        "notion_task_id": null,
-        "notion_url": null,
+        "notion_pushed": notion.pushed,
+        "notion_task_id": notion.page.as_ref().map(|p| &p.page_id),
+        "notion_url": notion.page.as_ref().map(|p| &p.url),
     }))
 }

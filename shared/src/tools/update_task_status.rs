@@ -43,9 +43,11 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .choice("status", &["todo", "done", "cancelled"], None)?;
     let status = TaskStatus::parse(status).expect("choice checked");
     let id = ctx.args.task_link_id("task_link_id")?;
-    let t = ctx
+    let (t, notion_updated) = ctx
         .notebook
-        .update_task_status(&ctx.principal.user, &id, status)
+        .update_task_status_pushed(&ctx.principal.user, &id, status)
         .await?;
-    Ok(json!({ "updated": true, "status": t.status, "text": t.text, "notion_updated": false }))
+    Ok(
+        json!({ "updated": true, "status": t.status, "text": t.text, "notion_updated": notion_updated }),
+    )
 }

@@ -193,6 +193,7 @@ impl Emulator {
             signing_key_id: None,
             signing_public_key_pem: None,
             public_url: None,
+            notion_api_url: crate::adapters::notion::DEFAULT_API_URL.into(),
         }
     }
 

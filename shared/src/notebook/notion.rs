@@ -1,0 +1,907 @@
+//! Tasks pushed to the user's Notion database (issue 16), over `adapters::notion`.
+//!
+//! Items, all in the user's partition `U#{user}` (so the tasks function's role reaches them):
+//!
+//! - `NOTION#CONN`: the connection. The database id in clear; the integration token and the
+//!   property mapping sealed together (field `notion`), so neither reaches the store, a log
+//!   or a client in clear. Written by connect, deleted by disconnect.
+//! - `NOTION#HEALTH`: what happened last (last success, last error with Notion's message
+//!   sealed, and until when to leave Notion alone: `retry_after_until` from a 429's
+//!   `Retry-After`, `backoff_until` after other failures). Last writer wins.
+//! - `NOTION#OUT#{task_link_id}`: the outbox, one item per task whose Notion page must be
+//!   created or brought to the task's current status. It is the idempotency record: written
+//!   in the very transaction that creates the task (so only the call that created a task
+//!   pushes it, and a crash cannot lose it), leased (`lease_until`, a version-conditioned
+//!   write) by whoever pushes it, and deleted once done. The task item's `notion` link is the
+//!   proof of a push: a page is created only for a task without one, so a task is pushed at
+//!   most once even when a lease runs out mid-push and the next holder finds the link.
+//!
+//! Pushing is best effort for the tool call: the task exists whatever Notion answers; a failed
+//! push stays in the outbox, retried by the next `create_task`/`update_task_status` of the
+//! user (after its backoff, and never before `Retry-After`) or by `nib notion sync`.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use zeroize::Zeroizing;
+
+use super::records::{
+    self, NOTION_CONN_SK, NOTION_HEALTH_SK, NOTION_OUT_PREFIX, NotionLink, TaskRecord, b64, decode,
+    encode, notion_out_sk, task_sk, user_pk,
+};
+use super::{CreatedTask, Notebook, NotebookError, UpdatedTask};
+use crate::adapters::notion::{
+    Mapping, NotionApi, NotionError, NotionToken, TaskPush, map_database, parse_id,
+};
+use crate::crypto::UserKeys;
+use crate::domain::{Date, TaskLinkId, TaskStatus, UserId};
+use crate::ports::{Cond, Item, Query, StoreError, Write};
+use crate::telemetry;
+
+/// How long the call holding an outbox item may take to push it before another may.
+const LEASE_SECS: i64 = 60;
+/// Transient failures (outage, timeouts) back off 5 s, 10 s, 20 s, ... up to an hour.
+fn backoff_secs(failures: u32) -> i64 {
+    (5i64 << failures.min(10)).min(3600)
+}
+/// After a failure someone must fix (bad token, database gone): tried again hourly, or on
+/// `nib notion sync`.
+const BLOCKED_SECS: i64 = 3600;
+/// How many other outbox items one tool call pushes besides its own.
+const DRAIN_PER_CALL: usize = 5;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ConnectionRecord {
+    database_id: String,
+    /// Sealed field `notion`: JSON of [`ConnectionSecret`].
+    #[serde(with = "b64")]
+    secret: Vec<u8>,
+    connected_at: i64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ConnectionSecret {
+    token: String,
+    mapping: Mapping,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct HealthRecord {
+    last_ok_at: Option<i64>,
+    last_error_at: Option<i64>,
+    last_error_kind: Option<String>,
+    /// Sealed field `notion_error`: the error as nib tells it, with Notion's message.
+    #[serde(with = "b64::opt", default)]
+    last_error: Option<Vec<u8>>,
+    /// A 429's `Retry-After`: nothing is sent before this unix second, not even by sync.
+    retry_after_until: Option<i64>,
+    /// Backoff after other failures: tool calls leave Notion alone until then (sync does not).
+    backoff_until: Option<i64>,
+    /// Consecutive transient failures.
+    failures: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct OutboxRecord {
+    task_link_id: TaskLinkId,
+    attempts: u32,
+    /// Not retried by tool calls before this unix second.
+    next_at: i64,
+    /// Held by a pusher until this unix second.
+    lease_until: i64,
+    last_error_kind: Option<String>,
+    created_at: i64,
+}
+
+/// A live connection, opened.
+struct Connection {
+    database_id: String,
+    token: NotionToken,
+    mapping: Mapping,
+}
+
+/// A task's Notion page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotionRef {
+    pub page_id: String,
+    pub url: String,
+}
+
+/// What `create_task` did in Notion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotionPushed {
+    /// The task has its Notion page (created by this call, or earlier for a reused task).
+    pub pushed: bool,
+    pub page: Option<NotionRef>,
+}
+
+/// What `nib notion status` shows. Never the token.
+#[derive(Debug, Clone)]
+pub struct NotionStatus {
+    pub database_id: String,
+    pub mapping: Mapping,
+    pub connected_at: i64,
+    pub last_ok_at: Option<i64>,
+    /// When, the kind, and the message (Notion's own message included).
+    pub last_error: Option<(i64, String, String)>,
+    pub retry_after_until: Option<i64>,
+    pub backoff_until: Option<i64>,
+    /// Tasks waiting in the outbox.
+    pub pending: usize,
+}
+
+/// What `nib notion sync` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    pub created: usize,
+    pub updated: usize,
+    pub failed: usize,
+    /// Still in the outbox afterwards.
+    pub pending: usize,
+    /// Notion asked (429) not to be called before this unix second.
+    pub retry_after_until: Option<i64>,
+}
+
+enum Synced {
+    Created(NotionRef),
+    Updated,
+    Gone,
+}
+
+enum PushError {
+    Notion(NotionError),
+    Notebook(NotebookError),
+}
+
+impl From<NotebookError> for PushError {
+    fn from(e: NotebookError) -> Self {
+        PushError::Notebook(e)
+    }
+}
+
+impl From<StoreError> for PushError {
+    fn from(e: StoreError) -> Self {
+        PushError::Notebook(e.into())
+    }
+}
+
+/// The outbox item of a task `create_task` is creating, leased to it (`pages::commit_page`
+/// writes it in the task's transaction).
+pub(super) fn new_outbox_write(user: &UserId, task: &TaskLinkId, now: i64, lease: i64) -> Write {
+    Write::put(
+        outbox_item(
+            user,
+            &OutboxRecord {
+                task_link_id: task.clone(),
+                attempts: 0,
+                next_at: now,
+                lease_until: lease,
+                last_error_kind: None,
+                created_at: now,
+            },
+            1,
+        ),
+        Cond::NotExists,
+    )
+}
+
+fn outbox_item(user: &UserId, rec: &OutboxRecord, version: u64) -> Item {
+    Item {
+        pk: user_pk(user),
+        sk: notion_out_sk(&rec.task_link_id),
+        gsi1: None,
+        version,
+        expires_at: None,
+        body: encode(rec),
+    }
+}
+
+/// A task's Notion URL, opened.
+pub(super) fn open_url(
+    user: &UserId,
+    keys: &UserKeys,
+    task: &TaskLinkId,
+    link: &NotionLink,
+) -> Result<String, NotebookError> {
+    records::open_string(
+        keys,
+        user,
+        &user_pk(user),
+        &task_sk(task),
+        "notion_url",
+        &link.url,
+    )
+}
+
+fn is_retryable(e: &StoreError) -> bool {
+    matches!(e, StoreError::ConditionFailed { .. } | StoreError::Conflict)
+}
+
+impl Notebook {
+    /// Pushes tasks to Notion through `api` (the App wires it; without it nothing is pushed).
+    pub fn with_notion(mut self, api: NotionApi) -> Self {
+        self.notion = Some(Arc::new(api));
+        self
+    }
+
+    fn notion_api(&self) -> Result<&NotionApi, NotebookError> {
+        self.notion
+            .as_deref()
+            .ok_or_else(|| NotebookError::Invalid("Notion is not configured here".into()))
+    }
+
+    /// Reads the database's schema with `token`, maps it (or refuses it, naming the property)
+    /// and stores the connection, the token sealed. Replaces an earlier connection.
+    pub async fn notion_connect(
+        &self,
+        user: &UserId,
+        database: &str,
+        token: NotionToken,
+    ) -> Result<Mapping, NotebookError> {
+        let api = self.notion_api()?;
+        let database_id = parse_id(database)?;
+        let db = api.database(&token, &database_id).await?;
+        let mapping = map_database(&db)?;
+        let keys = self.vault.user_keys(user).await?;
+        let pk = user_pk(user);
+        let plain = Zeroizing::new(encode(&ConnectionSecret {
+            token: token.expose().to_owned(),
+            mapping: mapping.clone(),
+        }));
+        let secret = records::seal(&keys, user, &pk, NOTION_CONN_SK, "notion", &plain);
+        let record = ConnectionRecord {
+            database_id,
+            secret,
+            connected_at: self.clock.unix(),
+        };
+        self.store
+            .transact(vec![
+                Write::put(
+                    Item {
+                        pk: pk.clone(),
+                        sk: NOTION_CONN_SK.into(),
+                        gsi1: None,
+                        version: 1,
+                        expires_at: None,
+                        body: encode(&record),
+                    },
+                    Cond::None,
+                ),
+                Write::delete(pk, NOTION_HEALTH_SK, Cond::None),
+            ])
+            .await?;
+        tracing::info!(user = %user, "notion connected");
+        Ok(mapping)
+    }
+
+    /// Forgets the connection, its state and its outbox (tasks keep their Notion links).
+    /// False when there was none.
+    pub async fn notion_disconnect(&self, user: &UserId) -> Result<bool, NotebookError> {
+        let pk = user_pk(user);
+        let was = self.store.get(&pk, NOTION_CONN_SK).await?.is_some();
+        let mut deletes = vec![
+            Write::delete(pk.clone(), NOTION_CONN_SK, Cond::None),
+            Write::delete(pk.clone(), NOTION_HEALTH_SK, Cond::None),
+        ];
+        for item in self.outbox_items(user).await? {
+            deletes.push(Write::delete(pk.clone(), item.sk, Cond::None));
+        }
+        for chunk in deletes.chunks(crate::ports::MAX_TRANSACTION_ITEMS) {
+            self.store.transact(chunk.to_vec()).await?;
+        }
+        Ok(was)
+    }
+
+    /// The connection and how pushing goes; `None` when not connected.
+    pub async fn notion_status(
+        &self,
+        user: &UserId,
+    ) -> Result<Option<NotionStatus>, NotebookError> {
+        let keys = self.vault.user_keys(user).await?;
+        let Some(conn) = self.notion_connection(user, &keys).await? else {
+            return Ok(None);
+        };
+        let pk = user_pk(user);
+        let item = self.store.get(&pk, NOTION_CONN_SK).await?;
+        let connected_at = match item {
+            Some(item) => decode::<ConnectionRecord>("notion connection", &item.body)?.connected_at,
+            None => 0,
+        };
+        let health = self.notion_health(user).await?.0;
+        let last_error = match (&health.last_error, health.last_error_at) {
+            (Some(sealed), Some(at)) => Some((
+                at,
+                health.last_error_kind.clone().unwrap_or_default(),
+                records::open_string(&keys, user, &pk, NOTION_HEALTH_SK, "notion_error", sealed)?,
+            )),
+            _ => None,
+        };
+        Ok(Some(NotionStatus {
+            database_id: conn.database_id,
+            mapping: conn.mapping,
+            connected_at,
+            last_ok_at: health.last_ok_at,
+            last_error,
+            retry_after_until: health.retry_after_until,
+            backoff_until: health.backoff_until,
+            pending: self.outbox_items(user).await?.len(),
+        }))
+    }
+
+    /// Pushes everything in the outbox now, whatever its backoff, but not before a 429's
+    /// `Retry-After` has passed. Stops at the first transient failure.
+    pub async fn notion_sync(&self, user: &UserId) -> Result<SyncReport, NotebookError> {
+        let keys = self.vault.user_keys(user).await?;
+        let Some(conn) = self.notion_connection(user, &keys).await? else {
+            return Err(NotebookError::Invalid(
+                "no Notion database is connected; run nib notion connect".into(),
+            ));
+        };
+        let mut report = self
+            .drain(user, &keys, &conn, true, usize::MAX, None)
+            .await?;
+        report.pending = self.outbox_items(user).await?.len();
+        Ok(report)
+    }
+
+    /// `create_task`, pushing a task it creates to the connected Notion database.
+    pub async fn create_task_pushed(
+        &self,
+        user: &UserId,
+        date: Date,
+        text: &str,
+        source_url: Option<&str>,
+    ) -> Result<(CreatedTask, NotionPushed), NotebookError> {
+        let keys = self.vault.user_keys(user).await?;
+        let conn = match self.notion {
+            Some(_) => self.notion_connection(user, &keys).await?,
+            None => None,
+        };
+        let now = self.clock.unix();
+        let lease = conn.as_ref().map(|_| now + LEASE_SECS);
+        let created = self
+            .create_task_with(user, date, text, source_url, lease)
+            .await?;
+        let mut answer = NotionPushed {
+            pushed: created.notion.is_some(),
+            page: created.notion.clone(),
+        };
+        let Some(conn) = conn else {
+            return Ok((created, answer));
+        };
+        if created.created {
+            match self
+                .push_new(user, &keys, &conn, &created.task_link_id)
+                .await
+            {
+                Ok(page) => {
+                    answer = NotionPushed {
+                        pushed: page.is_some(),
+                        page,
+                    }
+                }
+                Err(e) => tracing::error!(
+                    user = %user,
+                    task = %created.task_link_id,
+                    error = %telemetry::chain(&e),
+                    "notion bookkeeping failed after create_task"
+                ),
+            }
+        }
+        self.drain_quietly(user, &keys, &conn, Some(&created.task_link_id))
+            .await;
+        Ok((created, answer))
+    }
+
+    /// `update_task_status`, bringing the task's Notion page to the new status. True when this
+    /// call updated the page.
+    pub async fn update_task_status_pushed(
+        &self,
+        user: &UserId,
+        id: &TaskLinkId,
+        status: TaskStatus,
+    ) -> Result<(UpdatedTask, bool), NotebookError> {
+        let updated = self.update_task_status(user, id, status).await?;
+        if self.notion.is_none() {
+            return Ok((updated, false));
+        }
+        let keys = self.vault.user_keys(user).await?;
+        let Some(conn) = self.notion_connection(user, &keys).await? else {
+            return Ok((updated, false));
+        };
+        let mut notion_updated = false;
+        if updated.changed
+            && let Some(page_id) = &updated.notion_page_id
+        {
+            match self
+                .patch_now(user, &keys, &conn, id, page_id, updated.status)
+                .await
+            {
+                Ok(done) => notion_updated = done,
+                Err(e) => tracing::error!(
+                    user = %user,
+                    task = %id,
+                    error = %telemetry::chain(&e),
+                    "notion bookkeeping failed after update_task_status"
+                ),
+            }
+        }
+        self.drain_quietly(user, &keys, &conn, Some(id)).await;
+        Ok((updated, notion_updated))
+    }
+
+    /// Patches the page now unless Notion is to be left alone; a failure goes to the outbox.
+    async fn patch_now(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        conn: &Connection,
+        id: &TaskLinkId,
+        page_id: &str,
+        status: TaskStatus,
+    ) -> Result<bool, NotebookError> {
+        let now = self.clock.unix();
+        let (health, _) = self.notion_health(user).await?;
+        if let Some(until) = paused(&health, now, false) {
+            self.enqueue(user, id, until).await?;
+            return Ok(false);
+        }
+        let api = self.notion_api()?;
+        match api
+            .update_status(&conn.token, page_id, &conn.mapping, status)
+            .await
+        {
+            Ok(()) => {
+                self.record_ok(user, health, now).await?;
+                Ok(true)
+            }
+            Err(e) => {
+                let until = self.record_failure(user, keys, health, &e, now).await?;
+                self.enqueue(user, id, until.unwrap_or(now)).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Pushes a task `create_task` just created (its outbox item is leased to this call).
+    async fn push_new(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        conn: &Connection,
+        id: &TaskLinkId,
+    ) -> Result<Option<NotionRef>, NotebookError> {
+        let now = self.clock.unix();
+        let (health, _) = self.notion_health(user).await?;
+        if let Some(until) = paused(&health, now, false) {
+            self.reschedule(user, id, None, until).await?;
+            return Ok(None);
+        }
+        match self.sync_one(user, keys, conn, id, 1).await {
+            Ok(Synced::Created(page)) => {
+                self.record_ok(user, health, now).await?;
+                Ok(Some(page))
+            }
+            Ok(Synced::Updated | Synced::Gone) => Ok(None),
+            Err(PushError::Notion(e)) => {
+                let until = self.record_failure(user, keys, health, &e, now).await?;
+                self.reschedule(user, id, Some(&e), until.unwrap_or(now))
+                    .await?;
+                Ok(None)
+            }
+            Err(PushError::Notebook(e)) => Err(e),
+        }
+    }
+
+    /// [`Notebook::drain`] for a tool call: a few items, failures logged, never failing it.
+    async fn drain_quietly(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        conn: &Connection,
+        skip: Option<&TaskLinkId>,
+    ) {
+        if let Err(e) = self
+            .drain(user, keys, conn, false, DRAIN_PER_CALL, skip)
+            .await
+        {
+            tracing::error!(user = %user, error = %telemetry::chain(&e), "notion outbox drain failed");
+        }
+    }
+
+    /// Pushes outbox items due (all of them when `force`), at most `budget`, not leased by
+    /// another call; stops at the first transient failure or while Notion is to be left alone.
+    async fn drain(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        conn: &Connection,
+        force: bool,
+        budget: usize,
+        skip: Option<&TaskLinkId>,
+    ) -> Result<SyncReport, NotebookError> {
+        let mut report = SyncReport::default();
+        let now = self.clock.unix();
+        let (mut health, _) = self.notion_health(user).await?;
+        if let Some(until) = paused(&health, now, force) {
+            report.retry_after_until = health.retry_after_until.filter(|_| until > now);
+            return Ok(report);
+        }
+        let mut tried = 0;
+        for item in self.outbox_items(user).await? {
+            if tried >= budget {
+                break;
+            }
+            let rec: OutboxRecord = decode("notion outbox", &item.body)?;
+            if skip == Some(&rec.task_link_id)
+                || rec.lease_until > now
+                || (!force && rec.next_at > now)
+            {
+                continue;
+            }
+            // Claim it: only one caller pushes an item at a time.
+            let mut claimed = rec.clone();
+            claimed.lease_until = now + LEASE_SECS;
+            let version = item.version + 1;
+            match self
+                .store
+                .put(
+                    outbox_item(user, &claimed, version),
+                    Cond::Version(item.version),
+                )
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if is_retryable(&e) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            tried += 1;
+            match self
+                .sync_one(user, keys, conn, &rec.task_link_id, version)
+                .await
+            {
+                Ok(Synced::Created(_)) => report.created += 1,
+                Ok(Synced::Updated) => report.updated += 1,
+                Ok(Synced::Gone) => {}
+                Err(PushError::Notion(e)) => {
+                    report.failed += 1;
+                    let until = self.record_failure(user, keys, health, &e, now).await?;
+                    self.reschedule(user, &rec.task_link_id, Some(&e), until.unwrap_or(now))
+                        .await?;
+                    if let NotionError::RateLimited { .. } = e {
+                        report.retry_after_until = until;
+                    }
+                    if e.is_transient() || blocks_all(&e) {
+                        break;
+                    }
+                    health = self.notion_health(user).await?.0;
+                    continue;
+                }
+                Err(PushError::Notebook(e)) => return Err(e),
+            }
+            health = self.record_ok(user, health, now).await?;
+        }
+        Ok(report)
+    }
+
+    /// Creates the task's page if it has none, else brings the page to the task's status;
+    /// then removes its outbox item (unless it changed since it was claimed at `version`).
+    async fn sync_one(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        conn: &Connection,
+        id: &TaskLinkId,
+        version: u64,
+    ) -> Result<Synced, PushError> {
+        let api = self.notion_api()?;
+        let pk = user_pk(user);
+        let sk = task_sk(id);
+        let outcome = match self.store.get(&pk, &sk).await? {
+            None => Synced::Gone,
+            Some(item) => {
+                let t: TaskRecord = decode("task", &item.body)?;
+                match &t.notion {
+                    Some(link) => {
+                        api.update_status(&conn.token, &link.page_id, &conn.mapping, t.status)
+                            .await
+                            .map_err(PushError::Notion)?;
+                        Synced::Updated
+                    }
+                    None => {
+                        let text = records::open_string(keys, user, &pk, &sk, "text", &t.text)?;
+                        let source_url = match &t.source_url {
+                            Some(s) => {
+                                Some(records::open_string(keys, user, &pk, &sk, "source_url", s)?)
+                            }
+                            None => None,
+                        };
+                        let page = api
+                            .create_page(
+                                &conn.token,
+                                &conn.database_id,
+                                &conn.mapping,
+                                &TaskPush {
+                                    text: &text,
+                                    status: t.status,
+                                    date: t.first_seen_date,
+                                    source_url: source_url.as_deref(),
+                                },
+                            )
+                            .await
+                            .map_err(PushError::Notion)?;
+                        self.save_link(user, keys, id, &page.id, &page.url).await?;
+                        tracing::info!(user = %user, task = %id, "task pushed to notion");
+                        Synced::Created(NotionRef {
+                            page_id: page.id,
+                            url: page.url,
+                        })
+                    }
+                }
+            }
+        };
+        match self
+            .store
+            .transact(vec![Write::delete(
+                pk,
+                notion_out_sk(id),
+                Cond::Version(version),
+            )])
+            .await
+        {
+            Ok(()) => {}
+            // Re-queued meanwhile (a status change): the next drain brings that too.
+            Err(e) if is_retryable(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(outcome)
+    }
+
+    /// Records the task's Notion page on its item (kept by every later commit of the task).
+    async fn save_link(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        id: &TaskLinkId,
+        page_id: &str,
+        url: &str,
+    ) -> Result<(), NotebookError> {
+        let pk = user_pk(user);
+        let sk = task_sk(id);
+        for attempt in 0..super::MAX_ATTEMPTS {
+            let Some(item) = self.store.get(&pk, &sk).await? else {
+                return Ok(());
+            };
+            let mut t: TaskRecord = decode("task", &item.body)?;
+            t.notion = Some(NotionLink {
+                page_id: page_id.to_owned(),
+                url: records::seal(keys, user, &pk, &sk, "notion_url", url.as_bytes()),
+            });
+            let new = Item {
+                body: encode(&t),
+                version: item.version + 1,
+                ..item.clone()
+            };
+            match self.store.put(new, Cond::Version(item.version)).await {
+                Ok(()) => return Ok(()),
+                Err(e) if is_retryable(&e) => super::backoff(attempt).await,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(NotebookError::Contention)
+    }
+
+    /// Puts a task in the outbox (due at `next_at`), unless it is there already.
+    async fn enqueue(
+        &self,
+        user: &UserId,
+        id: &TaskLinkId,
+        next_at: i64,
+    ) -> Result<(), NotebookError> {
+        let now = self.clock.unix();
+        let rec = OutboxRecord {
+            task_link_id: id.clone(),
+            attempts: 0,
+            next_at,
+            lease_until: 0,
+            last_error_kind: None,
+            created_at: now,
+        };
+        match self
+            .store
+            .put(outbox_item(user, &rec, 1), Cond::NotExists)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(StoreError::ConditionFailed { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Releases a task's outbox item after a failed or skipped push, due again at `next_at`.
+    async fn reschedule(
+        &self,
+        user: &UserId,
+        id: &TaskLinkId,
+        error: Option<&NotionError>,
+        next_at: i64,
+    ) -> Result<(), NotebookError> {
+        let pk = user_pk(user);
+        for attempt in 0..8 {
+            let Some(item) = self.store.get(&pk, &notion_out_sk(id)).await? else {
+                return Ok(());
+            };
+            let mut rec: OutboxRecord = decode("notion outbox", &item.body)?;
+            rec.lease_until = 0;
+            rec.next_at = next_at;
+            if let Some(e) = error {
+                rec.attempts += 1;
+                rec.last_error_kind = Some(e.kind().into());
+            }
+            match self
+                .store
+                .put(
+                    outbox_item(user, &rec, item.version + 1),
+                    Cond::Version(item.version),
+                )
+                .await
+            {
+                Ok(()) => return Ok(()),
+                Err(e) if is_retryable(&e) => super::backoff(attempt).await,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(NotebookError::Contention)
+    }
+
+    /// Records a failure; returns until when Notion is to be left alone, if it is.
+    async fn record_failure(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        mut health: HealthRecord,
+        e: &NotionError,
+        now: i64,
+    ) -> Result<Option<i64>, NotebookError> {
+        tracing::warn!(user = %user, kind = e.kind(), "notion call failed");
+        let pk = user_pk(user);
+        health.last_error_at = Some(now);
+        health.last_error_kind = Some(e.kind().into());
+        health.last_error = Some(records::seal(
+            keys,
+            user,
+            &pk,
+            NOTION_HEALTH_SK,
+            "notion_error",
+            e.to_string().as_bytes(),
+        ));
+        let until = match e {
+            NotionError::RateLimited { retry_after } => {
+                let until = now + i64::try_from(*retry_after).unwrap_or(3600);
+                health.retry_after_until = Some(until);
+                Some(until)
+            }
+            e if e.is_transient() => {
+                let until = now + backoff_secs(health.failures);
+                health.failures = health.failures.saturating_add(1);
+                health.backoff_until = Some(until);
+                Some(until)
+            }
+            e if blocks_all(e) => {
+                let until = now + BLOCKED_SECS;
+                health.backoff_until = Some(until);
+                Some(until)
+            }
+            // A task Notion refused (validation): that one waits, the others go on.
+            _ => Some(now + BLOCKED_SECS),
+        };
+        self.put_health(user, &health).await?;
+        Ok(until)
+    }
+
+    /// Records a success (written only when it changes something worth keeping).
+    async fn record_ok(
+        &self,
+        user: &UserId,
+        mut health: HealthRecord,
+        now: i64,
+    ) -> Result<HealthRecord, NotebookError> {
+        let stale = health.last_ok_at.is_none_or(|at| now - at >= 60);
+        if stale
+            || health.failures > 0
+            || health.backoff_until.is_some()
+            || health.retry_after_until.is_some()
+        {
+            health.last_ok_at = Some(now);
+            health.failures = 0;
+            health.backoff_until = None;
+            health.retry_after_until = None;
+            self.put_health(user, &health).await?;
+        }
+        Ok(health)
+    }
+
+    async fn put_health(&self, user: &UserId, health: &HealthRecord) -> Result<(), NotebookError> {
+        self.store
+            .put(
+                Item {
+                    pk: user_pk(user),
+                    sk: NOTION_HEALTH_SK.into(),
+                    gsi1: None,
+                    version: 1,
+                    expires_at: None,
+                    body: encode(health),
+                },
+                Cond::None,
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn notion_health(&self, user: &UserId) -> Result<(HealthRecord, u64), NotebookError> {
+        match self.store.get(&user_pk(user), NOTION_HEALTH_SK).await? {
+            Some(item) => Ok((decode("notion health", &item.body)?, item.version)),
+            None => Ok((HealthRecord::default(), 0)),
+        }
+    }
+
+    async fn notion_connection(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+    ) -> Result<Option<Connection>, NotebookError> {
+        let pk = user_pk(user);
+        let Some(item) = self.store.get(&pk, NOTION_CONN_SK).await? else {
+            return Ok(None);
+        };
+        let rec: ConnectionRecord = decode("notion connection", &item.body)?;
+        let plain = Zeroizing::new(records::open(
+            keys,
+            user,
+            &pk,
+            NOTION_CONN_SK,
+            "notion",
+            &rec.secret,
+        )?);
+        let secret: ConnectionSecret = decode("notion connection", &plain)?;
+        let token = NotionToken::parse(&Zeroizing::new(secret.token))
+            .ok_or_else(|| NotebookError::Corrupt("notion connection: token".into()))?;
+        Ok(Some(Connection {
+            database_id: rec.database_id,
+            token,
+            mapping: secret.mapping,
+        }))
+    }
+
+    async fn outbox_items(&self, user: &UserId) -> Result<Vec<Item>, NotebookError> {
+        let mut q = Query::table(user_pk(user), NOTION_OUT_PREFIX);
+        let mut out = Vec::new();
+        loop {
+            let page = self.store.query(&q).await?;
+            out.extend(page.items);
+            match page.next {
+                Some(next) => q.after = Some(next),
+                None => return Ok(out),
+            }
+        }
+    }
+}
+
+/// An error after which no call can succeed until someone acts (a new token, the database
+/// shared again).
+fn blocks_all(e: &NotionError) -> bool {
+    matches!(
+        e,
+        NotionError::Unauthorized { .. }
+            | NotionError::Forbidden { .. }
+            | NotionError::NotFound { .. }
+    )
+}
+
+/// Until when Notion is to be left alone at `now`, if it is: a 429's `Retry-After` always,
+/// the backoff unless `force` (`nib notion sync`).
+fn paused(health: &HealthRecord, now: i64, force: bool) -> Option<i64> {
+    let retry = health.retry_after_until.filter(|&t| t > now);
+    let backoff = health.backoff_until.filter(|&t| t > now && !force);
+    retry.max(backoff)
+}
