@@ -122,7 +122,8 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
         .unwrap()
         .to_owned();
 
-    // update_task_status: one read and one conditional write.
+    // update_task_status: the task and the Notion connection (none here), one conditional
+    // write.
     let (_, calls) = tool(
         &app,
         "update_task_status",
@@ -132,10 +133,11 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     assert!(writes(&calls) <= 2, "{calls:?}");
     assert_eq!(
         calls,
-        counts(&[("DynamoDB", "GetItem", 1), ("DynamoDB", "PutItem", 1)]),
+        counts(&[("DynamoDB", "GetItem", 2), ("DynamoDB", "PutItem", 1)]),
         "update_task_status"
     );
-    // Setting the status it has writes nothing.
+    // Setting the status it has writes nothing (the connection is still read: a call drains
+    // the Notion outbox of a connected user).
     let (_, calls) = tool(
         &app,
         "update_task_status",
@@ -144,7 +146,7 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     .await;
     assert_eq!(
         calls,
-        counts(&[("DynamoDB", "GetItem", 1)]),
+        counts(&[("DynamoDB", "GetItem", 2)]),
         "a no-op update"
     );
 
@@ -161,8 +163,9 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     assert_eq!(
         calls,
         counts(&[
-            // dedup key, stem of the date, the page, the index statistics
-            ("DynamoDB", "GetItem", 4),
+            // the Notion connection (none), dedup key, stem of the date, the page, the index
+            // statistics
+            ("DynamoDB", "GetItem", 5),
             // the page of the date
             ("DynamoDB", "Query", 1),
             // the dedup items of the page's task lines
@@ -171,7 +174,7 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
         ]),
         "create_task"
     );
-    // The same text again while open: reads only.
+    // The same text again while open: reads only (the connection, the dedup key, the task).
     let (again, calls) = tool(
         &app,
         "create_task",
@@ -181,7 +184,7 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     assert_eq!(again["reused_existing_task"], true);
     assert_eq!(
         calls,
-        counts(&[("DynamoDB", "GetItem", 2)]),
+        counts(&[("DynamoDB", "GetItem", 3)]),
         "create_task, reused"
     );
 

@@ -125,6 +125,7 @@ impl TestApp {
                         public_url: base.clone(),
                         asset_ttl_seconds: 3600,
                         ocr: nib::config::OcrChoice::Off,
+                        ..LocalOptions::default()
                     },
                 )
                 .unwrap(),

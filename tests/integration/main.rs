@@ -8,6 +8,7 @@ mod aws;
 mod cli;
 mod lambda;
 mod notebook;
+mod notion;
 mod oauth;
 mod ocr;
 mod pages;

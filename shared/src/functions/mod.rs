@@ -7,7 +7,7 @@
 //! | function | builds | reaches |
 //! |---|---|---|
 //! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth | `TOK#`, `RL#`, `GRANT#` items; Invoke of pages and tasks |
-//! | `pages`, `tasks` | a [`Notebook`] and the in-process handlers of their [`ToolClass`] | `U#` items, the data key (user context), S3 (pages only) |
+//! | `pages`, `tasks` | a [`Notebook`] and the in-process handlers of their [`ToolClass`] (tasks: with the Notion client) | `U#` items, the data key (user context), S3 (pages only); tasks: HTTPS to Notion |
 //! | `ingest` | a [`Notebook`] and [`ingest::Ingest`] | `U#` items, the data key, `uploads/` and `u/` in S3 |
 //! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SECRET#oauth`, `RL#login#`, `RL#oauth-register#`, `RL#oauth-addr#`; kms:Sign |
 //!
@@ -363,7 +363,14 @@ impl ClassFunction {
     pub async fn from_env(class: ToolClass) -> Result<ClassFunction, AppError> {
         let config = AwsConfig::from_env()?;
         let clients = AwsClients::connect(&config).await;
-        Ok(ClassFunction::new(class, notebook(&config, &clients)?))
+        let mut notebook = notebook_over(&config, &clients)?;
+        if class == ToolClass::Tasks {
+            // The tasks function pushes tasks to the users' Notion databases (issue 16).
+            notebook = notebook.with_notion(crate::adapters::notion::NotionApi::new(
+                &config.notion_api_url,
+            ));
+        }
+        Ok(ClassFunction::new(class, Arc::new(notebook)))
     }
 
     /// One invocation: the payload the front sent, the reply it reads.

@@ -1,0 +1,719 @@
+//! Notion push (issue 16) against `nib::adapters::notion_standin`, a local server that follows
+//! Notion's documented request and response shapes (the real Notion is not reachable here):
+//! connect and map, push on create over MCP, status updates, no double push, the outbox after
+//! an outage and under rate limiting, errors in `nib notion status`, and the token never in
+//! any output, log line or the store file. The push tests run over both back ends.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use nib::adapters::notion::{Mapping, NotionApi, NotionError, NotionToken, StatusMapping};
+use nib::adapters::notion_standin::{Mode, NotionStandin};
+use nib::app::{App, LocalOptions};
+use nib::domain::UserId;
+use nib::notebook::{Notebook, NotebookError};
+use nib::ports::Clock;
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, Options, TestApp, emulator};
+
+/// The integration token the stand-in accepts. Searched for in every output.
+const TOKEN: &str = "ntn_standin_4815162342_SECRET_token";
+
+/// System time moved by an offset the test controls.
+#[derive(Default)]
+struct TestClock(AtomicI64);
+
+impl TestClock {
+    fn advance(&self, secs: i64) {
+        self.0.fetch_add(secs, Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now() + Duration::from_secs(self.0.load(Ordering::SeqCst) as u64)
+    }
+}
+
+fn token() -> NotionToken {
+    NotionToken::parse(TOKEN).unwrap()
+}
+
+fn user() -> UserId {
+    UserId::parse("default").unwrap()
+}
+
+/// The app's notebook again, on `clock` and pushing to `api_url`.
+fn rewire(app: &mut App, clock: Arc<TestClock>, api_url: &str) {
+    let notebook = Notebook::new(
+        app.store.clone(),
+        app.vault.clone(),
+        app.assets.clone(),
+        clock,
+        app.notebook.config().clone(),
+    )
+    .with_notion(NotionApi::new(api_url));
+    app.notebook = Arc::new(notebook);
+}
+
+struct Env {
+    app: TestApp,
+    notion: NotionStandin,
+    clock: Arc<TestClock>,
+    db: String,
+    _data: tempfile::TempDir,
+}
+
+impl Env {
+    /// A server over `backend` whose default user connected the stand-in's task database.
+    async fn new(backend: Backend) -> Env {
+        let notion = NotionStandin::start(TOKEN).await.unwrap();
+        let db = notion.add_task_database();
+        let data = tempfile::tempdir().unwrap();
+        let mut app = match backend {
+            Backend::Local => App::open_local(data.path(), LocalOptions::default()).unwrap(),
+            Backend::Aws => App::open_aws(emulator().await.fresh().await.unwrap())
+                .await
+                .unwrap(),
+            Backend::Lambda => unreachable!("not over the functions"),
+        };
+        let clock = Arc::new(TestClock::default());
+        rewire(&mut app, clock.clone(), &notion.url);
+        app.ensure_user(&user()).await.unwrap();
+        app.notebook
+            .notion_connect(&user(), &db, token())
+            .await
+            .unwrap();
+        let app = TestApp::spawn_over(
+            app,
+            Options {
+                import_sample: false,
+                ..Options::default()
+            },
+        )
+        .await;
+        assert_eq!(app.backend, backend);
+        Env {
+            app,
+            notion,
+            clock,
+            db,
+            _data: data,
+        }
+    }
+
+    /// A tool call over MCP that must succeed; its answer never holds the token.
+    async fn call(&self, tool: &str, args: Value) -> Value {
+        let out = self.app.call(tool, args).await;
+        assert!(
+            !out.to_string().contains(TOKEN),
+            "{tool} answered the token"
+        );
+        out
+    }
+
+    async fn create(&self, date: &str, text: &str) -> Value {
+        self.call("create_task", json!({ "target_date": date, "text": text }))
+            .await
+    }
+
+    fn requests(&self, method: &str) -> usize {
+        self.notion
+            .requests()
+            .iter()
+            .filter(|r| r.method == method)
+            .count()
+    }
+
+    /// The stand-in's page with this id.
+    fn page(&self, id: &Value) -> Value {
+        self.notion
+            .page(id.as_str().expect("a page id"))
+            .expect("the page exists in Notion")
+    }
+
+    async fn status(&self) -> nib::notebook::NotionStatus {
+        self.app
+            .app
+            .notebook
+            .notion_status(&user())
+            .await
+            .unwrap()
+            .expect("connected")
+    }
+
+    async fn task_urls(&self) -> Vec<Value> {
+        let tasks = self.call("list_tasks", json!({ "status": "all" })).await;
+        tasks["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["notion_url"].clone())
+            .collect()
+    }
+}
+
+fn status_name(page: &Value) -> &str {
+    page["properties"]["Status"]["status"]["name"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn connect_maps_the_database_and_refuses_one_it_cannot_map() {
+    let notion = NotionStandin::start(TOKEN).await.unwrap();
+    let db = notion.add_task_database();
+    let data = tempfile::tempdir().unwrap();
+    let mut app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+    rewire(&mut app, Arc::new(TestClock::default()), &notion.url);
+    app.ensure_user(&user()).await.unwrap();
+    let nb = &app.notebook;
+
+    let mapping = nb.notion_connect(&user(), &db, token()).await.unwrap();
+    assert_eq!(
+        mapping,
+        Mapping {
+            title: "Name".into(),
+            status: StatusMapping::Status {
+                property: "Status".into(),
+                todo: "Not started".into(),
+                done: "Done".into(),
+                cancelled: "Done".into(),
+            },
+            date: Some("Date".into()),
+            url: Some("URL".into()),
+        }
+    );
+    // The documented request: GET /v1/databases/{id}, bearer token, API version.
+    let req = notion.requests().pop().unwrap();
+    assert_eq!(req.method, "GET");
+    assert_eq!(req.path, format!("/v1/databases/{db}"));
+    assert_eq!(
+        req.authorization.as_deref(),
+        Some(&*format!("Bearer {TOKEN}"))
+    );
+    assert_eq!(req.notion_version.as_deref(), Some("2022-06-28"));
+    let status = nb.notion_status(&user()).await.unwrap().unwrap();
+    assert_eq!(status.database_id, db);
+    assert_eq!(status.pending, 0);
+    assert!(status.last_error.is_none());
+
+    // A database without a status or checkbox property is refused, naming what is missing.
+    let notes = notion.add_database(json!({
+        "Title": { "type": "title", "title": {} },
+        "Notes": { "type": "rich_text", "rich_text": {} }
+    }));
+    let e = nb
+        .notion_connect(&user(), &notes, token())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, NotebookError::Notion(NotionError::Unmappable(m)) if m.contains("status") && m.contains("checkbox")),
+        "{e}"
+    );
+    // A status property without a to-do option is refused by name.
+    let stages = notion.add_database(json!({
+        "Title": { "type": "title", "title": {} },
+        "Stage": { "type": "status", "status": {
+            "options": [{ "id": "a", "name": "Waiting" }],
+            "groups": [{ "id": "g", "name": "In progress", "option_ids": ["a"] }] } }
+    }));
+    let e = nb
+        .notion_connect(&user(), &stages, token())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("'Stage'"), "{e}");
+    // Notion's errors come through by kind, with Notion's own message.
+    let e = nb
+        .notion_connect(&user(), &db, NotionToken::parse("ntn_wrong").unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, NotebookError::Notion(NotionError::Unauthorized { code, message }) if code == "unauthorized" && message == "API token is invalid."),
+        "{e:?}"
+    );
+    let unknown = "0123456789abcdef0123456789abcdef";
+    let e = nb
+        .notion_connect(&user(), unknown, token())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, NotebookError::Notion(NotionError::NotFound { code, .. }) if code == "object_not_found"),
+        "{e:?}"
+    );
+    // Something that is not an id never reaches Notion.
+    let sent = notion.requests().len();
+    let e = nb
+        .notion_connect(&user(), "../../v1/users", token())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, NotebookError::Notion(NotionError::BadId(_))),
+        "{e:?}"
+    );
+    assert_eq!(notion.requests().len(), sent);
+    // The refusals left the first connection in place.
+    let status = nb.notion_status(&user()).await.unwrap().unwrap();
+    assert_eq!(status.database_id, db);
+}
+
+/// Create pushes a page with the mapped properties; get_page and list_tasks carry its URL; a
+/// reused task is not pushed again; status changes reach the status property.
+async fn push_on_create_and_update(backend: Backend) {
+    let env = Env::new(backend).await;
+    let created = env
+        .call(
+            "create_task",
+            json!({ "target_date": "2026-06-20", "text": "Draft the launch post", "source_url": "https://example.com/thread/1" }),
+        )
+        .await;
+    assert_eq!(created["created"], true);
+    assert_eq!(created["notion_pushed"], true, "{created}");
+    let page = env.page(&created["notion_task_id"]);
+    assert_eq!(created["notion_url"], page["url"]);
+    assert!(
+        page["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://www.notion.so/")
+    );
+    assert_eq!(page["parent"]["database_id"], json!(env.db));
+    let props = &page["properties"];
+    assert_eq!(
+        props["Name"]["title"][0]["text"]["content"],
+        "Draft the launch post"
+    );
+    assert_eq!(status_name(&page), "Not started");
+    assert_eq!(props["Date"]["date"]["start"], "2026-06-20");
+    assert_eq!(props["URL"]["url"], "https://example.com/thread/1");
+
+    // The line showing the task and the task itself carry the URL.
+    let shown = env
+        .call("get_page", json!({ "page_id": created["page_id"] }))
+        .await;
+    let line = shown["structure_json"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["line_id"] == created["block_id"])
+        .unwrap()
+        .clone();
+    assert_eq!(line["notion_url"], page["url"]);
+    assert_eq!(env.task_urls().await, vec![page["url"].clone()]);
+
+    // The same text again: the task is reused, and not pushed twice.
+    let again = env.create("2026-06-21", "draft the launch post").await;
+    assert_eq!(again["reused_existing_task"], true);
+    assert_eq!(again["task_link_id"], created["task_link_id"]);
+    assert_eq!(again["notion_pushed"], true);
+    assert_eq!(again["notion_task_id"], created["notion_task_id"]);
+    assert_eq!(env.notion.pages().len(), 1);
+    assert_eq!(env.requests("POST"), 1);
+
+    // Status changes update the page's status property.
+    let id = created["task_link_id"].clone();
+    let done = env
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": id, "status": "done" }),
+        )
+        .await;
+    assert_eq!(done["notion_updated"], true, "{done}");
+    assert_eq!(status_name(&env.page(&created["notion_task_id"])), "Done");
+    let patch = env.notion.requests().pop().unwrap();
+    assert_eq!(patch.method, "PATCH");
+    assert_eq!(
+        patch.path,
+        format!("/v1/pages/{}", created["notion_task_id"].as_str().unwrap())
+    );
+    assert_eq!(
+        patch.body,
+        json!({ "properties": { "Status": { "status": { "name": "Done" } } } })
+    );
+    // The status it has already: nothing sent.
+    let same = env
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": id, "status": "done" }),
+        )
+        .await;
+    assert_eq!(same["notion_updated"], false);
+    assert_eq!(env.requests("PATCH"), 1);
+    let reopened = env
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": id, "status": "todo" }),
+        )
+        .await;
+    assert_eq!(reopened["notion_updated"], true);
+    assert_eq!(
+        status_name(&env.page(&created["notion_task_id"])),
+        "Not started"
+    );
+    // Every request carried the token, and only in its header.
+    for r in env.notion.requests() {
+        assert_eq!(
+            r.authorization.as_deref(),
+            Some(&*format!("Bearer {TOKEN}"))
+        );
+        assert!(!r.body.to_string().contains(TOKEN));
+    }
+}
+
+#[tokio::test]
+async fn create_task_pushes_a_page_and_status_changes_update_it() {
+    push_on_create_and_update(Backend::Local).await;
+}
+
+#[tokio::test]
+async fn create_task_pushes_a_page_and_status_changes_update_it_over_aws() {
+    push_on_create_and_update(Backend::Aws).await;
+}
+
+#[tokio::test]
+async fn a_checkbox_database_is_ticked_when_the_task_is_done() {
+    let env = Env::new(Backend::Local).await;
+    let db = env.notion.add_database(json!({
+        "Task": { "type": "title", "title": {} },
+        "Done": { "type": "checkbox", "checkbox": {} }
+    }));
+    env.app
+        .app
+        .notebook
+        .notion_connect(&user(), &db, token())
+        .await
+        .unwrap();
+    let created = env.create("2026-06-20", "Water the plants").await;
+    let page = env.page(&created["notion_task_id"]);
+    assert_eq!(page["properties"]["Done"]["checkbox"], false);
+    assert_eq!(page["parent"]["database_id"], json!(db));
+    let done = env
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": created["task_link_id"], "status": "done" }),
+        )
+        .await;
+    assert_eq!(done["notion_updated"], true);
+    let page = env.page(&created["notion_task_id"]);
+    assert_eq!(page["properties"]["Done"]["checkbox"], true);
+}
+
+#[tokio::test]
+async fn a_hundred_concurrent_identical_creates_push_one_page() {
+    let env = Env::new(Backend::Local).await;
+    let calls = (0..100).map(|_| env.create("2026-06-22", "Book the venue"));
+    let answers = futures::future::join_all(calls).await;
+    let created: Vec<_> = answers.iter().filter(|a| a["created"] == true).collect();
+    assert_eq!(created.len(), 1);
+    assert!(
+        answers
+            .iter()
+            .all(|a| a["task_link_id"] == created[0]["task_link_id"])
+    );
+    assert_eq!(env.notion.pages().len(), 1);
+    assert_eq!(env.requests("POST"), 1);
+    assert_eq!(created[0]["notion_pushed"], true);
+    // Any answer that names a page names that one.
+    for a in &answers {
+        if a["notion_pushed"] == true {
+            assert_eq!(a["notion_task_id"], created[0]["notion_task_id"]);
+        }
+    }
+    assert_eq!(env.status().await.pending, 0);
+}
+
+/// During an outage the task is created and waits in the outbox; once the backoff has passed,
+/// the next call pushes it (and its own task); `nib notion sync` pushes at once.
+async fn outbox_after_an_outage(env: &Env) {
+    env.notion.set_mode(Mode::Outage);
+    let a = env.create("2026-06-23", "Renew the lease").await;
+    assert_eq!(a["created"], true);
+    assert_eq!(a["notion_pushed"], false);
+    assert_eq!(a["notion_task_id"], Value::Null);
+    assert_eq!(a["notion_url"], Value::Null);
+    let status = env.status().await;
+    assert_eq!(status.pending, 1);
+    let (_, kind, message) = status.last_error.clone().unwrap();
+    assert_eq!(kind, "unavailable");
+    assert!(message.contains("503"), "{message}");
+    assert!(status.backoff_until.is_some());
+
+    // Notion is back, but the backoff has not passed: no request.
+    env.notion.set_mode(Mode::Normal);
+    let sent = env.notion.requests().len();
+    let b = env.create("2026-06-23", "Call the plumber").await;
+    assert_eq!(b["notion_pushed"], false);
+    assert_eq!(env.notion.requests().len(), sent);
+    assert_eq!(env.status().await.pending, 2);
+
+    // After it, the next call pushes its task and drains the outbox.
+    env.clock.advance(10);
+    let c = env.create("2026-06-23", "Pay the invoice").await;
+    assert_eq!(c["notion_pushed"], true);
+    assert_eq!(env.notion.pages().len(), 3);
+    assert_eq!(env.status().await.pending, 0);
+    assert!(env.task_urls().await.iter().all(Value::is_string));
+
+    // sync pushes at once, backoff or not.
+    env.notion.set_mode(Mode::Outage);
+    let d = env.create("2026-06-24", "Send the contract").await;
+    assert_eq!(d["notion_pushed"], false);
+    env.notion.set_mode(Mode::Normal);
+    let report = env.app.app.notebook.notion_sync(&user()).await.unwrap();
+    assert_eq!((report.created, report.failed, report.pending), (1, 0, 0));
+    assert_eq!(env.notion.pages().len(), 4);
+    // Pushed once each: one page per task.
+    let mut titles: Vec<String> = env
+        .notion
+        .pages()
+        .iter()
+        .map(|p| {
+            p["properties"]["Name"]["title"][0]["text"]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    titles.sort();
+    assert_eq!(
+        titles,
+        [
+            "Call the plumber",
+            "Pay the invoice",
+            "Renew the lease",
+            "Send the contract"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_task_created_during_an_outage_is_pushed_later_from_the_outbox() {
+    outbox_after_an_outage(&Env::new(Backend::Local).await).await;
+}
+
+#[tokio::test]
+async fn a_task_created_during_an_outage_is_pushed_later_from_the_outbox_over_aws() {
+    outbox_after_an_outage(&Env::new(Backend::Aws).await).await;
+}
+
+#[tokio::test]
+async fn a_rate_limited_push_waits_for_retry_after() {
+    let env = Env::new(Backend::Local).await;
+    env.notion.set_mode(Mode::RateLimited(120));
+    let a = env.create("2026-06-23", "Renew the lease").await;
+    assert_eq!(a["notion_pushed"], false);
+    let status = env.status().await;
+    assert_eq!(status.last_error.unwrap().1, "rate_limited");
+    let until = status.retry_after_until.unwrap();
+    assert!(until >= env.clock.unix() + 119, "{until}");
+
+    // Not even sync calls Notion before Retry-After has passed.
+    env.notion.set_mode(Mode::Normal);
+    let sent = env.notion.requests().len();
+    let report = env.app.app.notebook.notion_sync(&user()).await.unwrap();
+    assert_eq!(report.retry_after_until, Some(until));
+    assert_eq!((report.created, report.pending), (0, 1));
+    env.clock.advance(60);
+    let b = env.create("2026-06-23", "Call the plumber").await;
+    assert_eq!(b["notion_pushed"], false);
+    let d = env
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": a["task_link_id"], "status": "done" }),
+        )
+        .await;
+    assert_eq!(d["notion_updated"], false);
+    assert_eq!(env.notion.requests().len(), sent);
+
+    // Once it has, the next call pushes everything, each task with its current status.
+    env.clock.advance(61);
+    let c = env.create("2026-06-23", "Pay the invoice").await;
+    assert_eq!(c["notion_pushed"], true);
+    assert_eq!(env.notion.pages().len(), 3);
+    assert_eq!(env.status().await.pending, 0);
+    let lease = env
+        .notion
+        .pages()
+        .into_iter()
+        .find(|p| p["properties"]["Name"]["title"][0]["text"]["content"] == "Renew the lease")
+        .unwrap();
+    assert_eq!(status_name(&lease), "Done");
+}
+
+#[tokio::test]
+async fn a_status_change_during_an_outage_reaches_notion_later() {
+    let env = Env::new(Backend::Local).await;
+    let a = env.create("2026-06-23", "Renew the lease").await;
+    assert_eq!(a["notion_pushed"], true);
+    env.notion.set_mode(Mode::Outage);
+    let d = env
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": a["task_link_id"], "status": "done" }),
+        )
+        .await;
+    assert_eq!(d["updated"], true);
+    assert_eq!(d["notion_updated"], false);
+    assert_eq!(env.status().await.pending, 1);
+    env.notion.set_mode(Mode::Normal);
+    let report = env.app.app.notebook.notion_sync(&user()).await.unwrap();
+    assert_eq!((report.updated, report.pending), (1, 0));
+    assert_eq!(status_name(&env.page(&a["notion_task_id"])), "Done");
+    assert_eq!(env.notion.pages().len(), 1);
+}
+
+fn nib(data: &std::path::Path, notion: &NotionStandin) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    c.arg("--data-dir")
+        .arg(data)
+        .env("NIB_NOTION_API_URL", &notion.url)
+        .env("RUST_LOG", "trace")
+        .env_remove("NIB_NOTION_TOKEN")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs `nib` off the runtime's threads (the stand-in answers on them); returns exit success,
+/// stdout and stderr, having checked neither holds the token.
+async fn run(mut cmd: Command, stdin: Option<&str>) -> (bool, String, String) {
+    let stdin = stdin.map(str::to_owned);
+    let out = tokio::task::spawn_blocking(move || {
+        if stdin.is_some() {
+            cmd.stdin(Stdio::piped());
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(s) = stdin {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+        }
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stdout.contains(TOKEN), "the token in stdout: {stdout}");
+    assert!(!stderr.contains(TOKEN), "the token in a log line: {stderr}");
+    (out.status.success(), stdout, stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notion_commands_connect_show_errors_and_sync_without_showing_the_token() {
+    let notion = NotionStandin::start(TOKEN).await.unwrap();
+    let db = notion.add_task_database();
+    let data = tempfile::tempdir().unwrap();
+
+    // A wrong token: refused with Notion's message.
+    let mut cmd = nib(data.path(), &notion);
+    cmd.args(["notion", "connect", "--database", &db])
+        .env("NIB_NOTION_TOKEN", "ntn_wrong");
+    let (ok, _, stderr) = run(cmd, None).await;
+    assert!(!ok);
+    assert!(stderr.contains("API token is invalid."), "{stderr}");
+    // The token on stdin.
+    let mut cmd = nib(data.path(), &notion);
+    cmd.args(["notion", "connect", "--database", &db]);
+    let (ok, stdout, stderr) = run(cmd, Some(&format!("{TOKEN}\n"))).await;
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("status -> 'Status'"), "{stdout}");
+
+    // Notion's schema changes under nib: the push fails validation.
+    notion.rename_property(&db, "Status", "Stage");
+    {
+        let mut app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+        app.notebook = Arc::new(
+            Notebook::new(
+                app.store.clone(),
+                app.vault.clone(),
+                app.assets.clone(),
+                app.clock.clone(),
+                app.notebook.config().clone(),
+            )
+            .with_notion(NotionApi::new(&notion.url)),
+        );
+        let (created, pushed) = app
+            .notebook
+            .create_task_pushed(
+                &user(),
+                nib::domain::Date::parse("2026-06-20").unwrap(),
+                "Draft the launch post",
+                None,
+            )
+            .await
+            .unwrap();
+        assert!(created.created);
+        assert!(!pushed.pushed);
+    }
+    let mut cmd = nib(data.path(), &notion);
+    cmd.args(["notion", "status"]);
+    let (ok, stdout, _) = run(cmd, None).await;
+    assert!(ok);
+    assert!(stdout.contains(&format!("database:   {db}")), "{stdout}");
+    assert!(
+        stdout.contains("validation") && stdout.contains("Status is not a property that exists."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("pending:    1 task(s)"), "{stdout}");
+
+    // Connecting again maps the renamed property; sync pushes what waited.
+    let mut cmd = nib(data.path(), &notion);
+    cmd.args(["notion", "connect", "--database", &db])
+        .env("NIB_NOTION_TOKEN", TOKEN);
+    let (ok, stdout, _) = run(cmd, None).await;
+    assert!(ok);
+    assert!(stdout.contains("status -> 'Stage'"), "{stdout}");
+    let mut cmd = nib(data.path(), &notion);
+    cmd.args(["notion", "sync"]);
+    let (ok, stdout, stderr) = run(cmd, None).await;
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stdout.contains("created 1,"), "{stdout}");
+    assert_eq!(notion.pages().len(), 1);
+    assert_eq!(
+        notion.pages()[0]["properties"]["Stage"]["status"]["name"],
+        "Not started"
+    );
+    assert_token_not_stored(data.path());
+    let mut cmd = nib(data.path(), &notion);
+    cmd.args(["notion", "disconnect"]);
+    let (ok, stdout, _) = run(cmd, None).await;
+    assert!(ok);
+    assert!(stdout.contains("disconnected"), "{stdout}");
+    let mut cmd = nib(data.path(), &notion);
+    cmd.args(["notion", "status"]);
+    let (_, stdout, _) = run(cmd, None).await;
+    assert!(stdout.contains("no Notion database connected"), "{stdout}");
+
+    assert_token_not_stored(data.path());
+}
+
+/// The token is nowhere in the data directory in clear (it is sealed in the store).
+fn assert_token_not_stored(data: &std::path::Path) {
+    for entry in walk(data) {
+        let bytes = std::fs::read(&entry).unwrap();
+        assert!(
+            !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+            "the token in clear in {}",
+            entry.display()
+        );
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
