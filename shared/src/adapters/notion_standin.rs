@@ -194,14 +194,14 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
         .into_response()
 }
 
-/// Records the request and applies the checks every endpoint shares.
+/// Records the request and applies the checks every endpoint shares: the refusal, if any.
 fn admit(
     inner: &mut Inner,
     method: &str,
     path: String,
     headers: &HeaderMap,
     body: Value,
-) -> Result<(), Response> {
+) -> Option<Response> {
     let header = |name: &str| {
         headers
             .get(name)
@@ -219,7 +219,7 @@ fn admit(
     });
     match inner.mode {
         Some(Mode::Outage) => {
-            return Err(error(
+            return Some(error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "service_unavailable",
                 "Notion is unavailable, please try again later.",
@@ -233,25 +233,25 @@ fn admit(
             );
             r.headers_mut()
                 .insert("retry-after", secs.to_string().parse().expect("a number"));
-            return Err(r);
+            return Some(r);
         }
         _ => {}
     }
     if authorization.as_deref() != Some(&format!("Bearer {}", inner.token)) {
-        return Err(error(
+        return Some(error(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "API token is invalid.",
         ));
     }
     if notion_version.is_none() {
-        return Err(error(
+        return Some(error(
             StatusCode::BAD_REQUEST,
             "missing_version",
             "Notion-Version header failed validation: Notion-Version header should be defined, instead was `undefined`.",
         ));
     }
-    Ok(())
+    None
 }
 
 async fn get_database(
@@ -260,7 +260,7 @@ async fn get_database(
     headers: HeaderMap,
 ) -> Response {
     let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(r) = admit(
+    if let Some(r) = admit(
         &mut inner,
         "GET",
         format!("/v1/databases/{id}"),
@@ -285,21 +285,21 @@ fn not_found(what: &str, id: &str) -> Response {
     )
 }
 
-/// Checks `properties` against the database schema, as Notion does.
-fn validate(db: &Value, properties: &Value) -> Result<(), Response> {
+/// Checks `properties` against the database schema, as Notion does: the refusal, if any.
+fn validate(db: &Value, properties: &Value) -> Option<Response> {
     let invalid = |m: String| error(StatusCode::BAD_REQUEST, "validation_error", &m);
     let Some(props) = properties.as_object() else {
-        return Err(invalid(
+        return Some(invalid(
             "body failed validation: body.properties should be an object.".into(),
         ));
     };
     for (name, value) in props {
         let Some(schema) = db["properties"].get(name) else {
-            return Err(invalid(format!("{name} is not a property that exists.")));
+            return Some(invalid(format!("{name} is not a property that exists.")));
         };
         let kind = schema["type"].as_str().unwrap_or_default();
         let Some(v) = value.get(kind) else {
-            return Err(invalid(format!("{name} is expected to be {kind}.")));
+            return Some(invalid(format!("{name} is expected to be {kind}.")));
         };
         let ok = match kind {
             "title" => v.as_array().is_some_and(|a| {
@@ -321,12 +321,12 @@ fn validate(db: &Value, properties: &Value) -> Result<(), Response> {
             _ => true,
         };
         if !ok {
-            return Err(invalid(format!(
+            return Some(invalid(format!(
                 "body failed validation: body.properties.{name}.{kind} is not valid."
             )));
         }
     }
-    Ok(())
+    None
 }
 
 async fn create_page(
@@ -335,7 +335,7 @@ async fn create_page(
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
     let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(r) = admit(
+    if let Some(r) = admit(
         &mut inner,
         "POST",
         "/v1/pages".into(),
@@ -348,7 +348,7 @@ async fn create_page(
     let Some(db) = inner.databases.get(db_id) else {
         return not_found("database", db_id);
     };
-    if let Err(r) = validate(db, &body["properties"]) {
+    if let Some(r) = validate(db, &body["properties"]) {
         return r;
     }
     let title = db["properties"]
@@ -386,7 +386,7 @@ async fn update_page(
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
     let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(r) = admit(
+    if let Some(r) = admit(
         &mut inner,
         "PATCH",
         format!("/v1/pages/{id}"),
@@ -405,7 +405,7 @@ async fn update_page(
     let Some(db) = inner.databases.get(&db_id) else {
         return not_found("database", &db_id);
     };
-    if let Err(r) = validate(db, &body["properties"]) {
+    if let Some(r) = validate(db, &body["properties"]) {
         return r;
     }
     let page = inner.pages.get_mut(&id).expect("checked");
