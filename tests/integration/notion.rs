@@ -565,6 +565,48 @@ async fn a_status_change_during_an_outage_reaches_notion_later() {
     assert_eq!(env.notion.pages().len(), 1);
 }
 
+#[tokio::test]
+async fn a_page_deleted_in_notion_fails_alone() {
+    let env = Env::new(Backend::Local).await;
+    let a = env.create("2026-06-23", "Renew the lease").await;
+    env.notion
+        .remove_page(a["notion_task_id"].as_str().unwrap());
+    let d = env
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": a["task_link_id"], "status": "done" }),
+        )
+        .await;
+    assert_eq!(d["notion_updated"], false);
+    let status = env.status().await;
+    let (_, kind, message) = status.last_error.unwrap();
+    assert_eq!(kind, "not_found");
+    assert!(message.contains("Could not find page"), "{message}");
+    // That page's 404 does not hold back the others.
+    assert_eq!(status.backoff_until, None);
+    let b = env.create("2026-06-23", "Call the plumber").await;
+    assert_eq!(b["notion_pushed"], true);
+}
+
+#[tokio::test]
+async fn a_revoked_token_is_shown_and_holds_pushes_back() {
+    let env = Env::new(Backend::Local).await;
+    env.notion.set_token("ntn_a_new_one");
+    let a = env.create("2026-06-23", "Renew the lease").await;
+    assert_eq!(a["created"], true);
+    assert_eq!(a["notion_pushed"], false);
+    let status = env.status().await;
+    let (_, kind, message) = status.last_error.unwrap();
+    assert_eq!(kind, "unauthorized");
+    assert!(message.contains("API token is invalid."), "{message}");
+    assert!(status.backoff_until.unwrap() > env.clock.unix() + 600);
+    // Nothing more is sent with a token Notion refused until the hour has passed.
+    let sent = env.notion.requests().len();
+    env.create("2026-06-23", "Call the plumber").await;
+    assert_eq!(env.notion.requests().len(), sent);
+    assert_eq!(env.status().await.pending, 2);
+}
+
 fn nib(data: &std::path::Path, notion: &NotionStandin) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
     c.arg("--data-dir")

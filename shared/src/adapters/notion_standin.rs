@@ -158,6 +158,16 @@ impl NotionStandin {
         props.insert(to.to_owned(), p);
     }
 
+    /// Deletes a page, as a user may in Notion (updates of it are then 404).
+    pub fn remove_page(&self, id: &str) {
+        self.lock().pages.remove(id);
+    }
+
+    /// Accepts another token only (the old one is then revoked: 401).
+    pub fn set_token(&self, token: &str) {
+        self.lock().token = token.to_owned();
+    }
+
     pub fn set_mode(&self, mode: Mode) {
         self.lock().mode = Some(mode);
     }

@@ -49,6 +49,9 @@ fn backoff_secs(failures: u32) -> i64 {
 const BLOCKED_SECS: i64 = 3600;
 /// How many other outbox items one tool call pushes besides its own.
 const DRAIN_PER_CALL: usize = 5;
+/// A tool call starts no outbox push after this long (its own push included), so that with
+/// Notion's 10 s request timeout a call stays well inside the tasks function's 25 s.
+const DRAIN_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug, Serialize, Deserialize)]
 struct ConnectionRecord {
@@ -59,10 +62,22 @@ struct ConnectionRecord {
     connected_at: i64,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct ConnectionSecret {
-    token: String,
+    #[serde(deserialize_with = "zeroizing_string")]
+    token: Zeroizing<String>,
     mapping: Mapping,
+}
+
+fn zeroizing_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Zeroizing<String>, D::Error> {
+    String::deserialize(d).map(Zeroizing::new)
+}
+
+/// [`ConnectionSecret`] as it is sealed, borrowing the token rather than copying it.
+#[derive(Serialize)]
+struct ConnectionSecretRef<'a> {
+    token: &'a str,
+    mapping: &'a Mapping,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -149,7 +164,11 @@ enum Synced {
 }
 
 enum PushError {
+    /// Creating the task's page failed.
     Notion(NotionError),
+    /// Updating the task's existing page failed (a 404 then means that page, not the
+    /// database, is gone).
+    Page(NotionError),
     Notebook(NotebookError),
 }
 
@@ -244,9 +263,9 @@ impl Notebook {
         let mapping = map_database(&db)?;
         let keys = self.vault.user_keys(user).await?;
         let pk = user_pk(user);
-        let plain = Zeroizing::new(encode(&ConnectionSecret {
-            token: token.expose().to_owned(),
-            mapping: mapping.clone(),
+        let plain = Zeroizing::new(encode(&ConnectionSecretRef {
+            token: token.expose(),
+            mapping: &mapping,
         }));
         let secret = records::seal(&keys, user, &pk, NOTION_CONN_SK, "notion", &plain);
         let record = ConnectionRecord {
@@ -338,7 +357,7 @@ impl Notebook {
             ));
         };
         let mut report = self
-            .drain(user, &keys, &conn, true, usize::MAX, None)
+            .drain(user, &keys, &conn, true, usize::MAX, None, None)
             .await?;
         report.pending = self.outbox_items(user).await?.len();
         Ok(report)
@@ -352,6 +371,7 @@ impl Notebook {
         text: &str,
         source_url: Option<&str>,
     ) -> Result<(CreatedTask, NotionPushed), NotebookError> {
+        let started = tokio::time::Instant::now();
         let keys = self.vault.user_keys(user).await?;
         let conn = match self.notion {
             Some(_) => self.notion_connection(user, &keys).await?,
@@ -388,7 +408,7 @@ impl Notebook {
                 ),
             }
         }
-        self.drain_quietly(user, &keys, &conn, Some(&created.task_link_id))
+        self.drain_quietly(user, &keys, &conn, Some(&created.task_link_id), started)
             .await;
         Ok((created, answer))
     }
@@ -401,6 +421,7 @@ impl Notebook {
         id: &TaskLinkId,
         status: TaskStatus,
     ) -> Result<(UpdatedTask, bool), NotebookError> {
+        let started = tokio::time::Instant::now();
         let updated = self.update_task_status(user, id, status).await?;
         if self.notion.is_none() {
             return Ok((updated, false));
@@ -426,7 +447,8 @@ impl Notebook {
                 ),
             }
         }
-        self.drain_quietly(user, &keys, &conn, Some(id)).await;
+        self.drain_quietly(user, &keys, &conn, Some(id), started)
+            .await;
         Ok((updated, notion_updated))
     }
 
@@ -456,7 +478,9 @@ impl Notebook {
                 Ok(true)
             }
             Err(e) => {
-                let until = self.record_failure(user, keys, health, &e, now).await?;
+                let until = self
+                    .record_failure(user, keys, health, &e, true, now)
+                    .await?;
                 self.enqueue(user, id, until.unwrap_or(now)).await?;
                 Ok(false)
             }
@@ -484,7 +508,17 @@ impl Notebook {
             }
             Ok(Synced::Updated | Synced::Gone) => Ok(None),
             Err(PushError::Notion(e)) => {
-                let until = self.record_failure(user, keys, health, &e, now).await?;
+                let until = self
+                    .record_failure(user, keys, health, &e, false, now)
+                    .await?;
+                self.reschedule(user, id, Some(&e), until.unwrap_or(now))
+                    .await?;
+                Ok(None)
+            }
+            Err(PushError::Page(e)) => {
+                let until = self
+                    .record_failure(user, keys, health, &e, true, now)
+                    .await?;
                 self.reschedule(user, id, Some(&e), until.unwrap_or(now))
                     .await?;
                 Ok(None)
@@ -500,9 +534,19 @@ impl Notebook {
         keys: &UserKeys,
         conn: &Connection,
         skip: Option<&TaskLinkId>,
+        started: tokio::time::Instant,
     ) {
+        let deadline = started + DRAIN_WITHIN;
         if let Err(e) = self
-            .drain(user, keys, conn, false, DRAIN_PER_CALL, skip)
+            .drain(
+                user,
+                keys,
+                conn,
+                false,
+                DRAIN_PER_CALL,
+                skip,
+                Some(deadline),
+            )
             .await
         {
             tracing::error!(user = %user, error = %telemetry::chain(&e), "notion outbox drain failed");
@@ -510,7 +554,9 @@ impl Notebook {
     }
 
     /// Pushes outbox items due (all of them when `force`), at most `budget`, not leased by
-    /// another call; stops at the first transient failure or while Notion is to be left alone.
+    /// another call, none started after `deadline`; stops at the first transient failure or
+    /// while Notion is to be left alone.
+    #[allow(clippy::too_many_arguments)]
     async fn drain(
         &self,
         user: &UserId,
@@ -519,6 +565,7 @@ impl Notebook {
         force: bool,
         budget: usize,
         skip: Option<&TaskLinkId>,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<SyncReport, NotebookError> {
         let mut report = SyncReport::default();
         let now = self.clock.unix();
@@ -529,7 +576,7 @@ impl Notebook {
         }
         let mut tried = 0;
         for item in self.outbox_items(user).await? {
-            if tried >= budget {
+            if tried >= budget || deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
                 break;
             }
             let rec: OutboxRecord = decode("notion outbox", &item.body)?;
@@ -556,30 +603,36 @@ impl Notebook {
                 Err(e) => return Err(e.into()),
             }
             tried += 1;
-            match self
+            let (e, on_page) = match self
                 .sync_one(user, keys, conn, &rec.task_link_id, version)
                 .await
             {
-                Ok(Synced::Created(_)) => report.created += 1,
-                Ok(Synced::Updated) => report.updated += 1,
-                Ok(Synced::Gone) => {}
-                Err(PushError::Notion(e)) => {
-                    report.failed += 1;
-                    let until = self.record_failure(user, keys, health, &e, now).await?;
-                    self.reschedule(user, &rec.task_link_id, Some(&e), until.unwrap_or(now))
-                        .await?;
-                    if let NotionError::RateLimited { .. } = e {
-                        report.retry_after_until = until;
+                Ok(synced) => {
+                    match synced {
+                        Synced::Created(_) => report.created += 1,
+                        Synced::Updated => report.updated += 1,
+                        Synced::Gone => {}
                     }
-                    if e.is_transient() || blocks_all(&e) {
-                        break;
-                    }
-                    health = self.notion_health(user).await?.0;
+                    health = self.record_ok(user, health, now).await?;
                     continue;
                 }
+                Err(PushError::Notion(e)) => (e, false),
+                Err(PushError::Page(e)) => (e, true),
                 Err(PushError::Notebook(e)) => return Err(e),
+            };
+            report.failed += 1;
+            let until = self
+                .record_failure(user, keys, health, &e, on_page, now)
+                .await?;
+            self.reschedule(user, &rec.task_link_id, Some(&e), until.unwrap_or(now))
+                .await?;
+            if let NotionError::RateLimited { .. } = e {
+                report.retry_after_until = until;
             }
-            health = self.record_ok(user, health, now).await?;
+            if e.is_transient() || (!on_page && blocks_all(&e)) {
+                break;
+            }
+            health = self.notion_health(user).await?.0;
         }
         Ok(report)
     }
@@ -605,7 +658,7 @@ impl Notebook {
                     Some(link) => {
                         api.update_status(&conn.token, &link.page_id, &conn.mapping, t.status)
                             .await
-                            .map_err(PushError::Notion)?;
+                            .map_err(PushError::Page)?;
                         Synced::Updated
                     }
                     None => {
@@ -754,13 +807,15 @@ impl Notebook {
         Err(NotebookError::Contention)
     }
 
-    /// Records a failure; returns until when Notion is to be left alone, if it is.
+    /// Records a failure (`on_page`: of a call on the task's own page, whose 404 concerns that
+    /// page alone); returns until when the task, or all of Notion, is to be left alone.
     async fn record_failure(
         &self,
         user: &UserId,
         keys: &UserKeys,
         mut health: HealthRecord,
         e: &NotionError,
+        on_page: bool,
         now: i64,
     ) -> Result<Option<i64>, NotebookError> {
         tracing::warn!(user = %user, kind = e.kind(), "notion call failed");
@@ -787,7 +842,7 @@ impl Notebook {
                 health.backoff_until = Some(until);
                 Some(until)
             }
-            e if blocks_all(e) => {
+            e if blocks_all(e) && !on_page => {
                 let until = now + BLOCKED_SECS;
                 health.backoff_until = Some(until);
                 Some(until)
@@ -864,7 +919,7 @@ impl Notebook {
             &rec.secret,
         )?);
         let secret: ConnectionSecret = decode("notion connection", &plain)?;
-        let token = NotionToken::parse(&Zeroizing::new(secret.token))
+        let token = NotionToken::parse(&secret.token)
             .ok_or_else(|| NotebookError::Corrupt("notion connection: token".into()))?;
         Ok(Some(Connection {
             database_id: rec.database_id,
