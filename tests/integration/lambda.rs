@@ -67,7 +67,13 @@ pub struct LambdaStack {
     http: reqwest::Client,
     /// Amazon Textract for the ingest function (`NIB_OCR=textract`): the stand-in.
     pub textract: nib::adapters::aws::textract_standin::TextractStandin,
+    /// Notion for the tasks function (`NIB_NOTION_API_URL`): the stand-in, accepting
+    /// [`NOTION_TOKEN`].
+    pub notion: nib::adapters::notion_standin::NotionStandin,
 }
+
+/// The integration token the Lambda stack's Notion stand-in accepts.
+pub const NOTION_TOKEN: &str = "ntn_lambda_standin_SECRET_token";
 
 impl Drop for LambdaStack {
     fn drop(&mut self) {
@@ -102,6 +108,9 @@ impl LambdaStack {
         let stack = LambdaStack {
             endpoint,
             textract: nib::adapters::aws::textract_standin::TextractStandin::start()
+                .await
+                .unwrap(),
+            notion: nib::adapters::notion_standin::NotionStandin::start(NOTION_TOKEN)
                 .await
                 .unwrap(),
             processes: std::sync::Mutex::new(vec![watch]),
@@ -178,6 +187,9 @@ impl LambdaStack {
         if name == "ingest" {
             cmd.env("NIB_OCR", "textract")
                 .env("AWS_ENDPOINT_URL_TEXTRACT", self.textract.endpoint());
+        }
+        if name == "tasks" {
+            cmd.env("NIB_NOTION_API_URL", &self.notion.url);
         }
         if name == "mcp" {
             cmd.env("NIB_PAGES_FUNCTION", "pages")

@@ -607,6 +607,61 @@ async fn a_revoked_token_is_shown_and_holds_pushes_back() {
     assert_eq!(env.status().await.pending, 2);
 }
 
+/// As deployed: `create_task` and `update_task_status` reach the tasks function through the
+/// mcp front, and the tasks function calls Notion.
+#[tokio::test]
+async fn through_the_lambda_functions_the_tasks_function_pushes() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::lambda()
+    })
+    .await;
+    let stack = app.lambda.clone().unwrap();
+    let db = stack.notion.add_task_database();
+    // Connect as `nib notion connect --backend aws` does, over the same table.
+    let connector = Notebook::new(
+        app.app.store.clone(),
+        app.app.vault.clone(),
+        app.app.assets.clone(),
+        app.app.clock.clone(),
+        app.app.notebook.config().clone(),
+    )
+    .with_notion(NotionApi::new(&stack.notion.url));
+    connector
+        .notion_connect(
+            &user(),
+            &db,
+            NotionToken::parse(crate::lambda::NOTION_TOKEN).unwrap(),
+        )
+        .await
+        .unwrap();
+    let created = app
+        .call(
+            "create_task",
+            json!({ "target_date": "2026-06-20", "text": "Draft the launch post" }),
+        )
+        .await;
+    assert_eq!(created["notion_pushed"], true, "{created}");
+    let page = stack
+        .notion
+        .page(created["notion_task_id"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(created["notion_url"], page["url"]);
+    let done = app
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": created["task_link_id"], "status": "done" }),
+        )
+        .await;
+    assert_eq!(done["notion_updated"], true);
+    let page = stack
+        .notion
+        .page(created["notion_task_id"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(status_name(&page), "Done");
+    assert!(!created.to_string().contains(crate::lambda::NOTION_TOKEN));
+}
+
 fn nib(data: &std::path::Path, notion: &NotionStandin) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
     c.arg("--data-dir")
