@@ -777,6 +777,20 @@ async fn the_notion_commands_connect_show_errors_and_sync_without_showing_the_to
         "Not started"
     );
     assert_token_not_stored(data.path());
+
+    // `nib serve` pushes on create_task and update_task_status; its logs (at trace) never
+    // hold the token.
+    let (created, done, logs) = serve_and_push(data.path(), &notion).await;
+    assert_eq!(created["notion_pushed"], true, "{created}");
+    assert_eq!(done["notion_updated"], true, "{done}");
+    assert!(!created.to_string().contains(TOKEN) && !done.to_string().contains(TOKEN));
+    assert!(logs.contains("task pushed to notion"), "{logs}");
+    assert!(
+        !logs.contains(TOKEN),
+        "the token in a log line of nib serve"
+    );
+    assert_eq!(notion.pages().len(), 2);
+
     let mut cmd = nib(data.path(), &notion);
     cmd.args(["notion", "disconnect"]);
     let (ok, stdout, _) = run(cmd, None).await;
@@ -788,6 +802,122 @@ async fn the_notion_commands_connect_show_errors_and_sync_without_showing_the_to
     assert!(stdout.contains("no Notion database connected"), "{stdout}");
 
     assert_token_not_stored(data.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notion_commands_work_on_the_aws_back_end() {
+    let notion = NotionStandin::start(TOKEN).await.unwrap();
+    let db = notion.add_task_database();
+    let config = emulator().await.fresh().await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let aws = |args: &[&str]| {
+        let mut cmd = nib(data.path(), &notion);
+        cmd.args(args)
+            .args(["--backend", "aws"])
+            .env("NIB_TABLE", &config.table)
+            .env("NIB_BUCKET", &config.bucket)
+            .env("NIB_KMS_KEY_ID", &config.kms_key_id)
+            .env("AWS_ENDPOINT_URL", config.endpoint_url.as_ref().unwrap())
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env_remove("AWS_PROFILE");
+        cmd
+    };
+    let (ok, stdout, stderr) =
+        run(aws(&["notion", "connect", "--database", &db]), Some(TOKEN)).await;
+    assert!(ok, "{stdout}{stderr}");
+    // The connection is in the table, for the tasks function to use.
+    let app = App::open_aws(config.clone()).await.unwrap();
+    let status = app.notebook.notion_status(&user()).await.unwrap().unwrap();
+    assert_eq!(status.database_id, db);
+    let (ok, stdout, _) = run(aws(&["notion", "status"]), None).await;
+    assert!(ok);
+    assert!(stdout.contains(&format!("database:   {db}")), "{stdout}");
+    assert!(stdout.contains("pending:    0 task(s)"), "{stdout}");
+    // Nothing of the token in clear in the table either.
+    let item = app
+        .store
+        .get("U#default", "NOTION#CONN")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&item.body).contains(TOKEN));
+    let (ok, stdout, _) = run(aws(&["notion", "disconnect"]), None).await;
+    assert!(ok && stdout.contains("disconnected"), "{stdout}");
+}
+
+/// Runs `nib serve` on the data directory, creates a task and completes it over MCP; returns
+/// both answers and everything the server logged.
+async fn serve_and_push(data: &std::path::Path, notion: &NotionStandin) -> (Value, Value, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut cmd = nib(data, notion);
+    cmd.args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (mut child, url, token, stdout) = tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("nib: serving ")
+            .unwrap()
+            .to_owned();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        let token = line.trim().split_once("(admin): ").unwrap().1.to_owned();
+        (child, url, token, out)
+    })
+    .await
+    .unwrap();
+    let client = reqwest::Client::new();
+    let call = |tool: &str, args: Value| {
+        client
+            .post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": tool, "arguments": args } }))
+            .send()
+    };
+    let created: Value = call(
+        "create_task",
+        json!({ "target_date": "2026-06-21", "text": "Book the venue" }),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let created = created["result"]["structuredContent"].clone();
+    let done: Value = call(
+        "update_task_status",
+        json!({ "task_link_id": created["task_link_id"], "status": "done" }),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let done = done["result"]["structuredContent"].clone();
+    let logs = tokio::task::spawn_blocking(move || {
+        let _ = child.kill();
+        let mut logs = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut logs)
+            .unwrap();
+        let _ = child.wait();
+        drop(stdout);
+        logs
+    })
+    .await
+    .unwrap();
+    (created, done, logs)
 }
 
 /// The token is nowhere in the data directory in clear (it is sealed in the store).
