@@ -374,7 +374,7 @@ impl Notebook {
         let started = tokio::time::Instant::now();
         let keys = self.vault.user_keys(user).await?;
         let conn = match self.notion {
-            Some(_) => self.notion_connection(user, &keys).await?,
+            Some(_) => self.connection_for_push(user, &keys).await,
             None => None,
         };
         let now = self.clock.unix();
@@ -427,7 +427,7 @@ impl Notebook {
             return Ok((updated, false));
         }
         let keys = self.vault.user_keys(user).await?;
-        let Some(conn) = self.notion_connection(user, &keys).await? else {
+        let Some(conn) = self.connection_for_push(user, &keys).await else {
             return Ok((updated, false));
         };
         let mut notion_updated = false;
@@ -897,6 +897,18 @@ impl Notebook {
         match self.store.get(&user_pk(user), NOTION_HEALTH_SK).await? {
             Some(item) => Ok((decode("notion health", &item.body)?, item.version)),
             None => Ok((HealthRecord::default(), 0)),
+        }
+    }
+
+    /// The connection for a tool call's push: one that cannot be read is logged and the call
+    /// goes on without Notion.
+    async fn connection_for_push(&self, user: &UserId, keys: &UserKeys) -> Option<Connection> {
+        match self.notion_connection(user, keys).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::error!(user = %user, error = %telemetry::chain(&e), "cannot read the notion connection");
+                None
+            }
         }
     }
 
