@@ -326,7 +326,7 @@ impl Notebook {
             Some(item) => decode::<ConnectionRecord>("notion connection", &item.body)?.connected_at,
             None => 0,
         };
-        let health = self.notion_health(user).await?.0;
+        let health = self.notion_health(user).await?;
         let last_error = match (&health.last_error, health.last_error_at) {
             (Some(sealed), Some(at)) => Some((
                 at,
@@ -463,7 +463,7 @@ impl Notebook {
         status: TaskStatus,
     ) -> Result<bool, NotebookError> {
         let now = self.clock.unix();
-        let (health, _) = self.notion_health(user).await?;
+        let health = self.notion_health(user).await?;
         if let Some(until) = paused(&health, now, false) {
             self.enqueue(user, id, until).await?;
             return Ok(false);
@@ -496,7 +496,7 @@ impl Notebook {
         id: &TaskLinkId,
     ) -> Result<Option<NotionRef>, NotebookError> {
         let now = self.clock.unix();
-        let (health, _) = self.notion_health(user).await?;
+        let health = self.notion_health(user).await?;
         if let Some(until) = paused(&health, now, false) {
             self.reschedule(user, id, None, until).await?;
             return Ok(None);
@@ -569,7 +569,7 @@ impl Notebook {
     ) -> Result<SyncReport, NotebookError> {
         let mut report = SyncReport::default();
         let now = self.clock.unix();
-        let (mut health, _) = self.notion_health(user).await?;
+        let mut health = self.notion_health(user).await?;
         if let Some(until) = paused(&health, now, force) {
             report.retry_after_until = health.retry_after_until.filter(|_| until > now);
             return Ok(report);
@@ -632,7 +632,7 @@ impl Notebook {
             if e.is_transient() || (!on_page && blocks_all(&e)) {
                 break;
             }
-            health = self.notion_health(user).await?.0;
+            health = self.notion_health(user).await?;
         }
         Ok(report)
     }
@@ -893,10 +893,10 @@ impl Notebook {
         Ok(())
     }
 
-    async fn notion_health(&self, user: &UserId) -> Result<(HealthRecord, u64), NotebookError> {
+    async fn notion_health(&self, user: &UserId) -> Result<HealthRecord, NotebookError> {
         match self.store.get(&user_pk(user), NOTION_HEALTH_SK).await? {
-            Some(item) => Ok((decode("notion health", &item.body)?, item.version)),
-            None => Ok((HealthRecord::default(), 0)),
+            Some(item) => decode("notion health", &item.body),
+            None => Ok(HealthRecord::default()),
         }
     }
 
