@@ -49,8 +49,9 @@ fn backoff_secs(failures: u32) -> i64 {
 const BLOCKED_SECS: i64 = 3600;
 /// How many other outbox items one tool call pushes besides its own.
 const DRAIN_PER_CALL: usize = 5;
-/// A tool call starts no outbox push after this long (its own push included), so that with
-/// Notion's 10 s request timeout a call stays well inside the tasks function's 25 s.
+/// A tool call starts no outbox push once it has waited this long on Notion (its own push
+/// included), so that with Notion's 10 s request timeout a call stays well inside the tasks
+/// function's 25 s. Only time waiting on Notion counts: a slow store does not cut a drain short.
 const DRAIN_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -108,11 +109,29 @@ struct OutboxRecord {
     created_at: i64,
 }
 
-/// A live connection, opened.
+/// A live connection, opened (for one call).
 struct Connection {
     database_id: String,
     token: NotionToken,
     mapping: Mapping,
+    /// How long this call has waited on Notion, in milliseconds.
+    waited_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Connection {
+    /// Runs one Notion call, counting the wait.
+    async fn timed<T>(&self, call: impl std::future::Future<Output = T>) -> T {
+        let start = tokio::time::Instant::now();
+        let out = call.await;
+        let ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.waited_ms
+            .fetch_add(ms, std::sync::atomic::Ordering::Relaxed);
+        out
+    }
+
+    fn waited(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.waited_ms.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// A task's Notion page.
@@ -357,7 +376,7 @@ impl Notebook {
             ));
         };
         let mut report = self
-            .drain(user, &keys, &conn, true, usize::MAX, None, None)
+            .drain(user, &keys, &conn, true, usize::MAX, None, false)
             .await?;
         report.pending = self.outbox_items(user).await?.len();
         Ok(report)
@@ -371,7 +390,6 @@ impl Notebook {
         text: &str,
         source_url: Option<&str>,
     ) -> Result<(CreatedTask, NotionPushed), NotebookError> {
-        let started = tokio::time::Instant::now();
         let keys = self.vault.user_keys(user).await?;
         let conn = match self.notion {
             Some(_) => self.connection_for_push(user, &keys).await,
@@ -408,7 +426,7 @@ impl Notebook {
                 ),
             }
         }
-        self.drain_quietly(user, &keys, &conn, Some(&created.task_link_id), started)
+        self.drain_quietly(user, &keys, &conn, Some(&created.task_link_id))
             .await;
         Ok((created, answer))
     }
@@ -421,7 +439,6 @@ impl Notebook {
         id: &TaskLinkId,
         status: TaskStatus,
     ) -> Result<(UpdatedTask, bool), NotebookError> {
-        let started = tokio::time::Instant::now();
         let updated = self.update_task_status(user, id, status).await?;
         if self.notion.is_none() {
             return Ok((updated, false));
@@ -447,8 +464,7 @@ impl Notebook {
                 ),
             }
         }
-        self.drain_quietly(user, &keys, &conn, Some(id), started)
-            .await;
+        self.drain_quietly(user, &keys, &conn, Some(id)).await;
         Ok((updated, notion_updated))
     }
 
@@ -469,8 +485,8 @@ impl Notebook {
             return Ok(false);
         }
         let api = self.notion_api()?;
-        match api
-            .update_status(&conn.token, page_id, &conn.mapping, status)
+        match conn
+            .timed(api.update_status(&conn.token, page_id, &conn.mapping, status))
             .await
         {
             Ok(()) => {
@@ -534,19 +550,9 @@ impl Notebook {
         keys: &UserKeys,
         conn: &Connection,
         skip: Option<&TaskLinkId>,
-        started: tokio::time::Instant,
     ) {
-        let deadline = started + DRAIN_WITHIN;
         if let Err(e) = self
-            .drain(
-                user,
-                keys,
-                conn,
-                false,
-                DRAIN_PER_CALL,
-                skip,
-                Some(deadline),
-            )
+            .drain(user, keys, conn, false, DRAIN_PER_CALL, skip, true)
             .await
         {
             tracing::error!(user = %user, error = %telemetry::chain(&e), "notion outbox drain failed");
@@ -554,8 +560,8 @@ impl Notebook {
     }
 
     /// Pushes outbox items due (all of them when `force`), at most `budget`, not leased by
-    /// another call, none started after `deadline`; stops at the first transient failure or
-    /// while Notion is to be left alone.
+    /// another call, none started once the call has waited [`DRAIN_WITHIN`] on Notion when
+    /// `bounded`; stops at the first transient failure or while Notion is to be left alone.
     #[allow(clippy::too_many_arguments)]
     async fn drain(
         &self,
@@ -565,7 +571,7 @@ impl Notebook {
         force: bool,
         budget: usize,
         skip: Option<&TaskLinkId>,
-        deadline: Option<tokio::time::Instant>,
+        bounded: bool,
     ) -> Result<SyncReport, NotebookError> {
         let mut report = SyncReport::default();
         let now = self.clock.unix();
@@ -576,7 +582,7 @@ impl Notebook {
         }
         let mut tried = 0;
         for item in self.outbox_items(user).await? {
-            if tried >= budget || deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            if tried >= budget || (bounded && conn.waited() >= DRAIN_WITHIN) {
                 break;
             }
             let rec: OutboxRecord = decode("notion outbox", &item.body)?;
@@ -656,9 +662,14 @@ impl Notebook {
                 let t: TaskRecord = decode("task", &item.body)?;
                 match &t.notion {
                     Some(link) => {
-                        api.update_status(&conn.token, &link.page_id, &conn.mapping, t.status)
-                            .await
-                            .map_err(PushError::Page)?;
+                        conn.timed(api.update_status(
+                            &conn.token,
+                            &link.page_id,
+                            &conn.mapping,
+                            t.status,
+                        ))
+                        .await
+                        .map_err(PushError::Page)?;
                         Synced::Updated
                     }
                     None => {
@@ -669,18 +680,19 @@ impl Notebook {
                             }
                             None => None,
                         };
-                        let page = api
-                            .create_page(
+                        let push = TaskPush {
+                            text: &text,
+                            status: t.status,
+                            date: t.first_seen_date,
+                            source_url: source_url.as_deref(),
+                        };
+                        let page = conn
+                            .timed(api.create_page(
                                 &conn.token,
                                 &conn.database_id,
                                 &conn.mapping,
-                                &TaskPush {
-                                    text: &text,
-                                    status: t.status,
-                                    date: t.first_seen_date,
-                                    source_url: source_url.as_deref(),
-                                },
-                            )
+                                &push,
+                            ))
                             .await
                             .map_err(PushError::Notion)?;
                         self.save_link(user, keys, id, &page.id, &page.url).await?;
@@ -937,6 +949,7 @@ impl Notebook {
             database_id: rec.database_id,
             token,
             mapping: secret.mapping,
+            waited_ms: Default::default(),
         }))
     }
 
