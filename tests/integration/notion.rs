@@ -568,9 +568,30 @@ async fn a_status_change_during_an_outage_reaches_notion_later() {
     assert_eq!(d["notion_updated"], false);
     assert_eq!(env.status().await.pending, 1);
     env.notion.set_mode(Mode::Normal);
+    // Once the backoff has passed, the next call (here the same update again, which changes
+    // nothing in nib) brings the page up to date.
+    env.clock.advance(10);
+    let again = env
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": a["task_link_id"], "status": "done" }),
+        )
+        .await;
+    assert_eq!(again["notion_updated"], false);
+    assert_eq!(status_name(&env.page(&a["notion_task_id"])), "Done");
+    assert_eq!(env.status().await.pending, 0);
+
+    // And sync, at once.
+    env.notion.set_mode(Mode::Outage);
+    env.call(
+        "update_task_status",
+        json!({ "task_link_id": a["task_link_id"], "status": "todo" }),
+    )
+    .await;
+    env.notion.set_mode(Mode::Normal);
     let report = env.app.app.notebook.notion_sync(&user()).await.unwrap();
     assert_eq!((report.updated, report.pending), (1, 0));
-    assert_eq!(status_name(&env.page(&a["notion_task_id"])), "Done");
+    assert_eq!(status_name(&env.page(&a["notion_task_id"])), "Not started");
     assert_eq!(env.notion.pages().len(), 1);
 }
 

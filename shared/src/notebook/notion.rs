@@ -464,7 +464,7 @@ impl Notebook {
                 ),
             }
         }
-        self.drain_quietly(user, &keys, &conn, Some(id)).await;
+        self.drain_quietly(user, &keys, &conn, None).await;
         Ok((updated, notion_updated))
     }
 
