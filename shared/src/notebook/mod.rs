@@ -13,6 +13,7 @@ mod import;
 mod ocr;
 mod pages;
 mod records;
+mod resources;
 mod search;
 mod tasks;
 
@@ -23,6 +24,7 @@ pub use import::{
     read_page, read_page_with,
 };
 pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
+pub use resources::{PageImage, TaskResource};
 pub use search::SearchHit;
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
 

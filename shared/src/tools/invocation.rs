@@ -12,6 +12,9 @@
 //! {"principal":{"user":"default","scope":"write","credential_id":"tok_..."},
 //!  "tool":"get_page","arguments":{"page_id":"..."}}
 //! ```
+//! `resources/read` crosses the same way, to the pages function, as the "tool"
+//! [`READ_RESOURCE`] with the arguments `{"uri": ...}`; its result is the `contents` array.
+//!
 //! answers `{"result":{...}}`, `{"error":{"kind":"business","message":"page not found"}}`,
 //! `{"error":{"kind":"unknown_tool","message":"..."}}` or `{"error":{"kind":"internal"}}`.
 //!
@@ -20,6 +23,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::resources::READ_RESOURCE;
 use super::{Dispatch, ToolClass, ToolError, find};
 use crate::auth::Principal;
 
@@ -122,6 +126,15 @@ pub async fn serve(
     } = invocation;
     let outcome = match find(&tool) {
         Some(def) if def.class == class => dispatch.call(&principal, &tool, arguments).await,
+        None if tool == READ_RESOURCE && class == ToolClass::Pages => {
+            match arguments.get("uri").and_then(Value::as_str) {
+                Some(uri) => dispatch
+                    .read_resource(&principal, uri)
+                    .await
+                    .map(Value::Array),
+                None => Err(ToolError::invalid("uri", "must be a string")),
+            }
+        }
         _ => Err(ToolError::UnknownTool(tool.clone())),
     };
     ToolReply::from_outcome(&tool, outcome)
