@@ -169,6 +169,19 @@ pub async fn resources_list_read_in_every_era(app: &TestApp) {
             format!("nib://pages/{}", task["source_page_id"].as_str().unwrap())
         );
     }
+    // A page create_task made has no markdown of its own: its lines are the markdown.
+    let made = app
+        .call(
+            "create_task",
+            json!({ "target_date": "2026-07-01", "text": "Water the plants" }),
+        )
+        .await;
+    let uri = format!("nib://pages/{}", made["page_id"].as_str().unwrap());
+    let read = result(app, "2025-11-25", "resources/read", json!({ "uri": uri })).await;
+    assert_eq!(
+        read["contents"][0]["text"], "- [ ] Water the plants",
+        "{read}"
+    );
     // A cursor that is not list_pages's is a protocol error.
     let v = rpc_at(
         app,

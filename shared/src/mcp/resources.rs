@@ -108,7 +108,9 @@ impl NibMcp {
             }
             let listed = match self.dispatch.call(principal, "list_pages", args).await {
                 Ok(v) => v,
-                Err(ToolError::InvalidArgument { .. }) => {
+                // The one argument a caller controls is the cursor (a class function's reply
+                // carries a business error as `Rejected`).
+                Err(ToolError::InvalidArgument { .. } | ToolError::Rejected(_)) => {
                     return Err(ErrorData::invalid_params("invalid cursor", None));
                 }
                 Err(e) => return Err(internal(&cid(), "resources/list", &e)),

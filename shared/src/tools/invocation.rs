@@ -182,6 +182,54 @@ mod tests {
         ));
     }
 
+    /// Answers every read with the URI it was asked, and every call with the tool's name.
+    struct Echo;
+
+    #[async_trait::async_trait]
+    impl Dispatch for Echo {
+        async fn call(
+            &self,
+            _: &Principal,
+            name: &str,
+            _: Map<String, Value>,
+        ) -> Result<Value, ToolError> {
+            Ok(Value::String(name.to_owned()))
+        }
+        async fn read_resource(&self, _: &Principal, uri: &str) -> Result<Vec<Value>, ToolError> {
+            Ok(vec![Value::String(uri.to_owned())])
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_pages_function_reads_resources() {
+        let invocation = |tool: &str, arguments: Value| ToolInvocation {
+            principal: Principal {
+                user: UserId::parse("alice").unwrap(),
+                scope: Scope::Read,
+                credential_id: "tok".into(),
+            },
+            tool: tool.into(),
+            arguments: arguments.as_object().cloned().unwrap(),
+        };
+        let read = || invocation(READ_RESOURCE, serde_json::json!({ "uri": "nib://x" }));
+        assert_eq!(
+            serve(&Echo, ToolClass::Pages, read()).await,
+            ToolReply::Result(serde_json::json!(["nib://x"]))
+        );
+        let refused = serve(&Echo, ToolClass::Tasks, read()).await;
+        assert!(
+            matches!(&refused, ToolReply::Error(e) if e.kind == ReplyErrorKind::UnknownTool),
+            "{refused:?}"
+        );
+        let no_uri = serve(
+            &Echo,
+            ToolClass::Pages,
+            invocation(READ_RESOURCE, serde_json::json!({})),
+        )
+        .await;
+        assert!(matches!(&no_uri, ToolReply::Error(e) if e.kind == ReplyErrorKind::Business));
+    }
+
     #[test]
     fn a_forged_principal_does_not_parse() {
         let payload = serde_json::json!({

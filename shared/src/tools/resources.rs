@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 
 use super::ToolError;
 use crate::auth::{Principal, Scope};
-use crate::domain::{PageId, TaskLinkId};
-use crate::notebook::{Notebook, PageImage};
+use crate::domain::{Notation, PageId, PageStatus, TaskLinkId};
+use crate::notebook::{LineView, Notebook, PageImage};
 
 /// The invocation "tool" name a class function reads resources under (never in the catalog).
 pub const READ_RESOURCE: &str = "resources/read";
@@ -86,7 +86,13 @@ pub async fn read(
                 .get_page(user, &id)
                 .await
                 .map_err(|e| not_found(e.into()))?;
-            let text = p.ocr_markdown.or(p.ocr_text).unwrap_or_default();
+            // As written when the page came as markdown (or was read by OCR); else its lines
+            // as markdown (a text page, or a page create_task made), else its plain text.
+            let text = match p.ocr_markdown {
+                Some(md) => md,
+                None if !p.lines.is_empty() => lines_markdown(&p.lines),
+                None => p.ocr_text.unwrap_or_default(),
+            };
             Ok(vec![json!({
                 "uri": uri,
                 "mimeType": "text/markdown",
@@ -129,6 +135,28 @@ pub async fn read(
             })])
         }
     }
+}
+
+/// A page's lines as markdown, each task with its effective status.
+fn lines_markdown(lines: &[LineView]) -> String {
+    let mut out = Vec::with_capacity(lines.len());
+    for l in lines {
+        out.push(match l.notation {
+            Notation::Heading => format!("## {}", l.text),
+            Notation::Task => {
+                let mark = match l.status.or(l.page_status) {
+                    Some(PageStatus::Done) => 'x',
+                    Some(PageStatus::Cancelled) => '-',
+                    Some(PageStatus::Migrated) => '>',
+                    Some(PageStatus::Open) | None => ' ',
+                };
+                format!("- [{mark}] {}", l.text)
+            }
+            Notation::Bullet => format!("- {}", l.text),
+            Notation::Text => l.text.clone(),
+        });
+    }
+    out.join("\n")
 }
 
 #[cfg(test)]
