@@ -15,6 +15,7 @@ macro_rules! resource_tests {
             resources_list_read_in_every_era,
             resources_are_the_callers_own,
             page_tools_link_their_pages_after_the_text,
+            the_page_viewer_is_declared_and_allows_only_the_image_host,
             prompts_embed_the_pages_as_resources,
         );
     };
@@ -94,7 +95,12 @@ pub async fn resources_list_read_in_every_era(app: &TestApp) {
         let stateless = era == "2026-07-28";
         // The list: one entry per page, newest first, as list_pages orders them.
         let list = result(app, era, "resources/list", json!({})).await;
-        let resources = list["resources"].as_array().unwrap();
+        let all = list["resources"].as_array().unwrap();
+        assert_eq!(
+            all[0]["uri"], "ui://nib/page-viewer",
+            "the viewer comes first"
+        );
+        let resources = &all[1..];
         assert_eq!(resources.len(), pages.len(), "{era}: {list}");
         for (r, p) in resources.iter().zip(pages) {
             assert_eq!(
@@ -247,7 +253,13 @@ pub async fn resources_are_the_callers_own(app: &TestApp) {
         assert_eq!(foreign["error"]["data"]["uri"], mine.as_str());
     }
     let theirs = rpc_at(app, &other, "2025-11-25", "resources/list", json!({})).await;
-    assert_eq!(theirs["result"]["resources"], json!([]));
+    let theirs: Vec<&str> = theirs["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(theirs, ["ui://nib/page-viewer"], "no page of another user");
     // No token: the challenge, not a read.
     let r = app
         .post_anon()
@@ -414,5 +426,75 @@ pub async fn prompts_embed_the_pages_as_resources(app: &TestApp) {
         )
         .await;
         assert_eq!(error_code(&v), -32602, "{name}: {v}");
+    }
+}
+
+pub async fn the_page_viewer_is_declared_and_allows_only_the_image_host(app: &TestApp) {
+    let id = app.page_of("2026-06-18").await; // has a PNG
+    for era in ERAS {
+        let read = result(
+            app,
+            era,
+            "resources/read",
+            json!({ "uri": "ui://nib/page-viewer" }),
+        )
+        .await;
+        let c = &read["contents"][0];
+        assert_eq!(c["mimeType"], "text/html;profile=mcp-app");
+        let html = c["text"].as_str().unwrap();
+        assert!(html.starts_with("<!doctype html>") && !html.contains("<script src"));
+        // The CSP names exactly the origin signed image URLs come from, on every back end.
+        let page = app.call("get_page", json!({ "page_id": id })).await;
+        let png = page["png_url"].as_str().unwrap();
+        let origin = nib::mcp::viewer::origin_of(png);
+        assert_eq!(
+            c["_meta"]["ui"]["csp"]["resourceDomains"],
+            json!([origin]),
+            "{era}"
+        );
+        assert_eq!(c["_meta"]["ui"]["csp"]["connectDomains"], json!([]));
+
+        let tools = result(app, era, "tools/list", json!({})).await;
+        for t in tools["tools"].as_array().unwrap() {
+            let meta = &t["_meta"];
+            let name = t["name"].as_str().unwrap();
+            if ["get_page", "search_pages"].contains(&name) {
+                assert_eq!(meta["ui"]["resourceUri"], "ui://nib/page-viewer", "{name}");
+                assert_eq!(meta["ui"]["visibility"], json!(["model", "app"]));
+                assert_eq!(meta["openai/outputTemplate"], "ui://nib/page-viewer");
+            } else {
+                assert!(meta.get("ui").is_none(), "{name}: {meta}");
+            }
+            assert!(
+                t["icons"][0]["src"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("data:image/svg+xml;base64,")
+            );
+        }
+    }
+    // The result says whether the viewer may tick boxes.
+    let reader = app.token_for("default", Scope::Read).await;
+    let params = json!({ "name": "get_page", "arguments": { "page_id": id } });
+    let ro = rpc_at(app, &reader, "2025-11-25", "tools/call", params.clone()).await;
+    assert_eq!(ro["result"]["_meta"]["nib/canWrite"], false);
+    let rw = rpc_at(app, &app.token, "2025-11-25", "tools/call", params).await;
+    assert_eq!(rw["result"]["_meta"]["nib/canWrite"], true);
+    // Task lines name their task, so the viewer (or a model) can update it.
+    let day = app.page_of("2026-06-16").await;
+    let page = app.call("get_page", json!({ "page_id": day })).await;
+    let tasks = app.call("list_tasks", json!({ "status": "all" })).await;
+    let ids: Vec<&Value> = tasks["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["task_link_id"])
+        .collect();
+    for line in page["structure_json"]["lines"].as_array().unwrap() {
+        if line["notation"] == "task" {
+            assert!(ids.contains(&&line["task_link_id"]), "{line}");
+        } else {
+            assert!(line["task_link_id"].is_null(), "{line}");
+        }
     }
 }

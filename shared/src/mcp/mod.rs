@@ -69,6 +69,10 @@ static TOOLS: LazyLock<Vec<(Scope, Tool)>> = LazyLock::new(|| {
                     Some(t.open_world),
                 ))
                 .with_icons(icons());
+            let tool = match viewer::tool_meta(t.name) {
+                Some(meta) => tool.with_meta(meta),
+                None => tool,
+            };
             (t.scope, tool)
         })
         .collect()
@@ -80,6 +84,8 @@ pub struct NibMcp {
     dispatch: Arc<dyn Dispatch>,
     /// Whether discovery methods answer without a token.
     public_discovery: bool,
+    /// The origin of signed page image URLs: the page viewer's CSP allows images from it only.
+    image_origin: Arc<str>,
 }
 
 impl NibMcp {
@@ -87,7 +93,15 @@ impl NibMcp {
         NibMcp {
             dispatch,
             public_discovery,
+            image_origin: Arc::from("http://127.0.0.1"),
         }
+    }
+
+    /// Where signed page images come from (an origin or any URL on it): the server's public URL
+    /// locally, the S3 bucket's endpoint on AWS.
+    pub fn with_image_origin(mut self, url: &str) -> Self {
+        self.image_origin = Arc::from(viewer::origin_of(url));
+        self
     }
 
     /// The caller's scope, or the marker error the HTTP layer turns into a 401 challenge.
@@ -287,6 +301,13 @@ impl ServerHandler for NibMcp {
                 result
                     .content
                     .extend(links.into_iter().map(ContentBlock::resource_link));
+                // What the page viewer needs to know: whether ticking a box may change a task.
+                if viewer::WIDGET_TOOLS.contains(&name) {
+                    result.meta = serde_json::from_value(serde_json::json!({
+                        "nib/canWrite": principal.scope.allows(Scope::Write)
+                    }))
+                    .ok();
+                }
                 Ok(result.into())
             }
             Err(ToolError::UnknownTool(name)) => Err(ErrorData::invalid_params(
@@ -337,6 +358,11 @@ impl ServerHandler for NibMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri.as_str();
+        // The viewer holds no user data: anyone may read it (hosts prefetch it).
+        if uri == viewer::VIEWER_URI {
+            self.authorize(&ctx, true)?;
+            return Ok(viewer::read(&self.image_origin).into());
+        }
         #[cfg(feature = "conformance-fixtures")]
         if let Some(result) = fixtures::read_resource(uri) {
             return Ok(result.into());
@@ -415,6 +441,7 @@ impl ServerHandler for NibMcp {
 mod fixtures;
 mod prompts;
 mod resources;
+pub mod viewer;
 
 pub use resources::page_resource;
 

@@ -98,6 +98,9 @@ impl NibMcp {
         };
         #[cfg(not(feature = "conformance-fixtures"))]
         let mut items: Vec<Resource> = Vec::new();
+        if cursor.is_none() {
+            items.push(super::viewer::resource());
+        }
         let mut next_cursor = None;
         // Without a principal (public discovery) there is no notebook to list.
         if let Some(principal) = principal {
