@@ -498,3 +498,54 @@ pub async fn the_page_viewer_is_declared_and_allows_only_the_image_host(app: &Te
         }
     }
 }
+
+/// More pages than one `resources/list` page holds: the cursor walks them all, newest first,
+/// each once.
+#[tokio::test]
+async fn resources_list_pages_through_cursors() {
+    let app = TestApp::spawn().await;
+    for day in 1..=55 {
+        let date = format!("2026-08-{:02}", (day - 1) % 31 + 1);
+        let date = if day > 31 {
+            format!("2026-09-{:02}", day - 31)
+        } else {
+            date
+        };
+        app.call(
+            "create_task",
+            json!({ "target_date": date, "text": format!("Task {day}") }),
+        )
+        .await;
+    }
+    let mut uris: Vec<String> = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let params = match &cursor {
+            Some(c) => json!({ "cursor": c }),
+            None => json!({}),
+        };
+        let list = result(&app, "2025-11-25", "resources/list", params).await;
+        pages += 1;
+        for r in list["resources"].as_array().unwrap() {
+            let uri = r["uri"].as_str().unwrap();
+            if uri.starts_with("nib://") {
+                uris.push(uri.to_owned());
+            }
+        }
+        match list["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    let all = app.call("list_pages", json!({ "limit": 200 })).await;
+    let expected: Vec<String> = all["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| format!("nib://pages/{}", p["page_id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(expected.len(), 62, "55 new pages and the sample's 7");
+    assert_eq!(pages, 2, "50 a page");
+    assert_eq!(uris, expected);
+}
