@@ -130,6 +130,7 @@ test: tools tools-browser ## install tools, build, run all tests
 	NIB_BIN=target/debug/nib-conformance tests/conformance/run.sh || failed="$$failed conformance"; \
 	tests/clients/run.sh || failed="$$failed clients"; \
 	tests/oauth/run.sh || failed="$$failed oauth"; \
+	tests/apps/run.sh || failed="$$failed apps"; \
 	$(MAKE) --no-print-directory test-infra || failed="$$failed infra"; \
 	if [[ -n "$$failed" ]]; then echo "make test: FAILED:$$failed"; exit 1; fi
 
@@ -137,6 +138,10 @@ run: tools-ocr ## import the sample notebook (and its handwritten, ink-only page
 	$(CARGO) run --release -p nib-cli -- import tests/data/sample --data-dir .data/local
 	$(CARGO) run --release -p nib-cli -- import tests/data/ocr --data-dir .data/local
 	$(CARGO) run --release -p nib-cli -- serve --data-dir .data/local
+
+viewer-screenshots: ## run the page viewer's browser test and write docs/viewer-desktop.png, docs/viewer-phone.png
+	$(CARGO) build -p nib-cli
+	VIEWER_SCREENSHOTS=docs tests/apps/run.sh
 
 lint: ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all --check

@@ -86,6 +86,8 @@ pub struct App {
     pub clock: Arc<dyn Clock>,
     /// The AWS requests this process sent, per operation (AWS back end only).
     pub aws_calls: Option<CallCounter>,
+    /// Where signed page images are served from when not from this server (AWS: the bucket).
+    pub asset_origin: Option<String>,
     /// Signs session ids (`--sessions`).
     session_key: Zeroizing<[u8; 32]>,
     /// Signs access tokens: a key derived from `master.key` locally, KMS on AWS.
@@ -213,6 +215,7 @@ impl App {
             assets: assets.clone(),
             local_assets: Some(assets),
             clock,
+            asset_origin: None,
             aws_calls: None,
         })
     }
@@ -271,6 +274,7 @@ impl App {
             assets,
             local_assets: None,
             clock,
+            asset_origin: Some(config.asset_origin()),
             aws_calls: Some(clients.calls),
             session_key,
             token_signer: oauth_keys.signer,
@@ -327,7 +331,8 @@ impl App {
             notebook: self.notebook.clone(),
         });
         let mcp = crate::http::mcp_service(
-            NibMcp::new(dispatch.clone(), config.public_discovery),
+            NibMcp::new(dispatch.clone(), config.public_discovery)
+                .with_image_origin(self.asset_origin.as_deref().unwrap_or(&config.public_url)),
             config.max_body_bytes,
         );
         let sessions = config

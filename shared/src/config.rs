@@ -209,6 +209,21 @@ fn number<T: std::str::FromStr>(
     }
 }
 
+impl AwsConfig {
+    /// The origin presigned S3 URLs of page images have: the endpoint URL's (path-style) when
+    /// one is set, else the bucket's virtual-hosted endpoint in the region.
+    pub fn asset_origin(&self) -> String {
+        match &self.endpoint_url {
+            Some(url) => crate::mcp::viewer::origin_of(url),
+            None => format!(
+                "https://{}.s3.{}.amazonaws.com",
+                self.bucket,
+                self.region.as_deref().unwrap_or("us-east-1")
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;

@@ -7,7 +7,9 @@ For each protocol era the SDK speaks it connects with `Authorization: Bearer TOK
 initialize (legacy) or server/discover (auto -> 2026-07-28) -> tools/list (all eight tools) ->
 tools/call list_pages -> tools/call create_task -> tools/call list_tasks {"status": "open"} (the new
 task is listed) -> list_tasks {"limit": 500} (lowered: limit_applied 200) -> update_task_status done
-then todo (answers todo) -> get_page (the line reads status open, from the page). It also checks that connecting without the token fails, and that a bare POST
+then todo (answers todo) -> get_page (the line reads status open, from the page; a resource link
+names the page) -> resources/list (the page) -> resources/read (its markdown) -> prompts/list ->
+prompts/get daily_review (embeds the page as a resource). It also checks that connecting without the token fails, and that a bare POST
 without it gets HTTP 401 with a WWW-Authenticate challenge.
 
 Prints one line per check and ends with `python client: N passed, M failed`; exits 1 on any failure.
@@ -174,6 +176,26 @@ async def run_mode(url: str, token: str, mode: str, era: str) -> None:
                 and (line.get("status"), line.get("page_status"), line.get("status_source")) == ("open", "open", "page"),
                 f"isError={res.is_error} line={short(line)}",
             )
+            page_uri = f"nib://pages/{created.get('page_id')}"
+            links = [str(c.uri) for c in res.content[1:] if getattr(c, "type", None) == "resource_link"]
+            check(f"{label} get_page links its page after the text block", page_uri in links, f"links {links}")
+
+            # Resources and prompts: the page is a resource, and a prompt embeds it.
+            listed = await client.list_resources()
+            uris = [str(r.uri) for r in listed.resources]
+            check(f"{label} resources/list lists the page", page_uri in uris, f"got {uris}")
+            read = await client.read_resource(page_uri)
+            text = getattr(read.contents[0], "text", "") if read.contents else ""
+            check(f"{label} resources/read gives the page's markdown", task_text in text, f"got {short(text)}")
+            prompts = [p.name for p in (await client.list_prompts()).prompts]
+            check(
+                f"{label} prompts/list has the three prompts",
+                prompts == ["daily_review", "weekly_review", "carry_forward"],
+                f"got {prompts}",
+            )
+            got = await client.get_prompt("daily_review", {"date": "2026-06-20"})
+            embedded = [str(m.content.resource.uri) for m in got.messages if m.content.type == "resource"]
+            check(f"{label} daily_review embeds the day's page as a resource", page_uri in embedded, f"got {embedded}")
 
 
 async def expect_connect_fails_without_token(url: str, mode: str) -> None:

@@ -26,6 +26,10 @@ mod notebook {
     crate::notebook::notebook_tests!(crate::helpers::Options::aws());
 }
 
+mod resources {
+    crate::resources::resource_tests!(crate::helpers::Options::aws());
+}
+
 // ---- Requests per tool call -----------------------------------------------------------------
 
 /// Calls a tool the way a Lambda class function runs it (verified principal, tool name,

@@ -301,7 +301,12 @@ impl TestApp {
         let result = self.call_raw(&self.token, tool, args).await;
         assert_eq!(result["isError"], json!(false), "{tool}: {result}");
         let content = result["content"].as_array().unwrap();
-        assert_eq!(content.len(), 1, "exactly one content block");
+        // One text block first; after it only resource links (the page tools name their
+        // pages, from 2025-06-18).
+        for link in &content[1..] {
+            assert_eq!(link["type"], "resource_link", "{tool}: {link}");
+            assert!(link["uri"].as_str().unwrap().starts_with("nib://pages/"));
+        }
         let text: Value = serde_json::from_str(content[0]["text"].as_str().unwrap()).unwrap();
         assert_eq!(
             text, result["structuredContent"],

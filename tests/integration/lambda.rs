@@ -462,6 +462,10 @@ mod notebook {
     crate::notebook::notebook_tests!(crate::helpers::Options::lambda());
 }
 
+mod resources {
+    crate::resources::resource_tests!(crate::helpers::Options::lambda());
+}
+
 #[tokio::test]
 async fn the_401_challenge_survives_and_the_well_known_fallback_works() {
     let app = TestApp::spawn_with(Options {

@@ -14,4 +14,5 @@ mod ocr;
 mod pages;
 mod protocol;
 mod ratelimit;
+mod resources;
 mod storage;

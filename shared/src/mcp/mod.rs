@@ -13,8 +13,10 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResult, ContentBlock, DiscoverResult, ErrorCode,
-    ErrorData, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    ErrorData, GetPromptRequestParams, GetPromptResponse, Icon, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
 use rmcp::service::RequestContext;
@@ -35,7 +37,20 @@ pub const TOOLS_PAGE_SIZE: usize = 50;
 /// How long a client may keep a `tools/list` result (2026-07-28 caching hints).
 const TOOLS_TTL_MS: u64 = 300_000;
 
-const INSTRUCTIONS: &str = "nib serves the user's handwritten notebook: pages (OCR text, markdown, structured lines, signed links to the page images) and the tasks written on them. Use search_pages or list_pages to find pages, get_page to read one, list_tasks / create_task / update_task_status for tasks.";
+const INSTRUCTIONS: &str = "nib serves the user's handwritten notebook: pages (OCR text, markdown, structured lines, signed links to the page images) and the tasks written on them. Use search_pages or list_pages to find pages, get_page to read one, list_tasks / create_task / update_task_status for tasks. Pages are also resources (nib://pages/{page_id}, its image nib://pages/{page_id}/image.png, tasks nib://tasks/{task_link_id}); the prompts daily_review, weekly_review and carry_forward review the notebook.";
+
+/// nib's icon: a notebook page with ruled lines and a ticked box, as an SVG data URI (no host
+/// to fetch it from, so it shows behind any CSP that allows `data:` images).
+const ICON_SVG: &str = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCA2NCA2NCI+PHJlY3QgeD0iMTAiIHk9IjYiIHdpZHRoPSI0NCIgaGVpZ2h0PSI1MiIgcng9IjQiIGZpbGw9IiNmZmY4ZTEiIHN0cm9rZT0iIzMzMyIgc3Ryb2tlLXdpZHRoPSIzIi8+PHBhdGggZD0iTTIyIDIwaDI0TTIyIDMwaDI0TTIyIDQwaDE2IiBzdHJva2U9IiM1NTciIHN0cm9rZS13aWR0aD0iMyIvPjxwYXRoIGQ9Ik0xNCAxOGw0IDQgNi04IiBmaWxsPSJub25lIiBzdHJva2U9IiMyYTciIHN0cm9rZS13aWR0aD0iMyIvPjwvc3ZnPg==";
+
+/// The icons of the server, its tools, templates and prompts.
+pub fn icons() -> Vec<Icon> {
+    vec![
+        Icon::new(ICON_SVG)
+            .with_mime_type("image/svg+xml")
+            .with_sizes(vec!["any".into()]),
+    ]
+}
 
 /// The catalog rendered as rmcp tools, once.
 static TOOLS: LazyLock<Vec<(Scope, Tool)>> = LazyLock::new(|| {
@@ -52,7 +67,12 @@ static TOOLS: LazyLock<Vec<(Scope, Tool)>> = LazyLock::new(|| {
                     Some(t.destructive),
                     Some(t.idempotent),
                     Some(t.open_world),
-                ));
+                ))
+                .with_icons(icons());
+            let tool = match viewer::tool_meta(t.name) {
+                Some(meta) => tool.with_meta(meta),
+                None => tool,
+            };
             (t.scope, tool)
         })
         .collect()
@@ -64,6 +84,8 @@ pub struct NibMcp {
     dispatch: Arc<dyn Dispatch>,
     /// Whether discovery methods answer without a token.
     public_discovery: bool,
+    /// The origin of signed page image URLs: the page viewer's CSP allows images from it only.
+    image_origin: Arc<str>,
 }
 
 impl NibMcp {
@@ -71,7 +93,15 @@ impl NibMcp {
         NibMcp {
             dispatch,
             public_discovery,
+            image_origin: Arc::from("http://127.0.0.1"),
         }
+    }
+
+    /// Where signed page images come from (an origin or any URL on it): the server's public URL
+    /// locally, the S3 bucket's endpoint on AWS.
+    pub fn with_image_origin(mut self, url: &str) -> Self {
+        self.image_origin = Arc::from(viewer::origin_of(url));
+        self
     }
 
     /// The caller's scope, or the marker error the HTTP layer turns into a 401 challenge.
@@ -175,9 +205,16 @@ impl ServerHandler for NibMcp {
     fn get_info(&self) -> ServerConfig {
         let mut info = Implementation::new("nib", env!("CARGO_PKG_VERSION"));
         info.title = Some("nib notebook".into());
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(info)
-            .with_instructions(INSTRUCTIONS)
+        info.icons = Some(icons());
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_resources()
+                .enable_tools()
+                .build(),
+        )
+        .with_server_info(info)
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn initialize(
@@ -256,7 +293,23 @@ impl ServerHandler for NibMcp {
         }
         let args = request.arguments.unwrap_or_default();
         match self.dispatch.call(principal, name, args).await {
-            Ok(value) => Ok(CallToolResult::structured(value).into()),
+            Ok(value) => {
+                // The text block stays first and unchanged; links follow where the revision
+                // has them.
+                let links = resources::links_for(name, &value, &resources::request_version(&ctx));
+                let mut result = CallToolResult::structured(value);
+                result
+                    .content
+                    .extend(links.into_iter().map(ContentBlock::resource_link));
+                // What the page viewer needs to know: whether ticking a box may change a task.
+                if viewer::WIDGET_TOOLS.contains(&name) {
+                    result.meta = serde_json::from_value(serde_json::json!({
+                        "nib/canWrite": principal.scope.allows(Scope::Write)
+                    }))
+                    .ok();
+                }
+                Ok(result.into())
+            }
             Err(ToolError::UnknownTool(name)) => Err(ErrorData::invalid_params(
                 format!("unknown tool: {name}"),
                 None,
@@ -272,10 +325,125 @@ impl ServerHandler for NibMcp {
             Err(business) => Ok(error_result(business.to_string()).into()),
         }
     }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let principal = self.authorize(&ctx, true)?;
+        if let Some(p) = principal
+            && !p.scope.allows(Scope::Read)
+        {
+            return Err(insufficient_scope("resources/list", Scope::Read));
+        }
+        self.list_page_resources(principal, request.and_then(|r| r.cursor), || {
+            correlation(&ctx)
+        })
+        .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.authorize(&ctx, true)?;
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.as_str();
+        // The viewer holds no user data: anyone may read it (hosts prefetch it).
+        if uri == viewer::VIEWER_URI {
+            self.authorize(&ctx, true)?;
+            return Ok(viewer::read(&self.image_origin).into());
+        }
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(result) = fixtures::read_resource(uri) {
+            return Ok(result.into());
+        }
+        // Not one of nib's URIs: not found whoever asks (it reveals nothing).
+        if !resources::is_nib_uri(uri) {
+            return Err(resources::resource_not_found(uri));
+        }
+        let principal = self.authorize(&ctx, false)?.ok_or_else(unauthenticated)?;
+        if !principal.scope.allows(Scope::Read) {
+            return Err(insufficient_scope("resources/read", Scope::Read));
+        }
+        self.read_nib_resource(principal, uri, || correlation(&ctx))
+            .await
+            .map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.authorize(&ctx, true)?;
+        Ok(prompts::list())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let name = request.name.as_str();
+        let args = request.arguments.unwrap_or_default();
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(result) = fixtures::get_prompt(name, &args) {
+            return Ok(result.into());
+        }
+        if !prompts::is_prompt(name) {
+            return Err(ErrorData::invalid_params(
+                format!("unknown prompt: {name}"),
+                None,
+            ));
+        }
+        let principal = self.authorize(&ctx, false)?.ok_or_else(unauthenticated)?;
+        if !principal.scope.allows(Scope::Read) {
+            return Err(insufficient_scope(name, Scope::Read));
+        }
+        let builder = prompts::Builder {
+            dispatch: self.dispatch.as_ref(),
+            principal,
+        };
+        match builder.get(name, &args).await {
+            Ok(result) => Ok(result.into()),
+            Err(e @ prompts::PromptError::Argument(..)) => {
+                Err(ErrorData::invalid_params(e.to_string(), None))
+            }
+            Err(prompts::PromptError::Tool(ToolError::InvalidArgument { name: arg, reason })) => {
+                Err(ErrorData::invalid_params(
+                    format!("invalid argument '{arg}': {reason}"),
+                    None,
+                ))
+            }
+            Err(e) => {
+                let id = correlation(&ctx);
+                tracing::error!(correlation_id = %id, prompt = name, error = %telemetry::chain(&e), "prompt failed");
+                Err(ErrorData::internal_error(
+                    "internal error",
+                    Some(serde_json::json!({ "correlationId": id })),
+                ))
+            }
+        }
+    }
 }
 
 #[cfg(feature = "conformance-fixtures")]
 mod fixtures;
+mod prompts;
+mod resources;
+pub mod viewer;
+
+pub use resources::page_resource;
 
 #[cfg(test)]
 mod tests {

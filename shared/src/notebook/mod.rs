@@ -14,6 +14,7 @@ mod notion;
 mod ocr;
 mod pages;
 mod records;
+mod resources;
 mod search;
 mod tasks;
 
@@ -25,6 +26,7 @@ pub use import::{
 };
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
 pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
+pub use resources::{PageImage, TaskResource};
 pub use search::SearchHit;
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
 

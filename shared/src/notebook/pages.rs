@@ -127,6 +127,8 @@ pub struct LineView {
     pub status_source: Option<StatusSource>,
     pub completed_date: Option<Date>,
     pub notion_url: Option<String>,
+    /// The task a task line shows (for `update_task_status`), when it has one.
+    pub task_link_id: Option<TaskLinkId>,
     /// How sure the OCR engine was of this line (0..1, below `ocr::UNSURE_BELOW` unsure);
     /// `None` for lines not read by an engine.
     pub ocr_confidence: Option<f32>,
@@ -993,6 +995,7 @@ impl Notebook {
                     status_source,
                     completed_date,
                     notion_url,
+                    task_link_id: l.task_link_id,
                     ocr_confidence,
                 }
             })

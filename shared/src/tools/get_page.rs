@@ -18,6 +18,7 @@ pub fn def() -> ToolDef {
             "status_source": { "type": ["string", "null"], "enum": ["page", "reconciled", null] },
             "completed_date": nullable("string"),
             "notion_url": nullable("string"),
+            "task_link_id": { "type": ["string", "null"], "description": "A task line's task, for update_task_status; null for other lines." },
             "ocr_confidence": { "type": ["number", "null"], "description": "For a line read from the ink by OCR: how sure the engine was (0..1). Below 0.75 the line is unsure: say you could not read it well rather than trusting every word." }
         }),
         &[
@@ -30,6 +31,7 @@ pub fn def() -> ToolDef {
             "status_source",
             "completed_date",
             "notion_url",
+            "task_link_id",
             "ocr_confidence",
         ],
     );

@@ -12,6 +12,9 @@
 //! {"principal":{"user":"default","scope":"write","credential_id":"tok_..."},
 //!  "tool":"get_page","arguments":{"page_id":"..."}}
 //! ```
+//! `resources/read` crosses the same way, to the pages function, as the "tool"
+//! [`READ_RESOURCE`] with the arguments `{"uri": ...}`; its result is the `contents` array.
+//!
 //! answers `{"result":{...}}`, `{"error":{"kind":"business","message":"page not found"}}`,
 //! `{"error":{"kind":"unknown_tool","message":"..."}}` or `{"error":{"kind":"internal"}}`.
 //!
@@ -20,6 +23,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::resources::READ_RESOURCE;
 use super::{Dispatch, ToolClass, ToolError, find};
 use crate::auth::Principal;
 
@@ -122,6 +126,15 @@ pub async fn serve(
     } = invocation;
     let outcome = match find(&tool) {
         Some(def) if def.class == class => dispatch.call(&principal, &tool, arguments).await,
+        None if tool == READ_RESOURCE && class == ToolClass::Pages => {
+            match arguments.get("uri").and_then(Value::as_str) {
+                Some(uri) => dispatch
+                    .read_resource(&principal, uri)
+                    .await
+                    .map(Value::Array),
+                None => Err(ToolError::invalid("uri", "must be a string")),
+            }
+        }
         _ => Err(ToolError::UnknownTool(tool.clone())),
     };
     ToolReply::from_outcome(&tool, outcome)
@@ -167,6 +180,54 @@ mod tests {
             err.into_outcome("pages"),
             Err(ToolError::Unavailable(_))
         ));
+    }
+
+    /// Answers every read with the URI it was asked, and every call with the tool's name.
+    struct Echo;
+
+    #[async_trait::async_trait]
+    impl Dispatch for Echo {
+        async fn call(
+            &self,
+            _: &Principal,
+            name: &str,
+            _: Map<String, Value>,
+        ) -> Result<Value, ToolError> {
+            Ok(Value::String(name.to_owned()))
+        }
+        async fn read_resource(&self, _: &Principal, uri: &str) -> Result<Vec<Value>, ToolError> {
+            Ok(vec![Value::String(uri.to_owned())])
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_pages_function_reads_resources() {
+        let invocation = |tool: &str, arguments: Value| ToolInvocation {
+            principal: Principal {
+                user: UserId::parse("alice").unwrap(),
+                scope: Scope::Read,
+                credential_id: "tok".into(),
+            },
+            tool: tool.into(),
+            arguments: arguments.as_object().cloned().unwrap(),
+        };
+        let read = || invocation(READ_RESOURCE, serde_json::json!({ "uri": "nib://x" }));
+        assert_eq!(
+            serve(&Echo, ToolClass::Pages, read()).await,
+            ToolReply::Result(serde_json::json!(["nib://x"]))
+        );
+        let refused = serve(&Echo, ToolClass::Tasks, read()).await;
+        assert!(
+            matches!(&refused, ToolReply::Error(e) if e.kind == ReplyErrorKind::UnknownTool),
+            "{refused:?}"
+        );
+        let no_uri = serve(
+            &Echo,
+            ToolClass::Pages,
+            invocation(READ_RESOURCE, serde_json::json!({})),
+        )
+        .await;
+        assert!(matches!(&no_uri, ToolReply::Error(e) if e.kind == ReplyErrorKind::Business));
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod get_page;
 pub mod invocation;
 mod list_pages;
 mod list_tasks;
+pub mod resources;
 mod search;
 mod search_pages;
 mod update_task_status;
@@ -154,6 +155,14 @@ pub trait Dispatch: Send + Sync {
         name: &str,
         args: Map<String, Value>,
     ) -> Result<Value, ToolError>;
+
+    /// `resources/read` of `uri` ([`resources`]): the result's `contents`. On AWS the pages
+    /// function reads it, as it runs the page tools.
+    async fn read_resource(
+        &self,
+        principal: &Principal,
+        uri: &str,
+    ) -> Result<Vec<Value>, ToolError>;
 }
 
 /// The tool `name`, when `principal` may call it. The HTTP layer answers 403 before any
@@ -191,6 +200,14 @@ impl Dispatch for InProcess {
             args,
         })
         .await
+    }
+
+    async fn read_resource(
+        &self,
+        principal: &Principal,
+        uri: &str,
+    ) -> Result<Vec<Value>, ToolError> {
+        resources::read(&self.notebook, principal, uri).await
     }
 }
 

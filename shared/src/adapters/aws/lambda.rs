@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 
 use crate::auth::Principal;
 use crate::tools::invocation::{ToolInvocation, ToolReply};
+use crate::tools::resources::READ_RESOURCE;
 use crate::tools::{Dispatch, ToolClass, ToolError, permitted};
 
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +119,35 @@ impl Dispatch for LambdaDispatch {
         match self.invoke(function, payload).await {
             Ok(reply) => reply.into_outcome(function),
             Err(e) => Err(ToolError::Unavailable(Box::new(e))),
+        }
+    }
+
+    /// One Invoke of the pages function (it reads pages and, in the same partition, tasks).
+    async fn read_resource(
+        &self,
+        principal: &Principal,
+        uri: &str,
+    ) -> Result<Vec<Value>, ToolError> {
+        let function = self.function(ToolClass::Pages);
+        let mut arguments = Map::new();
+        arguments.insert("uri".into(), Value::String(uri.to_owned()));
+        let payload = serde_json::to_vec(&ToolInvocation {
+            principal: principal.clone(),
+            tool: READ_RESOURCE.to_owned(),
+            arguments,
+        })
+        .expect("an invocation serializes");
+        let value = match self.invoke(function, payload).await {
+            Ok(reply) => reply.into_outcome(function)?,
+            Err(e) => return Err(ToolError::Unavailable(Box::new(e))),
+        };
+        match value {
+            Value::Array(contents) => Ok(contents),
+            _ => Err(ToolError::Unavailable(Box::new(DispatchError::Function {
+                function: function.to_owned(),
+                kind: "BadReply".into(),
+                detail: "resources/read did not answer a contents array".into(),
+            }))),
         }
     }
 }

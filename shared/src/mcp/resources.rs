@@ -1,0 +1,249 @@
+//! `resources/list`, `resources/templates/list` and `resources/read`, and the resource links
+//! tool results carry.
+//!
+//! The front answers both lists itself: templates are static, and the page list is a
+//! `list_pages` call through the [`Dispatch`] port (so on AWS the pages function reads it, as
+//! for the tool). `resources/read` goes through [`Dispatch::read_resource`] to where the page
+//! tools run. A URI that names none of nib's resources is not found before any
+//! authentication (it reveals nothing), like an unknown tool name.
+
+use rmcp::model::{
+    CacheScope, ErrorData, ListResourceTemplatesResult, ListResourcesResult, ProtocolVersion,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+};
+use serde_json::{Map, Value, json};
+
+use super::{NibMcp, icons};
+use crate::auth::Principal;
+use crate::telemetry;
+use crate::tools::resources::{IMAGE_TEMPLATE, NibUri, PAGE_TEMPLATE, TASK_TEMPLATE};
+use crate::tools::{ToolError, resources};
+
+/// Pages per `resources/list` page.
+pub const RESOURCES_PAGE_SIZE: usize = 50;
+
+/// How long a client may keep a page list or a page read (pages change on import).
+const LIST_TTL_MS: u64 = 30_000;
+const READ_TTL_MS: u64 = 60_000;
+/// The templates never change while this version runs.
+const TEMPLATES_TTL_MS: u64 = 3_600_000;
+
+/// The first revision with `resource_link` content blocks.
+fn supports_resource_links(version: &ProtocolVersion) -> bool {
+    version.as_str() >= ProtocolVersion::V_2025_06_18.as_str()
+}
+
+pub(super) fn resource_not_found(uri: &str) -> ErrorData {
+    ErrorData::resource_not_found("resource not found", Some(json!({ "uri": uri })))
+}
+
+/// The resource of a page, as `resources/list` and resource links show it.
+pub fn page_resource(page_id: &str, date: &str) -> Resource {
+    Resource::new(resources::page_uri(&page_id), date)
+        .with_title(format!("Page of {date}"))
+        .with_mime_type("text/markdown")
+}
+
+fn image_resource(page_id: &str, date: &str) -> Resource {
+    Resource::new(resources::image_uri(&page_id), format!("{date}.png"))
+        .with_title(format!("Image of the page of {date}"))
+        .with_mime_type("image/png")
+}
+
+pub(super) fn templates() -> ListResourceTemplatesResult {
+    let templates = vec![
+        ResourceTemplate::new(PAGE_TEMPLATE, "page")
+            .with_title("Notebook page")
+            .with_description("A page's text as markdown (the OCR text when it has no markdown).")
+            .with_mime_type("text/markdown")
+            .with_icons(icons()),
+        ResourceTemplate::new(IMAGE_TEMPLATE, "page-image")
+            .with_title("Notebook page image")
+            .with_description(format!(
+                "The page's image: a PNG up to {} bytes inline, else a text/uri-list pointer to a signed URL.",
+                resources::IMAGE_CAP_BYTES
+            ))
+            .with_mime_type("image/png")
+            .with_icons(icons()),
+        ResourceTemplate::new(TASK_TEMPLATE, "task")
+            .with_title("Notebook task")
+            .with_description("One task: text, status, first seen and completed dates, source page.")
+            .with_mime_type("application/json")
+            .with_icons(icons()),
+    ];
+    #[cfg(feature = "conformance-fixtures")]
+    let templates: Vec<ResourceTemplate> = super::fixtures::resource_templates()
+        .into_iter()
+        .chain(templates)
+        .collect();
+    // The same for every caller.
+    ListResourceTemplatesResult::with_all_items(templates)
+        .with_ttl_ms(TEMPLATES_TTL_MS)
+        .with_cache_scope(CacheScope::Public)
+}
+
+impl NibMcp {
+    /// One page of the caller's pages, newest first; `cursor` is `list_pages`'s own.
+    pub(super) async fn list_page_resources(
+        &self,
+        principal: Option<&Principal>,
+        cursor: Option<String>,
+        cid: impl FnOnce() -> String,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        #[cfg(feature = "conformance-fixtures")]
+        let mut items: Vec<Resource> = if cursor.is_none() {
+            super::fixtures::resources()
+        } else {
+            Vec::new()
+        };
+        #[cfg(not(feature = "conformance-fixtures"))]
+        let mut items: Vec<Resource> = Vec::new();
+        if cursor.is_none() {
+            items.push(super::viewer::resource());
+        }
+        let mut next_cursor = None;
+        // Without a principal (public discovery) there is no notebook to list.
+        if let Some(principal) = principal {
+            let mut args = Map::new();
+            args.insert("limit".into(), json!(RESOURCES_PAGE_SIZE));
+            if let Some(c) = cursor {
+                args.insert("cursor".into(), Value::String(c));
+            }
+            let listed = match self.dispatch.call(principal, "list_pages", args).await {
+                Ok(v) => v,
+                // The one argument a caller controls is the cursor (a class function's reply
+                // carries a business error as `Rejected`).
+                Err(ToolError::InvalidArgument { .. } | ToolError::Rejected(_)) => {
+                    return Err(ErrorData::invalid_params("invalid cursor", None));
+                }
+                Err(e) => return Err(internal(&cid(), "resources/list", &e)),
+            };
+            for p in listed["pages"].as_array().into_iter().flatten() {
+                if let (Some(id), Some(date)) = (p["page_id"].as_str(), p["date"].as_str()) {
+                    items.push(page_resource(id, date));
+                }
+            }
+            next_cursor = listed["next_cursor"].as_str().map(str::to_owned);
+        }
+        let mut result = ListResourcesResult::with_all_items(items)
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private);
+        result.next_cursor = next_cursor;
+        Ok(result)
+    }
+
+    /// `resources/read` of one of nib's URIs for `principal`.
+    pub(super) async fn read_nib_resource(
+        &self,
+        principal: &Principal,
+        uri: &str,
+        cid: impl FnOnce() -> String,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let contents = match self.dispatch.read_resource(principal, uri).await {
+            Ok(c) => c,
+            Err(e @ (ToolError::Internal(_) | ToolError::Unavailable(_))) => {
+                return Err(internal(&cid(), "resources/read", &e));
+            }
+            // Not found, another user's, or refused: the same answer.
+            Err(_) => return Err(resource_not_found(uri)),
+        };
+        let contents: Vec<ResourceContents> =
+            serde_json::from_value(Value::Array(contents)).map_err(|e| {
+                let id = cid();
+                tracing::error!(correlation_id = %id, error = %e, "resources/read: contents do not parse");
+                internal_error(&id)
+            })?;
+        if contents.is_empty() {
+            return Err(resource_not_found(uri));
+        }
+        Ok(ReadResourceResult::new(contents)
+            .with_ttl_ms(READ_TTL_MS)
+            .with_cache_scope(CacheScope::Private))
+    }
+}
+
+/// Whether `uri` names one of nib's notebook resources (it may still not exist).
+pub(super) fn is_nib_uri(uri: &str) -> bool {
+    NibUri::parse(uri).is_some()
+}
+
+fn internal_error(id: &str) -> ErrorData {
+    ErrorData::internal_error("internal error", Some(json!({ "correlationId": id })))
+}
+
+fn internal(id: &str, method: &str, e: &ToolError) -> ErrorData {
+    tracing::error!(correlation_id = %id, method, error = %telemetry::chain(e), "request failed");
+    internal_error(id)
+}
+
+/// The resource links a tool's result names (only for revisions that have them): the pages
+/// of `get_page`, `fetch`, `list_pages` and `search_pages`, and `get_page`'s image.
+pub(super) fn links_for(tool: &str, value: &Value, version: &ProtocolVersion) -> Vec<Resource> {
+    if !supports_resource_links(version) {
+        return Vec::new();
+    }
+    let pair = |p: &Value, id: &str, date: &Value| -> Option<(String, String)> {
+        Some((p[id].as_str()?.to_owned(), date.as_str()?.to_owned()))
+    };
+    match tool {
+        "get_page" => pair(value, "page_id", &value["date"])
+            .map(|(id, date)| {
+                let mut links = vec![page_resource(&id, &date)];
+                if !value["png_url"].is_null() {
+                    links.push(image_resource(&id, &date));
+                }
+                links
+            })
+            .unwrap_or_default(),
+        "fetch" => pair(value, "id", &value["metadata"]["date"])
+            .map(|(id, date)| vec![page_resource(&id, &date)])
+            .unwrap_or_default(),
+        "list_pages" | "search_pages" => {
+            let list = if tool == "list_pages" {
+                &value["pages"]
+            } else {
+                &value["results"]
+            };
+            list.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| pair(p, "page_id", &p["date"]))
+                .map(|(id, date)| page_resource(&id, &date))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The revision a request speaks: its `_meta` (2026-07-28), else the `MCP-Protocol-Version`
+/// header, else the initialize handshake; a request with none of them is 2025-03-26 (the
+/// transport rule for a missing header).
+pub(super) fn request_version(
+    ctx: &rmcp::service::RequestContext<rmcp::RoleServer>,
+) -> ProtocolVersion {
+    if let Some(v) = ctx.meta.protocol_version() {
+        return v;
+    }
+    let header = super::parts(ctx)
+        .and_then(|p| p.headers.get("mcp-protocol-version"))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| serde_json::from_value::<ProtocolVersion>(Value::String(v.to_owned())).ok());
+    header
+        .or_else(|| ctx.peer.peer_info().map(|i| i.protocol_version.clone()))
+        .unwrap_or(ProtocolVersion::V_2025_03_26)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_only_from_2025_06_18() {
+        let page = json!({ "page_id": "p1", "date": "2026-06-19", "png_url": "https://x" });
+        assert!(links_for("get_page", &page, &ProtocolVersion::V_2025_03_26).is_empty());
+        let links = links_for("get_page", &page, &ProtocolVersion::V_2025_06_18);
+        let uris: Vec<&str> = links.iter().map(|l| l.uri.as_str()).collect();
+        assert_eq!(uris, ["nib://pages/p1", "nib://pages/p1/image.png"]);
+        assert!(links_for("list_tasks", &page, &ProtocolVersion::V_2026_07_28).is_empty());
+    }
+}

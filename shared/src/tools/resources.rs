@@ -1,0 +1,188 @@
+//! The notebook's MCP resources: their URIs and `resources/read`, which runs where the page
+//! tools run (the pages function on AWS) over the same [`Dispatch`](super::Dispatch) port.
+//!
+//! - `nib://pages/{page_id}`: the page's markdown (`text/markdown`);
+//! - `nib://pages/{page_id}/image.png`: its PNG as a base64 `blob` when at most
+//!   [`IMAGE_CAP_BYTES`], else a `text/uri-list` pointer to a signed URL;
+//! - `nib://tasks/{task_link_id}`: one task as JSON.
+//!
+//! The read answers the `contents` array of a `ReadResourceResult` in MCP's wire shape, so it
+//! crosses the Lambda payload as it is. Read scope, and the verified user's items only.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+
+use super::ToolError;
+use crate::auth::{Principal, Scope};
+use crate::domain::{Notation, PageId, PageStatus, TaskLinkId};
+use crate::notebook::{LineView, Notebook, PageImage};
+
+/// The invocation "tool" name a class function reads resources under (never in the catalog).
+pub const READ_RESOURCE: &str = "resources/read";
+
+/// The largest image sent inline (base64 adds a third); above it, a signed URL.
+pub const IMAGE_CAP_BYTES: usize = 1 << 20;
+
+pub const PAGE_TEMPLATE: &str = "nib://pages/{page_id}";
+pub const IMAGE_TEMPLATE: &str = "nib://pages/{page_id}/image.png";
+pub const TASK_TEMPLATE: &str = "nib://tasks/{task_link_id}";
+
+/// A URI of one of the notebook's resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NibUri {
+    Page(PageId),
+    PageImage(PageId),
+    Task(TaskLinkId),
+}
+
+impl NibUri {
+    /// The resource a URI names, or `None` for anything else (another scheme, a malformed id).
+    pub fn parse(uri: &str) -> Option<NibUri> {
+        if let Some(rest) = uri.strip_prefix("nib://pages/") {
+            return match rest.strip_suffix("/image.png") {
+                Some(id) => PageId::parse(id).ok().map(NibUri::PageImage),
+                None => PageId::parse(rest).ok().map(NibUri::Page),
+            };
+        }
+        let id = uri.strip_prefix("nib://tasks/")?;
+        TaskLinkId::parse(id).ok().map(NibUri::Task)
+    }
+}
+
+pub fn page_uri(page: &impl std::fmt::Display) -> String {
+    format!("nib://pages/{page}")
+}
+
+pub fn image_uri(page: &impl std::fmt::Display) -> String {
+    format!("nib://pages/{page}/image.png")
+}
+
+pub fn task_uri(task: &impl std::fmt::Display) -> String {
+    format!("nib://tasks/{task}")
+}
+
+/// `resources/read` of `uri` for `principal`: the result's `contents`. A URI that names no
+/// resource, and one of another user's, are the same `NotFound("resource")`.
+pub async fn read(
+    notebook: &Notebook,
+    principal: &Principal,
+    uri: &str,
+) -> Result<Vec<Value>, ToolError> {
+    if !principal.scope.allows(Scope::Read) {
+        return Err(ToolError::Rejected(format!(
+            "resources/read needs the {} scope",
+            Scope::Read
+        )));
+    }
+    let not_found = |e: ToolError| match e {
+        ToolError::NotFound(_) => ToolError::NotFound("resource"),
+        other => other,
+    };
+    let user = &principal.user;
+    match NibUri::parse(uri).ok_or(ToolError::NotFound("resource"))? {
+        NibUri::Page(id) => {
+            let p = notebook
+                .get_page(user, &id)
+                .await
+                .map_err(|e| not_found(e.into()))?;
+            // As written when the page came as markdown (or was read by OCR); else its lines
+            // as markdown (a text page, or a page create_task made), else its plain text.
+            let text = match p.ocr_markdown {
+                Some(md) => md,
+                None if !p.lines.is_empty() => lines_markdown(&p.lines),
+                None => p.ocr_text.unwrap_or_default(),
+            };
+            Ok(vec![json!({
+                "uri": uri,
+                "mimeType": "text/markdown",
+                "text": text,
+                "_meta": { "date": p.date, "page_url": notebook.page_url(&p.page_id) },
+            })])
+        }
+        NibUri::PageImage(id) => {
+            let image = notebook
+                .page_image(user, &id, IMAGE_CAP_BYTES)
+                .await
+                .map_err(|e| not_found(e.into()))?;
+            Ok(vec![match image {
+                PageImage::Png(bytes) => json!({
+                    "uri": uri,
+                    "mimeType": "image/png",
+                    "blob": STANDARD.encode(bytes),
+                }),
+                PageImage::Url { url, ttl_seconds } => json!({
+                    "uri": uri,
+                    "mimeType": "text/uri-list",
+                    "text": url,
+                    "_meta": { "image_mime_type": "image/png", "signed_url_ttl_seconds": ttl_seconds, "over_inline_cap_bytes": IMAGE_CAP_BYTES },
+                }),
+            }])
+        }
+        NibUri::Task(id) => {
+            let t = notebook
+                .get_task(user, &id)
+                .await
+                .map_err(|e| not_found(e.into()))?;
+            let mut value = serde_json::to_value(&t).map_err(|e| {
+                ToolError::Internal(crate::notebook::NotebookError::Corrupt(e.to_string()))
+            })?;
+            value["source_page_uri"] = json!(page_uri(&t.source_page_id));
+            Ok(vec![json!({
+                "uri": uri,
+                "mimeType": "application/json",
+                "text": value.to_string(),
+            })])
+        }
+    }
+}
+
+/// A page's lines as markdown, each task with its effective status.
+fn lines_markdown(lines: &[LineView]) -> String {
+    let mut out = Vec::with_capacity(lines.len());
+    for l in lines {
+        out.push(match l.notation {
+            Notation::Heading => format!("## {}", l.text),
+            Notation::Task => {
+                let mark = match l.status.or(l.page_status) {
+                    Some(PageStatus::Done) => 'x',
+                    Some(PageStatus::Cancelled) => '-',
+                    Some(PageStatus::Migrated) => '>',
+                    Some(PageStatus::Open) | None => ' ',
+                };
+                format!("- [{mark}] {}", l.text)
+            }
+            Notation::Bullet => format!("- {}", l.text),
+            Notation::Text => l.text.clone(),
+        });
+    }
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_parse_strictly() {
+        let id = "0f9e8d7c-1234-4abc-8def-0123456789ab";
+        assert!(matches!(
+            NibUri::parse(&format!("nib://pages/{id}")),
+            Some(NibUri::Page(_))
+        ));
+        assert!(matches!(
+            NibUri::parse(&format!("nib://pages/{id}/image.png")),
+            Some(NibUri::PageImage(_))
+        ));
+        for bad in [
+            "nib://pages/",
+            "nib://pages/../x",
+            "nib://pages/{page_id}",
+            "file:///etc/passwd",
+            "test://static-text",
+            "nib://tasks/",
+        ] {
+            assert_eq!(NibUri::parse(bad), None, "{bad}");
+        }
+    }
+}
