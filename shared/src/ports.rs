@@ -509,7 +509,7 @@ impl OcrBox {
 
 /// One piece of recognised text: a line, or a segment of one (engines differ; the layout step
 /// joins segments into lines by position).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OcrLine {
     pub text: String,
     /// The engine's confidence in the text, 0..1.

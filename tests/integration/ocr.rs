@@ -148,10 +148,9 @@ async fn ink_only_pages_become_text_tasks_and_search_hits() {
         "{word:?} finds its page: {hits}"
     );
 
-    // Every page with text and median CER <= 0.10 are the product's bar. Task F1 and checkbox
-    // status are held at what the layout reaches today (0.89 / 0.90 here; 0.88 / 0.98 on 80
-    // held-out pages), short of the 0.90 bar of issue 12, so a change cannot make them worse
-    // unnoticed. `make ocr-pages ocr-eval` measures them on 200 generated pages.
+    // The product's bar (issue 12): every page with text, median CER <= 0.10, task F1 and
+    // checkbox status >= 0.90. These 7 pages reach 0.014 / 0.91 / 0.95; pages of seeds the
+    // layout never saw reach 0.029 / 0.96 / 0.98 (`make ocr-pages ocr-eval`, BENCHMARKS.md).
     let scores: Vec<_> = pages
         .iter()
         .map(|(truth, page)| score_page(truth, page["ocr_markdown"].as_str().unwrap_or("")))
@@ -160,8 +159,8 @@ async fn ink_only_pages_become_text_tasks_and_search_hits() {
     assert_eq!(s.pages, 7);
     assert_eq!(s.pages_without_text, 0);
     assert!(s.median_cer <= 0.10, "{s:?}");
-    assert!(s.task_f1 >= 0.85, "{s:?}");
-    assert!(s.status_accuracy >= 0.85, "{s:?}");
+    assert!(s.task_f1 >= 0.90, "{s:?}");
+    assert!(s.status_accuracy >= 0.90, "{s:?}");
 }
 
 /// Re-importing the same ink does not read it again, and a page with its own text keeps it.

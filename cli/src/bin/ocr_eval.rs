@@ -43,6 +43,12 @@ fn main() -> anyhow::Result<()> {
         bail!("usage: nib-ocr-eval DIR [--show] [--workers N]");
     };
     let show = args.iter().any(|a| a == "--show");
+    // `--cache DIR`: the engine's segments per page, kept for re-scoring the layout alone.
+    let cache = args
+        .iter()
+        .position(|a| a == "--cache")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from);
     let workers = args
         .iter()
         .position(|a| a == "--workers")
@@ -90,12 +96,25 @@ fn main() -> anyhow::Result<()> {
     std::thread::scope(|s| {
         for _ in 0..workers {
             let (queue, results, engine) = (queue.clone(), results.clone(), engine.clone());
+            let cache = cache.clone();
             s.spawn(move || {
                 loop {
                     let Some((i, (name, truth, image))) = queue.lock().unwrap().pop() else {
                         break;
                     };
-                    let read = engine.recognize_blocking(&image).map(|segments| ReadPage {
+                    let cached = cache.as_ref().map(|d| d.join(format!("{name}.json")));
+                    let segments = match cached.as_ref().and_then(|f| std::fs::read(f).ok()) {
+                        Some(bytes) => Ok(serde_json::from_slice(&bytes).expect("cache")),
+                        None => engine.recognize_blocking(&image),
+                    };
+                    if let (Some(f), Ok(s)) = (cached.as_ref(), segments.as_ref()) {
+                        std::fs::create_dir_all(f.parent().unwrap()).ok();
+                        std::fs::write(f, serde_json::to_vec(s).unwrap()).ok();
+                    }
+                    if std::env::var_os("NIB_OCR_FEATURES").is_some() {
+                        eprintln!("PAGE\t{name}");
+                    }
+                    let read = segments.map(|segments| ReadPage {
                         engine: engine.engine(),
                         lines: layout::analyze(&image, segments),
                     });

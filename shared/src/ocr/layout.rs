@@ -268,8 +268,9 @@ fn find_checkbox(ink: &Ink, start_x: f32, cy: f32, line_h: f32) -> Option<Checkb
     let band = ((line_h * 0.05).round() as i64).max(2);
     let win = Window::new(ink, x0, y0, w, h, band);
     let min_side = (line_h * 0.35).max(8.0) as usize;
+    let body = text_body(ink, start_x, cy, line_h);
     let max_side = ((line_h * 1.3) as usize).min(w.min(h).saturating_sub(1));
-    let mut best: Option<(f32, usize, usize, usize)> = None;
+    let mut candidates: Vec<(f32, usize, usize, usize)> = Vec::new();
     for side in (min_side..=max_side).step_by(2) {
         for top in 0..h.saturating_sub(side) {
             // The square must sit across the line's middle.
@@ -294,19 +295,28 @@ fn find_checkbox(ink: &Ink, start_x: f32, cy: f32, line_h: f32) -> Option<Checkb
                 let t = win.hrun(left, top, side);
                 let b = win.hrun(left, top + side, side);
                 let score = l.min(r).min(t).min(b);
-                if score < 0.7 || !isolated(&win, left, top, side) {
-                    continue;
-                }
-                // Prefer the squares best covered, then the larger (a square inside a ticked
-                // square's cross is not the box).
-                let key = score + side as f32 * 0.002;
-                if best.is_none_or(|(k, ..)| key > k) {
-                    best = Some((key, left, top, side));
+                if score >= 0.7 {
+                    // Prefer the squares best covered, then the larger (a square inside a
+                    // ticked square's cross is not the box).
+                    candidates.push((score + side as f32 * 0.002, left, top, side));
                 }
             }
         }
     }
-    let (_, left, top, side) = best?;
+    candidates.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let features = |&(key, left, top, side): &(f32, usize, usize, usize)| {
+        Features::of(&win, body, y0, key, left, top, side)
+    };
+    // The model's training data: the best square's features per line.
+    if std::env::var_os("NIB_OCR_FEATURES").is_some() {
+        match candidates.first() {
+            Some(c) => eprintln!("FEAT\t{cy:.0}\t{}", features(c).tsv()),
+            None => eprintln!("FEAT\t{cy:.0}\tNA"),
+        }
+    }
+    // The best-covered square decides: a box, or letters.
+    let best = candidates.first().filter(|c| features(c).accept());
+    let (_, left, top, side) = *best?;
     // A solid blob is a bullet dot, not a box: even a scribbled box keeps paper between its
     // strokes.
     if win.ink(left + 2, top + 2, left + side - 1, top + side - 1) as f32
@@ -338,50 +348,281 @@ fn find_checkbox(ink: &Ink, start_x: f32, cy: f32, line_h: f32) -> Option<Checkb
     })
 }
 
-/// Whether the square at (left, top) stands apart from other ink, as a drawn box does and a
-/// square found in the strokes of letters does not: clean on its left, mostly clean above and
-/// below (a tick may overshoot), and a gap on its right before the words.
-fn isolated(win: &Window, left: usize, top: usize, side: usize) -> bool {
-    let strip = (side / 4).max(3);
-    let fraction = |x0: usize, y0: usize, x1: usize, y1: usize| {
-        let (x1, y1) = (x1.min(win.w), y1.min(win.h));
-        if x1 <= x0 || y1 <= y0 {
-            return 0.0;
+/// What tells a drawn box from a square found in the strokes of letters.
+#[derive(Debug, Clone, Copy)]
+struct Features {
+    score: f32,
+    corners: f32,
+    /// Side over the height of the letters' bodies (NaN when unknown).
+    rel_side: f32,
+    /// (bottom - baseline) over the body height (NaN when unknown).
+    rel_bottom: f32,
+    left: f32,
+    above: f32,
+    below: f32,
+    right_gap: f32,
+    left_clean: f32,
+    above_clean: f32,
+    below_clean: f32,
+}
+
+impl Features {
+    fn of(
+        win: &Window,
+        body: Option<(f32, f32)>,
+        y0: i64,
+        key: f32,
+        left: usize,
+        top: usize,
+        side: usize,
+    ) -> Features {
+        let (rel_side, rel_bottom) = match body {
+            Some((body_top, baseline)) => {
+                let body_h = baseline - body_top;
+                let bottom = (y0 + (top + side) as i64) as f32;
+                (side as f32 / body_h, (bottom - baseline) / body_h)
+            }
+            None => (f32::NAN, f32::NAN),
+        };
+        let [l, a, b, g] = isolation(win, left, top, side, false);
+        let [lc, ac, bc, _] = isolation(win, left, top, side, true);
+        Features {
+            score: key - side as f32 * 0.002,
+            corners: corner_coverage(win, left, top, side),
+            rel_side,
+            rel_bottom,
+            left: l,
+            above: a,
+            below: b,
+            right_gap: g,
+            left_clean: lc,
+            above_clean: ac,
+            below_clean: bc,
         }
-        win.ink(x0, y0, x1, y1) as f32 / ((x1 - x0) * (y1 - y0)) as f32
+    }
+
+    fn tsv(&self) -> String {
+        [
+            self.score,
+            self.corners,
+            self.rel_side,
+            self.rel_bottom,
+            self.left,
+            self.above,
+            self.below,
+            self.right_gap,
+            self.left_clean,
+            self.above_clean,
+            self.below_clean,
+        ]
+        .map(|v| format!("{v:.3}"))
+        .join("\t")
+    }
+
+    /// The inputs of [`BOX_WEIGHTS`], in its order.
+    fn inputs(&self) -> [f32; 14] {
+        let known = !self.rel_side.is_nan();
+        let (rel_side, rel_bottom) = if known {
+            (self.rel_side, self.rel_bottom)
+        } else {
+            (1.3, 0.0)
+        };
+        [
+            self.score,
+            self.corners,
+            rel_side.min(2.5),
+            rel_bottom.abs(),
+            rel_bottom.max(0.0),
+            if known { 0.0 } else { 1.0 },
+            self.left,
+            self.above,
+            self.below,
+            self.right_gap,
+            self.left_clean,
+            self.above_clean,
+            self.below_clean,
+            1.0,
+        ]
+    }
+
+    /// Whether the square is a drawn box: a logistic model over the features, fit on
+    /// generated pages by `tests/ocr/fit_checkbox.py` (see there).
+    fn accept(&self) -> bool {
+        let z: f32 = self
+            .inputs()
+            .iter()
+            .zip(BOX_WEIGHTS)
+            .map(|(x, w)| x * w)
+            .sum();
+        z > 0.0
+    }
+}
+
+/// Weights of the box model, from `tests/ocr/fit_checkbox.py`.
+const BOX_WEIGHTS: [f32; 14] = [
+    11.5516, 2.0669, 2.1518, -0.3814, -0.0968, -0.7568, -3.5831, -4.9604, -4.4815, -3.0138,
+    -8.0398, -1.3391, -6.3536, -10.9698,
+];
+
+/// The band the writing's letters fill (from the top of their bodies down to the baseline),
+/// measured on the words right of where any box could be: the rows holding most of the ink.
+fn text_body(ink: &Ink, start_x: f32, cy: f32, line_h: f32) -> Option<(f32, f32)> {
+    let x0 = (start_x + 1.7 * line_h) as i64;
+    let x1 = (start_x + 4.5 * line_h) as i64;
+    let y0 = (cy - 0.7 * line_h) as i64;
+    let y1 = (cy + 0.7 * line_h) as i64;
+    // Ink in runs shorter than a letter is wide: ruled lines and underlines are left out.
+    let longest = (1.2 * line_h) as usize;
+    let rows: Vec<usize> = (y0..y1)
+        .map(|y| {
+            let (mut total, mut run) = (0, 0);
+            for x in x0..=x1 {
+                if x < x1 && ink.dark(x, y) {
+                    run += 1;
+                } else {
+                    if run < longest {
+                        total += run;
+                    }
+                    run = 0;
+                }
+            }
+            total
+        })
+        .collect();
+    let (peak, &most) = rows.iter().enumerate().max_by_key(|(_, c)| **c)?;
+    if most < 3 {
+        return None;
+    }
+    let floor = most * 35 / 100;
+    let mut top = peak;
+    while top > 0 && rows[top - 1] >= floor {
+        top -= 1;
+    }
+    let mut bottom = peak;
+    while bottom + 1 < rows.len() && rows[bottom + 1] >= floor {
+        bottom += 1;
+    }
+    let (top, bottom) = (y0 as f32 + top as f32, y0 as f32 + bottom as f32 + 1.0);
+    (bottom - top >= 0.15 * line_h).then_some((top, bottom))
+}
+
+/// How far the square's four edges run into its corners (the least covered of the eight
+/// edge ends): drawn strokes do, the curves of an O, a D or the bowl of an R do not.
+fn corner_coverage(win: &Window, left: usize, top: usize, side: usize) -> f32 {
+    let end = (side / 4).max(3);
+    let far = side - end;
+    [
+        win.hrun(left, top, end),
+        win.hrun(left + far, top, end),
+        win.hrun(left, top + side, end),
+        win.hrun(left + far, top + side, end),
+        win.vrun(left, top, end),
+        win.vrun(left, top + far, end),
+        win.vrun(left + side, top, end),
+        win.vrun(left + side, top + far, end),
+    ]
+    .into_iter()
+    .fold(1.0, f32::min)
+}
+
+/// How apart from other ink the square at (left, top) stands, as a drawn box does and a
+/// square found in the strokes of letters does not: the ink left of it, above and below it
+/// (a tick may overshoot), and in the gap on its right before the words; as fractions of
+/// each strip. With `clean`, rows (columns) a straight stroke runs along are left out of
+/// the strips above and below (left): a neighbour's box drawn touching this one, or this
+/// box's own edge skewed into the strip, is not the ink of letters.
+fn isolation(win: &Window, left: usize, top: usize, side: usize, clean: bool) -> [f32; 4] {
+    let strip = (side / 4).max(3);
+    let part = |x0: usize, y0: usize, x1: usize, y1: usize, along_rows: bool| {
+        if clean {
+            clear_of_lines(win, x0, y0, x1, y1, along_rows)
+        } else {
+            fraction_in(win, x0, y0, x1, y1)
+        }
     };
     let inset = side / 8;
     let (inner_top, inner_bottom) = (top + inset, top + side - inset);
     let (inner_left, inner_right) = (left + inset, left + side - inset);
-    let left_strip = fraction(
-        left.saturating_sub(strip + 2),
+    let off = (side / 12).max(2);
+    let left_strip = part(
+        left.saturating_sub(strip + off),
         inner_top,
-        left.saturating_sub(2),
+        left.saturating_sub(off),
         inner_bottom,
+        false,
     );
-    let above = fraction(
+    let above = part(
         inner_left,
         top.saturating_sub(strip + 2),
         inner_right,
         top.saturating_sub(2),
+        true,
     );
-    let below = fraction(
+    let below = part(
         inner_left,
         top + side + 3,
         inner_right,
         top + side + 3 + strip,
+        true,
     );
     // The gap before the words: writers leave a clear space after a box (a third of a capital
     // or more), while the bowl of an R or the loop of an O sits a letter gap from the next
     // letter. Only its lower part: a check mark leaves the box through the top right.
     let gap_from = left + side + side * 6 / 100 + 2;
-    let right_gap = fraction(
+    let right_gap = fraction_in(
+        win,
         gap_from,
         top + side * 3 / 10,
         gap_from + (side * 12 / 100).max(3),
         inner_bottom,
     );
-    left_strip < 0.04 && above < 0.2 && below < 0.2 && right_gap < 0.08
+    [left_strip, above, below, right_gap]
+}
+
+/// The ink fraction of [x0, x1) x [y0, y1).
+fn fraction_in(win: &Window, x0: usize, y0: usize, x1: usize, y1: usize) -> f32 {
+    let (x1, y1) = (x1.min(win.w), y1.min(win.h));
+    if x1 <= x0 || y1 <= y0 {
+        return 0.0;
+    }
+    win.ink(x0, y0, x1, y1) as f32 / ((x1 - x0) * (y1 - y0)) as f32
+}
+
+/// The ink fraction of [x0, x1) x [y0, y1) without the rows (`along_rows`) or columns a
+/// straight stroke runs along.
+fn clear_of_lines(
+    win: &Window,
+    x0: usize,
+    y0: usize,
+    x1: usize,
+    y1: usize,
+    along_rows: bool,
+) -> f32 {
+    let (x1, y1) = (x1.min(win.w), y1.min(win.h));
+    if x1 <= x0 || y1 <= y0 {
+        return 0.0;
+    }
+    let (mut ink, mut area) = (0u32, 0usize);
+    if along_rows {
+        for y in y0..y1 {
+            if win.hrun(x0, y, x1 - x0) < 0.6 {
+                ink += win.ink(x0, y, x1, y + 1);
+                area += x1 - x0;
+            }
+        }
+    } else {
+        for x in x0..x1 {
+            if win.vrun(x, y0, y1 - y0) < 0.6 {
+                ink += win.ink(x, y0, x + 1, y1);
+                area += y1 - y0;
+            }
+        }
+    }
+    if area == 0 {
+        0.0
+    } else {
+        ink as f32 / area as f32
+    }
 }
 
 /// A small blob (a dot or a short dash) first on the line, apart from the words: a bullet.
@@ -773,14 +1014,48 @@ mod tests {
         assert_eq!(lines[0].kind, Kind::Task { done: true });
     }
 
+    /// Writing of `height` from x0 on, standing on `baseline`: upright strokes and a bar,
+    /// letters' ink without any square in it.
+    fn words(c: &mut Canvas, x0: u32, baseline: u32, height: u32) {
+        for k in 0..20 {
+            let x = x0 + k * 13;
+            c.fill(x, baseline - height, x + 3, baseline);
+        }
+        c.fill(
+            x0,
+            baseline - height / 2,
+            x0 + 260,
+            baseline - height / 2 + 3,
+        );
+    }
+
     #[test]
-    fn a_square_a_letter_gap_before_more_ink_is_part_of_the_words() {
-        // The bowl of an R followed closely by the stem of the next letter: writers leave a
-        // clear space after a drawn box, letters only a narrow one.
+    fn a_square_inside_the_strokes_of_letters_is_part_of_the_words() {
+        // An outlined capital: the square has letter ink on its left, above and below.
         let mut c = Canvas::new(800, 300);
+        c.fill(28, 30, 34, 90);
         c.square(40, 40, 36, 3);
-        c.fill(81, 50, 83, 76);
-        let lines = analyze(&c.0, vec![seg("Read the book", 36.0, 36.0, 300.0, 44.0)]);
+        c.fill(40, 30, 76, 34);
+        c.fill(40, 82, 76, 86);
+        words(&mut c, 82, 77, 36);
+        let lines = analyze(&c.0, vec![seg("Nils is in Bari", 26.0, 30.0, 360.0, 60.0)]);
         assert_eq!(lines[0].kind, Kind::Text);
+    }
+
+    #[test]
+    fn boxes_drawn_touching_the_box_above_are_still_boxes() {
+        // Tall boxes on tightly ruled lines: each box's top edge runs along the bottom edge of
+        // the one above, which is a neighbour's box, not letters.
+        let mut c = Canvas::new(800, 400);
+        let mut segments = Vec::new();
+        for k in 0..4u32 {
+            let top = 40 + k * 56;
+            c.square(40, top, 56, 3);
+            words(&mut c, 120, top + 54, 30);
+            segments.push(seg("Wash the car", 116.0, top as f32 + 4.0, 300.0, 60.0));
+        }
+        let lines = analyze(&c.0, segments);
+        let kinds: Vec<Kind> = lines.iter().map(|l| l.kind).collect();
+        assert_eq!(kinds, vec![Kind::Task { done: false }; 4]);
     }
 }
