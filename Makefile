@@ -177,7 +177,8 @@ $(BENCH_VENV_STAMP): bench/requirements.txt $(VENV_STAMP)
 # (profile release-lambda) but for this machine's architecture, for the cold-start benchmark.
 bench-build:
 	$(CARGO) build --release --workspace --bins $(addprefix --exclude nib-fn-,$(FUNCTIONS))
-	$(CARGO) build --profile release-lambda $(addprefix -p nib-fn-,$(FUNCTIONS))
+	$(CARGO) build --profile release-lambda $(addprefix -p nib-fn-,$(filter-out ingest,$(FUNCTIONS)))
+	$(CARGO) build --profile release-lambda -p nib-fn-ingest
 
 bench-micro: ## criterion micro benchmarks (the 100k-page search store is built once, cached in target/)
 	@mkdir -p $(BENCH_OUT)

@@ -401,7 +401,8 @@ impl Features {
         }
     }
 
-    fn tsv(&self) -> String {
+    /// The measurements, in the order `NIB_OCR_FEATURES` prints them.
+    fn raw(&self) -> [f32; 11] {
         [
             self.score,
             self.corners,
@@ -415,34 +416,32 @@ impl Features {
             self.above_clean,
             self.below_clean,
         ]
-        .map(|v| format!("{v:.3}"))
-        .join("\t")
+    }
+
+    fn tsv(&self) -> String {
+        self.raw().map(|v| format!("{v:.3}")).join("\t")
     }
 
     /// The inputs of [`BOX_WEIGHTS`], in its order.
     fn inputs(&self) -> [f32; 14] {
-        let known = !self.rel_side.is_nan();
+        let [score, corners, rel_side, rel_bottom, isolation @ ..] = self.raw();
+        let known = !rel_side.is_nan();
         let (rel_side, rel_bottom) = if known {
-            (self.rel_side, self.rel_bottom)
+            (rel_side, rel_bottom)
         } else {
             (1.3, 0.0)
         };
-        [
-            self.score,
-            self.corners,
+        let mut inputs = [1.0; 14];
+        inputs[..6].copy_from_slice(&[
+            score,
+            corners,
             rel_side.min(2.5),
             rel_bottom.abs(),
             rel_bottom.max(0.0),
             if known { 0.0 } else { 1.0 },
-            self.left,
-            self.above,
-            self.below,
-            self.right_gap,
-            self.left_clean,
-            self.above_clean,
-            self.below_clean,
-            1.0,
-        ]
+        ]);
+        inputs[6..13].copy_from_slice(&isolation);
+        inputs
     }
 
     /// Whether the square is a drawn box: a logistic model over the features, fit on
