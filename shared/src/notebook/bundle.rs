@@ -466,11 +466,20 @@ impl Notebook {
     pub async fn import_bundle<R: Read + Seek>(
         &self,
         user: &UserId,
-        input: R,
+        mut input: R,
         progress: &(dyn Fn() + Sync),
     ) -> Result<BundleImport, BundleError> {
-        let mut archive = zip::ZipArchive::new(input)
-            .map_err(|e| BundleError::Foreign(format!("not a ZIP archive ({e})")))?;
+        // A ZIP that does not open is damaged when it starts as one (cut short), else foreign.
+        let mut magic = [0u8; 4];
+        let zip_like = input.read_exact(&mut magic).is_ok() && &magic == b"PK\x03\x04";
+        input.rewind()?;
+        let mut archive = zip::ZipArchive::new(input).map_err(|e| {
+            if zip_like {
+                BundleError::Damaged(format!("the ZIP archive is cut short or broken ({e})"))
+            } else {
+                BundleError::Foreign(format!("not a ZIP archive ({e})"))
+            }
+        })?;
         let manifest: Manifest = {
             let mut file = archive
                 .by_name(MANIFEST)
@@ -1109,9 +1118,11 @@ mod tests {
             ("flipped byte", flipped, |e| {
                 matches!(e, BundleError::Damaged(_))
             }),
-            ("truncated", truncated, |e| {
-                matches!(e, BundleError::Foreign(_))
-            }),
+            (
+                "truncated",
+                truncated,
+                |e| matches!(e, BundleError::Damaged(m) if m.contains("cut short")),
+            ),
             (
                 "no manifest",
                 no_manifest,
