@@ -1114,7 +1114,8 @@ mod tests {
                 b
             })
         });
-        let cases: [(&str, Vec<u8>, fn(&BundleError) -> bool); 7] = [
+        type Expect = fn(&BundleError) -> bool;
+        let cases: [(&str, Vec<u8>, Expect); 7] = [
             ("flipped byte", flipped, |e| {
                 matches!(e, BundleError::Damaged(_))
             }),
@@ -1189,10 +1190,33 @@ mod tests {
     /// token, no wrapped key.
     #[tokio::test]
     async fn a_bundle_holds_no_secret() {
+        use crate::adapters::notion::NotionToken;
+        use crate::adapters::notion_standin::NotionStandin;
+        const NOTION_TOKEN: &str = "ntn_bundle_secret_4f1c9e";
+        let notion = NotionStandin::start(NOTION_TOKEN).await.unwrap();
+        let database = notion.add_task_database();
         let a = tempfile::tempdir().unwrap();
-        let source = local(a.path());
+        let source = App::open_local(
+            a.path(),
+            LocalOptions {
+                notion_api_url: notion.url.clone(),
+                ..LocalOptions::default()
+            },
+        )
+        .unwrap();
         fill_with_sample(&source).await;
         let u = user();
+        source
+            .notebook
+            .notion_connect(&u, &database, NotionToken::parse(NOTION_TOKEN).unwrap())
+            .await
+            .unwrap();
+        let (_, pushed) = source
+            .notebook
+            .create_task_pushed(&u, Date::parse("2026-06-20").unwrap(), "Pushed one", None)
+            .await
+            .unwrap();
+        let notion_page = pushed.page.expect("pushed to the stand-in").page_id;
         source
             .users()
             .set_password(&u, "correct horse battery", true)
@@ -1216,8 +1240,9 @@ mod tests {
         ] {
             assert!(!text.contains(secret), "the bundle contains {secret:?}");
         }
-        // It does hold the content, in the clear.
+        // It does hold the content, in the clear, and the pushed task's Notion link.
         assert!(text.contains("Send the bundle test"));
+        assert!(text.contains(&notion_page));
     }
 
     /// The Markdown export: a file per page with front matter, tasks as checkboxes with their
