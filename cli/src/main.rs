@@ -38,7 +38,12 @@ enum Command {
     Serve(ServeArgs),
     /// Import pages from a folder: STEM.pdf / STEM.png (ink) with STEM.md / STEM.txt (OCR).
     Import {
-        dir: PathBuf,
+        #[arg(required_unless_present = "bundle", conflicts_with = "bundle")]
+        dir: Option<PathBuf>,
+        /// Import a bundle written by `nib export` instead (into an empty notebook; again
+        /// changes nothing).
+        #[arg(long, value_name = "BUNDLE.zip")]
+        bundle: Option<PathBuf>,
         #[arg(long, default_value = DEFAULT_USER)]
         user: String,
         /// The engine that reads pages that come as ink alone: local (PP-OCR, `make tools-ocr`
@@ -64,6 +69,18 @@ enum Command {
         user: String,
         #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR)]
         ocr: String,
+    },
+    /// Export a user's notebook: a bundle `nib import --bundle` reads back, or Markdown.
+    Export {
+        /// The ZIP file to write (replaced if it exists).
+        out: PathBuf,
+        #[arg(long, default_value = DEFAULT_USER)]
+        user: String,
+        #[arg(long, value_enum, default_value = "bundle")]
+        format: ExportFormat,
+        /// `aws`: the DynamoDB table, bucket and KMS key of the environment (`NIB_TABLE`, ...).
+        #[arg(long, value_enum, default_value = "local")]
+        backend: Backend,
     },
     /// Create, list and revoke API tokens.
     Token {
@@ -253,6 +270,14 @@ struct OAuthArgs {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ExportFormat {
+    /// `nib-bundle` version 1 (README, "Export and import"): everything, re-importable.
+    Bundle,
+    /// One `.md` per page with front matter, its image beside it.
+    Markdown,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Backend {
     Local,
     Aws,
@@ -320,13 +345,24 @@ async fn run(command: Command, data_dir: &Path) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve(args, data_dir).await,
         Command::Import {
             dir,
+            bundle,
             user,
             ocr,
             force_ocr,
         } => {
             let ocr = nib::config::OcrChoice::parse(&ocr)?;
-            import(&dir, &user_id(&user)?, data_dir, ocr, force_ocr).await
+            match (dir, bundle) {
+                (_, Some(bundle)) => import_bundle(&bundle, &user_id(&user)?, data_dir).await,
+                (Some(dir), None) => import(&dir, &user_id(&user)?, data_dir, ocr, force_ocr).await,
+                (None, None) => unreachable!("clap requires a folder or --bundle"),
+            }
         }
+        Command::Export {
+            out,
+            user,
+            format,
+            backend,
+        } => export(&out, &user_id(&user)?, format, backend, data_dir).await,
         Command::Ocr {
             stem,
             all: _,
@@ -492,6 +528,76 @@ fn progress_bar(verb: &str, len: usize) -> indicatif::ProgressBar {
         .progress_chars("=> "),
     );
     bar
+}
+
+/// `nib export`: the bundle or the Markdown ZIP, written to a temporary file beside `out` and
+/// renamed at the end, so a failed export leaves no half archive under the name.
+async fn export(
+    out: &Path,
+    user: &UserId,
+    format: ExportFormat,
+    backend: Backend,
+    data_dir: &Path,
+) -> anyhow::Result<ExitCode> {
+    let app = match backend {
+        Backend::Local => open(data_dir, LocalOptions::default())?,
+        Backend::Aws => {
+            App::open_aws(AwsConfig::from_env().context("cannot configure the AWS back end")?)
+                .await
+                .context("cannot open the AWS back end")?
+        }
+    };
+    let total = app.notebook.page_count(user).await?;
+    let bar = progress_bar("exporting", usize::try_from(total).unwrap_or(usize::MAX));
+    let partial = out.with_extension("zip.partial");
+    let file = std::io::BufWriter::new(
+        std::fs::File::create(&partial)
+            .with_context(|| format!("cannot create {}", partial.display()))?,
+    );
+    let tick = || bar.inc(1);
+    let result = match format {
+        ExportFormat::Bundle => app.notebook.export_bundle(user, file, &tick).await,
+        ExportFormat::Markdown => app.notebook.export_markdown(user, file, &tick).await,
+    };
+    bar.finish_and_clear();
+    let report = match result {
+        Ok(report) => report,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(anyhow::Error::new(e).context("cannot export the notebook"));
+        }
+    };
+    std::fs::rename(&partial, out).with_context(|| format!("cannot write {}", out.display()))?;
+    println!(
+        "exported {} pages, {} tasks and {} ink files of {user} to {}",
+        report.pages,
+        report.tasks,
+        report.ink_files,
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nib import --bundle`: checks the whole bundle, then writes it.
+async fn import_bundle(bundle: &Path, user: &UserId, data_dir: &Path) -> anyhow::Result<ExitCode> {
+    let file = std::io::BufReader::new(
+        std::fs::File::open(bundle).with_context(|| format!("cannot open {}", bundle.display()))?,
+    );
+    let app = open(data_dir, LocalOptions::default())?;
+    app.ensure_user(user).await?;
+    let bar = progress_bar("importing", 0);
+    let tick = || {
+        bar.inc_length(1);
+        bar.inc(1)
+    };
+    let result = app.notebook.import_bundle(user, file, &tick).await;
+    bar.finish_and_clear();
+    let r = result.with_context(|| format!("cannot import {}", bundle.display()))?;
+    println!(
+        "imported {} pages and {} tasks into {user}; {} pages and {} tasks were there already",
+        r.pages, r.tasks, r.pages_present, r.tasks_present
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The engine `nib import` reads ink-only pages with, unless told otherwise.

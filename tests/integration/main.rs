@@ -5,6 +5,7 @@
 mod helpers;
 
 mod aws;
+mod bundle;
 mod cli;
 mod lambda;
 mod notebook;

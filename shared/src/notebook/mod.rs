@@ -8,6 +8,7 @@
 //! task links, their dedup keys, the stem mapping and the index statistics change together or
 //! not at all, under optimistic concurrency (item versions), retried on conflict.
 
+mod bundle;
 mod import;
 mod notion;
 #[cfg(feature = "ocr")]
@@ -20,6 +21,7 @@ mod tasks;
 
 use std::sync::Arc;
 
+pub use bundle::{BUNDLE_FORMAT, BUNDLE_VERSION, BundleError, BundleImport, ExportReport};
 pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
     read_page, read_page_with,

@@ -1,0 +1,1313 @@
+//! Export and import of a user's whole notebook (issue 14): the re-importable bundle
+//! (`nib-bundle` version 1, documented in README "Export and import") and the Markdown ZIP.
+//!
+//! Both go through the `Store`/`Assets` ports, so they work on either back end, and both
+//! stream: pages and tasks are read a query page at a time and written to the ZIP one entry at
+//! a time; only the ids seen (for the checks) are kept.
+//!
+//! A bundle holds plaintext (it is the user's own data leaving nib), but no secret: no token,
+//! no Notion connection, no password hash, no key. Import seals everything again under the
+//! target user's keys and recomputes every blind value (task dedup keys, index terms, stems),
+//! so the bundle opens in any notebook; ids, statuses, histories and page revisions are kept.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Seek, Write as IoWrite};
+
+use serde::{Deserialize, Serialize};
+
+use super::records::{
+    self, OcrKind, PageRecord, PageSources, StemRecord, StoredLine, TaskKeyRecord, TaskRecord,
+    decode, encode, page_gsi_sk, page_sk, pages_partition, stem_sk, task_gsi_sk, task_sk,
+    taskkey_sk, tasks_partition, user_pk,
+};
+use super::{Notebook, NotebookError, search};
+use crate::domain::tasks::{self, Appearance, History};
+use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
+use crate::ports::{AssetKind, Cond, Item, MAX_TRANSACTION_ITEMS, Query, StoreError, Write};
+
+/// The `format` of a bundle's `manifest.json`.
+pub const BUNDLE_FORMAT: &str = "nib-bundle";
+/// The bundle version this build writes and reads.
+pub const BUNDLE_VERSION: u32 = 1;
+
+const MANIFEST: &str = "manifest.json";
+/// Items per store query while exporting.
+const QUERY_PAGE: usize = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The file is not a nib bundle at all (no manifest, another format or version).
+    #[error("not a nib bundle: {0}")]
+    Foreign(String),
+    /// A nib bundle that does not read back whole (truncated, altered, inconsistent).
+    #[error("the bundle is damaged: {0}")]
+    Damaged(String),
+    /// The target notebook holds pages the bundle does not: import goes into an empty notebook
+    /// (or one that already holds this bundle).
+    #[error("the notebook is not empty: {0}")]
+    NotEmpty(String),
+    #[error("cannot write the archive")]
+    Io(#[from] std::io::Error),
+    #[error("cannot write the archive")]
+    Zip(#[source] zip::result::ZipError),
+    #[error(transparent)]
+    Notebook(#[from] NotebookError),
+}
+
+impl From<StoreError> for BundleError {
+    fn from(e: StoreError) -> Self {
+        BundleError::Notebook(e.into())
+    }
+}
+
+impl From<crate::ports::AssetsError> for BundleError {
+    fn from(e: crate::ports::AssetsError) -> Self {
+        BundleError::Notebook(e.into())
+    }
+}
+
+impl From<crate::crypto::CryptoError> for BundleError {
+    fn from(e: crate::crypto::CryptoError) -> Self {
+        BundleError::Notebook(e.into())
+    }
+}
+
+/// `manifest.json`: written last, so a bundle cut short has none.
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    format: String,
+    version: u32,
+    /// Unix seconds.
+    exported_at: i64,
+    pages: u64,
+    tasks: u64,
+    ink_files: u64,
+}
+
+/// `pages/{page_id}.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct BundlePage {
+    page_id: PageId,
+    date: Date,
+    /// The file stem the page was imported under, when nib can tell it (a stem is kept only as
+    /// a blind hash; the date stems `nib import`, ingest and `create_task` use are recognised).
+    stem: Option<String>,
+    ocr_kind: Option<OcrKind>,
+    /// The OCR source as stored: markdown, text, or (kind `engine`) the engine's JSON.
+    ocr: Option<String>,
+    lines: Vec<StoredLine>,
+    has_pdf: bool,
+    has_png: bool,
+    rev: u32,
+    created_at: i64,
+    updated_at: i64,
+    #[serde(default)]
+    sources: PageSources,
+}
+
+/// `tasks/{task_link_id}.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct BundleTask {
+    task_link_id: TaskLinkId,
+    status: TaskStatus,
+    first_seen_date: Date,
+    completed_date: Option<Date>,
+    source_page_id: PageId,
+    text: String,
+    source_url: Option<String>,
+    /// Every page line the task appears on.
+    appearances: Vec<Appearance>,
+    history: History,
+    created_at: i64,
+    /// Whether this task holds its text's dedup key (a finished task replaced by a newer one
+    /// with the same text does not).
+    owns_key: bool,
+    /// The Notion page it was pushed as (id and URL); the connection itself is not exported.
+    notion: Option<BundleNotion>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct BundleNotion {
+    page_id: String,
+    url: String,
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExportReport {
+    pub pages: u64,
+    pub tasks: u64,
+    pub ink_files: u64,
+}
+
+/// What an import did: pages and tasks written now, and those already there (a second import).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BundleImport {
+    pub pages: u64,
+    pub tasks: u64,
+    pub pages_present: u64,
+    pub tasks_present: u64,
+}
+
+fn zip_err(e: zip::result::ZipError) -> BundleError {
+    match e {
+        zip::result::ZipError::Io(e) => BundleError::Io(e),
+        e => BundleError::Zip(e),
+    }
+}
+
+fn options() -> zip::write::SimpleFileOptions {
+    zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .large_file(false)
+}
+
+fn ink_kinds(has_pdf: bool, has_png: bool) -> impl Iterator<Item = AssetKind> {
+    [(AssetKind::Pdf, has_pdf), (AssetKind::Png, has_png)]
+        .into_iter()
+        .filter_map(|(k, has)| has.then_some(k))
+}
+
+/// What an entry's name says it is.
+enum Entry {
+    Manifest,
+    Page(PageId),
+    Ink(PageId, AssetKind),
+    Task(TaskLinkId),
+}
+
+fn classify(name: &str) -> Option<Entry> {
+    if name == MANIFEST {
+        return Some(Entry::Manifest);
+    }
+    if let Some(rest) = name.strip_prefix("pages/") {
+        let (id, ext) = rest.rsplit_once('.')?;
+        let id = PageId::parse(id).ok()?;
+        return match ext {
+            "json" => Some(Entry::Page(id)),
+            "pdf" => Some(Entry::Ink(id, AssetKind::Pdf)),
+            "png" => Some(Entry::Ink(id, AssetKind::Png)),
+            _ => None,
+        };
+    }
+    let id = name.strip_prefix("tasks/")?.strip_suffix(".json")?;
+    TaskLinkId::parse(id).ok().map(Entry::Task)
+}
+
+fn read_entry<R: Read + Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    index: usize,
+) -> Result<(String, Vec<u8>), BundleError> {
+    let mut file = archive
+        .by_index(index)
+        .map_err(|e| BundleError::Damaged(format!("entry {index}: {e}")))?;
+    let name = file
+        .name()
+        .map_err(|e| BundleError::Damaged(format!("entry {index}: {e}")))?
+        .into_owned();
+    let mut bytes = Vec::with_capacity(usize::try_from(file.size()).unwrap_or(0).min(1 << 24));
+    // Reading to the end checks the entry's CRC-32.
+    file.read_to_end(&mut bytes)
+        .map_err(|e| BundleError::Damaged(format!("{name}: {e}")))?;
+    Ok((name, bytes))
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(name: &str, bytes: &[u8]) -> Result<T, BundleError> {
+    serde_json::from_slice(bytes).map_err(|e| BundleError::Damaged(format!("{name}: {e}")))
+}
+
+impl Notebook {
+    /// How many pages the user has (the index statistics): the length of a progress bar.
+    pub async fn page_count(&self, user: &UserId) -> Result<u64, NotebookError> {
+        let items = self
+            .store
+            .batch_get(&records::StatsRecord::keys(&user_pk(user)))
+            .await?;
+        Ok(u64::from(records::StatsRecord::from_items(&items)?.pages))
+    }
+
+    /// Every page item of the user, a query page at a time, oldest date first.
+    async fn each_page_item(
+        &self,
+        user: &UserId,
+        mut each: impl AsyncFnMut(Item) -> Result<(), BundleError>,
+    ) -> Result<(), BundleError> {
+        let mut q = Query::gsi1(pages_partition(user), "");
+        q.limit = QUERY_PAGE;
+        loop {
+            let page = self.store.query(&q).await?;
+            for item in page.items {
+                each(item).await?;
+            }
+            match page.next {
+                Some(next) => q.after = Some(next),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Writes the user's notebook as a `nib-bundle` (version 1) to `out`; `progress` is told
+    /// after each page.
+    pub async fn export_bundle<W: IoWrite + Seek>(
+        &self,
+        user: &UserId,
+        out: W,
+        progress: &(dyn Fn() + Sync),
+    ) -> Result<ExportReport, BundleError> {
+        let keys = self.vault.user_keys(user).await?;
+        let pk = user_pk(user);
+        let mut zip = zip::ZipWriter::new(out);
+        let mut report = ExportReport::default();
+        self.each_page_item(user, async |item| {
+            let record: PageRecord = decode("page", &item.body)?;
+            let date_stem = keys.blind("stem", &record.date.to_string());
+            let page = BundlePage {
+                stem: (record.stem.as_deref() == Some(date_stem.as_str()))
+                    .then(|| record.date.to_string()),
+                ocr: self.open_ocr(user, &keys, &record)?,
+                lines: self.open_lines(user, &keys, &record)?,
+                page_id: record.page_id.clone(),
+                date: record.date,
+                ocr_kind: record.ocr_kind,
+                has_pdf: record.has_pdf,
+                has_png: record.has_png,
+                rev: record.rev,
+                created_at: record.created_at,
+                updated_at: record.updated_at,
+                sources: record.sources,
+            };
+            zip.start_file(format!("pages/{}.json", page.page_id), options())
+                .map_err(zip_err)?;
+            zip.write_all(&serde_json::to_vec_pretty(&page).expect("pages serialize"))?;
+            for kind in ink_kinds(page.has_pdf, page.has_png) {
+                let bytes = self
+                    .assets
+                    .get(user, &page.page_id, kind)
+                    .await?
+                    .ok_or_else(|| {
+                        NotebookError::Corrupt(format!(
+                            "page {} has no {} file",
+                            page.page_id,
+                            kind.ext()
+                        ))
+                    })?;
+                zip.start_file(
+                    format!("pages/{}.{}", page.page_id, kind.ext()),
+                    options().compression_method(zip::CompressionMethod::Stored),
+                )
+                .map_err(zip_err)?;
+                zip.write_all(&bytes)?;
+                report.ink_files += 1;
+            }
+            report.pages += 1;
+            progress();
+            Ok(())
+        })
+        .await?;
+        for status in [TaskStatus::Todo, TaskStatus::Done, TaskStatus::Cancelled] {
+            let mut q = Query::gsi1(tasks_partition(user, status), "");
+            q.limit = QUERY_PAGE;
+            loop {
+                let page = self.store.query(&q).await?;
+                let records: Vec<TaskRecord> = page
+                    .items
+                    .iter()
+                    .map(|item| decode("task", &item.body))
+                    .collect::<Result<_, _>>()?;
+                let key_items = self
+                    .store
+                    .batch_get(
+                        &records
+                            .iter()
+                            .map(|t| (pk.clone(), taskkey_sk(&t.key)))
+                            .collect::<Vec<_>>(),
+                    )
+                    .await?;
+                for (t, key_item) in records.into_iter().zip(key_items) {
+                    let owns_key = match key_item {
+                        Some(item) => {
+                            decode::<TaskKeyRecord>("task key", &item.body)?.task_link_id
+                                == t.task_link_id
+                        }
+                        None => false,
+                    };
+                    let sk = task_sk(&t.task_link_id);
+                    let task = BundleTask {
+                        text: records::open_string(&keys, user, &pk, &sk, "text", &t.text)?,
+                        source_url: t
+                            .source_url
+                            .as_ref()
+                            .map(|u| records::open_string(&keys, user, &pk, &sk, "source_url", u))
+                            .transpose()?,
+                        notion: t
+                            .notion
+                            .as_ref()
+                            .map(|n| {
+                                Ok::<_, NotebookError>(BundleNotion {
+                                    page_id: n.page_id.clone(),
+                                    url: super::notion::open_url(user, &keys, &t.task_link_id, n)?,
+                                })
+                            })
+                            .transpose()?,
+                        owns_key,
+                        task_link_id: t.task_link_id,
+                        status: t.status,
+                        first_seen_date: t.first_seen_date,
+                        completed_date: t.completed_date,
+                        source_page_id: t.source_page_id,
+                        appearances: t.appearances,
+                        history: t.history,
+                        created_at: t.created_at,
+                    };
+                    zip.start_file(format!("tasks/{}.json", task.task_link_id), options())
+                        .map_err(zip_err)?;
+                    zip.write_all(&serde_json::to_vec_pretty(&task).expect("tasks serialize"))?;
+                    report.tasks += 1;
+                }
+                match page.next {
+                    Some(next) => q.after = Some(next),
+                    None => break,
+                }
+            }
+        }
+        let manifest = Manifest {
+            format: BUNDLE_FORMAT.into(),
+            version: BUNDLE_VERSION,
+            exported_at: self.clock.unix(),
+            pages: report.pages,
+            tasks: report.tasks,
+            ink_files: report.ink_files,
+        };
+        zip.start_file(MANIFEST, options()).map_err(zip_err)?;
+        zip.write_all(&serde_json::to_vec_pretty(&manifest).expect("manifest serializes"))?;
+        zip.finish().map_err(zip_err)?;
+        Ok(report)
+    }
+
+    /// Writes the notebook as Markdown: `pages/{date}_{page_id}.md` per page (front matter with
+    /// the date and page id; tasks as checkboxes with their reconciled status) and its ink
+    /// beside it under the same name.
+    pub async fn export_markdown<W: IoWrite + Seek>(
+        &self,
+        user: &UserId,
+        out: W,
+        progress: &(dyn Fn() + Sync),
+    ) -> Result<ExportReport, BundleError> {
+        let mut zip = zip::ZipWriter::new(out);
+        let mut report = ExportReport::default();
+        let mut tasks_seen = BTreeSet::new();
+        self.each_page_item(user, async |item| {
+            let listing: records::PageListing = decode("page", &item.body)?;
+            let page = self.get_page(user, &listing.page_id).await?;
+            let base = format!("pages/{}_{}", page.date, page.page_id);
+            let mut md = format!(
+                "---\ndate: {}\npage_id: {}\n---\n\n",
+                page.date, page.page_id
+            );
+            for kind in ink_kinds(page.pdf_url.is_some(), page.png_url.is_some()) {
+                let name = format!("{}_{}.{}", page.date, page.page_id, kind.ext());
+                md.push_str(&match kind {
+                    AssetKind::Png => format!("![page {}]({name})\n\n", page.date),
+                    AssetKind::Pdf => format!("[page {} (PDF)]({name})\n\n", page.date),
+                });
+            }
+            for line in &page.lines {
+                match line.notation {
+                    Notation::Heading => md.push_str(&format!("## {}\n", line.text)),
+                    Notation::Bullet => md.push_str(&format!("- {}\n", line.text)),
+                    Notation::Text => md.push_str(&format!("{}\n", line.text)),
+                    Notation::Task => {
+                        let mark = match line.status.or(line.page_status) {
+                            Some(PageStatus::Done) => "x",
+                            Some(PageStatus::Cancelled) => "-",
+                            Some(PageStatus::Migrated) => ">",
+                            Some(PageStatus::Open) | None => " ",
+                        };
+                        md.push_str(&format!("- [{mark}] {}\n", line.text));
+                    }
+                }
+            }
+            zip.start_file(format!("{base}.md"), options())
+                .map_err(zip_err)?;
+            zip.write_all(md.as_bytes())?;
+            for kind in ink_kinds(page.pdf_url.is_some(), page.png_url.is_some()) {
+                if let Some(bytes) = self.assets.get(user, &page.page_id, kind).await? {
+                    zip.start_file(
+                        format!("{base}.{}", kind.ext()),
+                        options().compression_method(zip::CompressionMethod::Stored),
+                    )
+                    .map_err(zip_err)?;
+                    zip.write_all(&bytes)?;
+                    report.ink_files += 1;
+                }
+            }
+            let record: PageRecord = decode("page", &item.body)?;
+            let keys = self.vault.user_keys(user).await?;
+            for line in self.open_lines(user, &keys, &record)? {
+                if let Some(id) = line.task_link_id {
+                    tasks_seen.insert(id);
+                }
+            }
+            report.pages += 1;
+            progress();
+            Ok(())
+        })
+        .await?;
+        report.tasks = tasks_seen.len() as u64;
+        zip.finish().map_err(zip_err)?;
+        Ok(report)
+    }
+
+    /// Imports a `nib-bundle` into the user's notebook, which must be empty or hold this same
+    /// bundle already (then nothing changes). The whole bundle is checked first (manifest,
+    /// every entry's CRC and shape, the counts, each page's ink): a foreign or damaged bundle
+    /// is refused before anything is written. An interrupted import is finished by running it
+    /// again. `progress` is told after each page.
+    pub async fn import_bundle<R: Read + Seek>(
+        &self,
+        user: &UserId,
+        mut input: R,
+        progress: &(dyn Fn() + Sync),
+    ) -> Result<BundleImport, BundleError> {
+        // A ZIP that does not open is damaged when it starts as one (cut short), else foreign.
+        let mut magic = [0u8; 4];
+        let zip_like = input.read_exact(&mut magic).is_ok() && &magic == b"PK\x03\x04";
+        input.rewind()?;
+        let mut archive = zip::ZipArchive::new(input).map_err(|e| {
+            if zip_like {
+                BundleError::Damaged(format!("the ZIP archive is cut short or broken ({e})"))
+            } else {
+                BundleError::Foreign(format!("not a ZIP archive ({e})"))
+            }
+        })?;
+        let manifest: Manifest = {
+            let mut file = archive
+                .by_name(MANIFEST)
+                .map_err(|_| BundleError::Foreign(format!("it has no {MANIFEST}")))?;
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)
+                .map_err(|e| BundleError::Damaged(format!("{MANIFEST}: {e}")))?;
+            serde_json::from_slice(&bytes)
+                .map_err(|e| BundleError::Foreign(format!("{MANIFEST}: {e}")))?
+        };
+        if manifest.format != BUNDLE_FORMAT {
+            return Err(BundleError::Foreign(format!(
+                "its format is {:?}, not {BUNDLE_FORMAT:?}",
+                manifest.format
+            )));
+        }
+        if manifest.version != BUNDLE_VERSION {
+            return Err(BundleError::Foreign(format!(
+                "version {} (this nib reads version {BUNDLE_VERSION})",
+                manifest.version
+            )));
+        }
+
+        // Pass 1: every entry read and checked; nothing written.
+        let mut pages: BTreeMap<PageId, (bool, bool)> = BTreeMap::new();
+        let mut ink: BTreeSet<(PageId, &'static str)> = BTreeSet::new();
+        let mut task_ids: BTreeSet<TaskLinkId> = BTreeSet::new();
+        for index in 0..archive.len() {
+            let (name, bytes) = read_entry(&mut archive, index)?;
+            match classify(&name) {
+                Some(Entry::Manifest) => {}
+                Some(Entry::Page(id)) => {
+                    let page: BundlePage = parse(&name, &bytes)?;
+                    if page.page_id != id {
+                        return Err(BundleError::Damaged(format!("{name} holds another page")));
+                    }
+                    pages.insert(id, (page.has_pdf, page.has_png));
+                }
+                Some(Entry::Ink(id, kind)) => {
+                    ink.insert((id, kind.ext()));
+                }
+                Some(Entry::Task(id)) => {
+                    let task: BundleTask = parse(&name, &bytes)?;
+                    if task.task_link_id != id {
+                        return Err(BundleError::Damaged(format!("{name} holds another task")));
+                    }
+                    if tasks::normalize(&task.text).is_empty() {
+                        return Err(BundleError::Damaged(format!(
+                            "{name}: the task has no text"
+                        )));
+                    }
+                    task_ids.insert(id);
+                }
+                None => {
+                    return Err(BundleError::Damaged(format!("unexpected entry {name:?}")));
+                }
+            }
+        }
+        if pages.len() as u64 != manifest.pages
+            || task_ids.len() as u64 != manifest.tasks
+            || ink.len() as u64 != manifest.ink_files
+        {
+            return Err(BundleError::Damaged(format!(
+                "the manifest lists {} pages, {} tasks and {} ink files; the bundle holds {}, {} and {}",
+                manifest.pages,
+                manifest.tasks,
+                manifest.ink_files,
+                pages.len(),
+                task_ids.len(),
+                ink.len()
+            )));
+        }
+        for (id, (pdf, png)) in &pages {
+            for kind in ink_kinds(*pdf, *png) {
+                if !ink.contains(&(id.clone(), kind.ext())) {
+                    return Err(BundleError::Damaged(format!(
+                        "page {id} has no {} file",
+                        kind.ext()
+                    )));
+                }
+            }
+        }
+        if let Some((id, ext)) = ink.iter().find(|(id, _)| !pages.contains_key(id)) {
+            return Err(BundleError::Damaged(format!(
+                "an ink file pages/{id}.{ext} without its page"
+            )));
+        }
+        // The notebook: empty, or only pages of this bundle.
+        let mut stranger = None;
+        self.each_page_item(user, async |item| {
+            let listing: records::PageListing = decode("page", &item.body)?;
+            if !pages.contains_key(&listing.page_id) {
+                stranger = Some(listing.page_id);
+            }
+            Ok(())
+        })
+        .await?;
+        if let Some(id) = stranger {
+            return Err(BundleError::NotEmpty(format!(
+                "it has page {id}, which the bundle does not; import into an empty notebook"
+            )));
+        }
+        drop(ink);
+
+        // Pass 2: tasks, then pages with their ink (an asset before its page, as import does).
+        let keys = self.vault.user_keys(user).await?;
+        let pk = user_pk(user);
+        let mut done = BundleImport::default();
+        for index in 0..archive.len() {
+            let (name, bytes) = read_entry(&mut archive, index)?;
+            let Some(Entry::Task(_)) = classify(&name) else {
+                continue;
+            };
+            let t: BundleTask = parse(&name, &bytes)?;
+            let sk = task_sk(&t.task_link_id);
+            let key = keys.blind("task", &tasks::normalize(&t.text));
+            let record = TaskRecord {
+                task_link_id: t.task_link_id.clone(),
+                status: t.status,
+                first_seen_date: t.first_seen_date,
+                completed_date: t.completed_date,
+                source_page_id: t.source_page_id,
+                key: key.clone(),
+                text: records::seal(&keys, user, &pk, &sk, "text", t.text.as_bytes()),
+                source_url: t
+                    .source_url
+                    .map(|u| records::seal(&keys, user, &pk, &sk, "source_url", u.as_bytes())),
+                appearances: t.appearances,
+                history: t.history,
+                created_at: t.created_at,
+                notion: t.notion.map(|n| records::NotionLink {
+                    page_id: n.page_id,
+                    url: records::seal(&keys, user, &pk, &sk, "notion_url", n.url.as_bytes()),
+                }),
+            };
+            let mut writes = vec![Write::put(
+                Item {
+                    pk: pk.clone(),
+                    sk: sk.clone(),
+                    gsi1: Some((
+                        tasks_partition(user, record.status),
+                        task_gsi_sk(record.first_seen_date, &record.task_link_id),
+                    )),
+                    version: 1,
+                    expires_at: None,
+                    body: encode(&record),
+                },
+                Cond::NotExists,
+            )];
+            if t.owns_key {
+                writes.push(Write::put(
+                    Item {
+                        pk: pk.clone(),
+                        sk: taskkey_sk(&key),
+                        gsi1: None,
+                        version: 1,
+                        expires_at: None,
+                        body: encode(&TaskKeyRecord {
+                            task_link_id: record.task_link_id.clone(),
+                        }),
+                    },
+                    Cond::NotExists,
+                ));
+            }
+            match self.store.transact(writes).await {
+                Ok(()) => done.tasks += 1,
+                Err(StoreError::ConditionFailed { .. })
+                    if self.store.get(&pk, &sk).await?.is_some() =>
+                {
+                    done.tasks_present += 1
+                }
+                Err(StoreError::ConditionFailed { .. }) => {
+                    return Err(BundleError::NotEmpty(format!(
+                        "another task already has the text of task {}",
+                        record.task_link_id
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for index in 0..archive.len() {
+            let (name, bytes) = read_entry(&mut archive, index)?;
+            let Some(Entry::Page(_)) = classify(&name) else {
+                continue;
+            };
+            let page: BundlePage = parse(&name, &bytes)?;
+            drop(bytes);
+            let psk = page_sk(&page.page_id);
+            if self.store.get(&pk, &psk).await?.is_some() {
+                done.pages_present += 1;
+                progress();
+                continue;
+            }
+            for kind in ink_kinds(page.has_pdf, page.has_png) {
+                let ink_name = format!("pages/{}.{}", page.page_id, kind.ext());
+                let mut bytes = Vec::new();
+                archive
+                    .by_name(&ink_name)
+                    .map_err(|e| BundleError::Damaged(format!("{ink_name}: {e}")))?
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| BundleError::Damaged(format!("{ink_name}: {e}")))?;
+                self.assets.put(user, &page.page_id, kind, bytes).await?;
+            }
+            if self.commit_imported_page(user, &keys, page).await? {
+                done.pages += 1;
+            } else {
+                done.pages_present += 1;
+            }
+            progress();
+        }
+        Ok(done)
+    }
+
+    /// Writes one page of a bundle with its stem, postings and statistics; `false` when the
+    /// page was there already (nothing written then).
+    async fn commit_imported_page(
+        &self,
+        user: &UserId,
+        keys: &crate::crypto::UserKeys,
+        page: BundlePage,
+    ) -> Result<bool, BundleError> {
+        let pk = user_pk(user);
+        let psk = page_sk(&page.page_id);
+        let mut tf: BTreeMap<String, u32> = BTreeMap::new();
+        let mut doc_len = 0u32;
+        for line in &page.lines {
+            for term in crate::domain::text::terms(&line.text) {
+                *tf.entry(keys.blind("term", &term)).or_default() += 1;
+                doc_len += 1;
+            }
+        }
+        let stem = page.stem.as_deref().map(|s| keys.blind("stem", s));
+        let record = PageRecord {
+            page_id: page.page_id.clone(),
+            date: page.date,
+            has_pdf: page.has_pdf,
+            has_png: page.has_png,
+            ocr_kind: page.ocr_kind,
+            ocr: page
+                .ocr
+                .as_ref()
+                .map(|s| records::seal(keys, user, &pk, &psk, "ocr", s.as_bytes())),
+            lines: records::seal(keys, user, &pk, &psk, "lines", &encode(&page.lines)),
+            stem: stem.clone(),
+            terms: tf.keys().cloned().collect(),
+            doc_len,
+            rev: page.rev,
+            created_at: page.created_at,
+            updated_at: page.updated_at,
+            sources: page.sources,
+        };
+        let mut writes = vec![Write::put(
+            Item {
+                pk: pk.clone(),
+                sk: psk.clone(),
+                gsi1: Some((pages_partition(user), page_gsi_sk(page.date, &page.page_id))),
+                version: 1,
+                expires_at: None,
+                body: encode(&record),
+            },
+            Cond::NotExists,
+        )];
+        if let Some(stem) = &stem {
+            writes.push(Write::put(
+                Item {
+                    pk: pk.clone(),
+                    sk: stem_sk(stem),
+                    gsi1: None,
+                    version: 1,
+                    expires_at: None,
+                    body: encode(&StemRecord {
+                        page_id: page.page_id.clone(),
+                    }),
+                },
+                Cond::NotExists,
+            ));
+        }
+        writes.push(Write::add(pk.clone(), records::STATS_PAGES_SK, 1));
+        if doc_len > 0 {
+            writes.push(Write::add(
+                pk.clone(),
+                records::STATS_LEN_SK,
+                i64::from(doc_len),
+            ));
+        }
+        let postings = search::posting_writes(user, &page.page_id, &tf, doc_len, page.rev);
+        if writes.len() + postings.len() <= MAX_TRANSACTION_ITEMS {
+            writes.extend(postings);
+        } else {
+            // Postings first: they count only once their page (with this revision) exists.
+            for chunk in postings.chunks(MAX_TRANSACTION_ITEMS) {
+                self.store.transact(chunk.to_vec()).await?;
+            }
+        }
+        match self.store.transact(writes).await {
+            Ok(()) => Ok(true),
+            Err(StoreError::ConditionFailed { index: 0 }) => Ok(false),
+            Err(StoreError::ConditionFailed { .. }) => Err(BundleError::NotEmpty(format!(
+                "another page already has the stem of page {}",
+                page.page_id
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::io::{Cursor, Read, Write as _};
+    use std::path::Path;
+
+    use super::*;
+    use crate::app::{App, LocalOptions};
+    use crate::notebook::{PageDraft, TaskFilter};
+
+    fn user() -> UserId {
+        UserId::parse("default").unwrap()
+    }
+
+    fn local(dir: &Path) -> App {
+        App::open_local(dir, LocalOptions::default()).unwrap()
+    }
+
+    fn sample_dir() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sample")
+    }
+
+    /// The sample notebook, plus a created task, a status history and a task with a source.
+    async fn fill_with_sample(app: &App) {
+        let u = user();
+        app.ensure_user(&u).await.unwrap();
+        let (pages, _) = crate::notebook::group_dir(&sample_dir()).unwrap();
+        for files in &pages {
+            app.notebook.import_files(&u, files).await.unwrap();
+        }
+        let date = Date::parse("2026-06-19").unwrap();
+        let created = app
+            .notebook
+            .create_task(
+                &u,
+                date,
+                "Send the bundle test",
+                Some("https://example.com/x"),
+            )
+            .await
+            .unwrap();
+        for status in [TaskStatus::Done, TaskStatus::Todo, TaskStatus::Cancelled] {
+            app.notebook
+                .update_task_status(&u, &created.task_link_id, status)
+                .await
+                .unwrap();
+        }
+        let first = app
+            .notebook
+            .list_tasks(&u, TaskFilter::Open, None, 1)
+            .await
+            .unwrap();
+        app.notebook
+            .update_task_status(&u, &first[0].task_link_id, TaskStatus::Done)
+            .await
+            .unwrap();
+    }
+
+    /// What the read tools show of the notebook, signed URLs aside: every page listed and
+    /// fetched, every task, and search for `terms`.
+    async fn snapshot(nb: &Notebook, terms: &[&str]) -> String {
+        let u = user();
+        let (pages, more) = nb
+            .list_pages_after(&u, None, None, None, 100_000)
+            .await
+            .unwrap();
+        assert!(!more);
+        let mut out = format!("{pages:?}\n");
+        for p in &pages {
+            let mut view = nb.get_page(&u, &p.page_id).await.unwrap();
+            view.pdf_url = view.pdf_url.map(|_| "signed".into());
+            view.png_url = view.png_url.map(|_| "signed".into());
+            out.push_str(&format!("{view:?}\n"));
+        }
+        let tasks = nb
+            .list_tasks(&u, TaskFilter::All, None, 100_000)
+            .await
+            .unwrap();
+        out.push_str(&format!("{tasks:?}\n"));
+        for term in terms {
+            let hits: Vec<_> = nb
+                .search(&u, term, 50)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|h| (h.page_id, h.date, h.snippet, h.score, h.url.is_some()))
+                .collect();
+            out.push_str(&format!("{term}: {hits:?}\n"));
+        }
+        out.push_str(&format!("pages: {}\n", nb.page_count(&u).await.unwrap()));
+        out
+    }
+
+    async fn export(nb: &Notebook) -> Vec<u8> {
+        let mut out = Cursor::new(Vec::new());
+        nb.export_bundle(&user(), &mut out, &|| {}).await.unwrap();
+        out.into_inner()
+    }
+
+    /// A bundle's entries by name, the manifest's export time aside.
+    fn entries(bundle: &[u8]) -> BTreeMap<String, Vec<u8>> {
+        let mut archive = zip::ZipArchive::new(Cursor::new(bundle)).unwrap();
+        let mut out = BTreeMap::new();
+        for i in 0..archive.len() {
+            let mut f = archive.by_index(i).unwrap();
+            let name = f.name().unwrap().into_owned();
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes).unwrap();
+            if name == MANIFEST {
+                let mut m: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                m["exported_at"] = 0.into();
+                bytes = m.to_string().into_bytes();
+            }
+            out.insert(name, bytes);
+        }
+        out
+    }
+
+    /// Round trip of `source` into an empty notebook, then a second import: asserts the same
+    /// tool outputs, the same bundle out again, and that the second import writes nothing.
+    async fn round_trip(source: &Notebook, target: &Notebook, terms: &[&str]) {
+        let u = user();
+        assert!(
+            !source.search(&u, terms[0], 5).await.unwrap().is_empty(),
+            "the comparison includes search hits"
+        );
+        let before = snapshot(source, terms).await;
+        let bundle = export(source).await;
+        let ticks = std::sync::atomic::AtomicU64::new(0);
+        let tick = || {
+            ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
+        let first = target
+            .import_bundle(&u, Cursor::new(&bundle), &tick)
+            .await
+            .unwrap();
+        let pages = source.page_count(&u).await.unwrap();
+        assert_eq!(first.pages, pages);
+        assert_eq!((first.pages_present, first.tasks_present), (0, 0));
+        assert_eq!(ticks.into_inner(), pages, "progress after every page");
+        let after = snapshot(target, terms).await;
+        assert_eq!(before, after, "every read identical after the round trip");
+        // Lines, OCR sources, histories, appearances, revisions: the same bundle comes out.
+        assert_eq!(entries(&bundle), entries(&export(target).await));
+
+        let second = target
+            .import_bundle(&u, Cursor::new(&bundle), &|| {})
+            .await
+            .unwrap();
+        assert_eq!((second.pages, second.tasks), (0, 0));
+        assert_eq!(
+            (second.pages_present, second.tasks_present),
+            (first.pages, first.tasks)
+        );
+        assert_eq!(
+            snapshot(target, terms).await,
+            before,
+            "a second import changes nothing"
+        );
+    }
+
+    const SAMPLE_TERMS: &[&str] = &["printer", "meeting", "toner", "\"the printer\"", "bundle"];
+
+    #[tokio::test]
+    async fn the_sample_notebook_round_trips_through_a_bundle() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (source, target) = (local(a.path()), local(b.path()));
+        fill_with_sample(&source).await;
+        target.ensure_user(&user()).await.unwrap();
+        let tasks = source
+            .notebook
+            .list_tasks(&user(), TaskFilter::All, None, 1000)
+            .await
+            .unwrap();
+        assert!(tasks.len() >= 3 && tasks.iter().any(|t| t.status == TaskStatus::Cancelled));
+        round_trip(&source.notebook, &target.notebook, SAMPLE_TERMS).await;
+
+        // The history survived (the tools show it only through the status): the bundle says so.
+        let bundle = export(&target.notebook).await;
+        let created = entries(&bundle)
+            .into_iter()
+            .filter(|(n, _)| n.starts_with("tasks/"))
+            .map(|(_, b)| serde_json::from_slice::<BundleTask>(&b).unwrap())
+            .find(|t| t.text == "Send the bundle test")
+            .unwrap();
+        assert_eq!(created.history.updates.len(), 3);
+        assert_eq!(created.source_url.as_deref(), Some("https://example.com/x"));
+        // The ink came along, and its bytes are the same.
+        let page = target
+            .notebook
+            .list_pages(&user(), None, None, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|p| p.has_ink)
+            .unwrap();
+        for kind in [AssetKind::Pdf, AssetKind::Png] {
+            assert_eq!(
+                source
+                    .assets
+                    .get(&user(), &page.page_id, kind)
+                    .await
+                    .unwrap(),
+                target
+                    .assets
+                    .get(&user(), &page.page_id, kind)
+                    .await
+                    .unwrap()
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_generated_thousand_page_notebook_round_trips() {
+        use futures::StreamExt;
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (source, target) = (local(a.path()), local(b.path()));
+        let u = user();
+        source.ensure_user(&u).await.unwrap();
+        target.ensure_user(&u).await.unwrap();
+        let words = [
+            "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf",
+        ];
+        let start = Date::parse("2023-01-01").unwrap();
+        let drafts: Vec<PageDraft> = (0..1000u32)
+            .map(|i| {
+                let date = Date::from_time(start.inner() + time::Duration::days(i64::from(i)));
+                let md = format!(
+                    "# Day {i}\n## Tasks\n- [ ] Call client {}\n- [{}] Review {} notes\n## Notes\n- {} {} meeting {i}\n",
+                    i % 40,
+                    if i % 3 == 0 { "x" } else { " " },
+                    words[i as usize % 7],
+                    words[(i as usize * 3) % 7],
+                    words[(i as usize * 5) % 7],
+                );
+                PageDraft {
+                    date: Some(date),
+                    stem: date.to_string(),
+                    ocr: Some((OcrKind::Markdown, md)),
+                    pdf: None,
+                    png: (i % 100 == 0).then(|| format!("png {i}").into_bytes()),
+                    sources: PageSources::default(),
+                }
+            })
+            .collect();
+        let nb = source.notebook.clone();
+        let mut runs = futures::stream::select_all(drafts.chunks(63).map(|run| {
+            let nb = nb.clone();
+            let u = u.clone();
+            futures::stream::iter(run.to_vec())
+                .then(move |d| {
+                    let (nb, u) = (nb.clone(), u.clone());
+                    async move { nb.import_page(&u, d).await.unwrap() }
+                })
+                .boxed()
+        }));
+        while runs.next().await.is_some() {}
+        assert_eq!(source.notebook.page_count(&u).await.unwrap(), 1000);
+        round_trip(
+            &source.notebook,
+            &target.notebook,
+            &["alpha", "meeting 7", "client", "\"review golf\""],
+        )
+        .await;
+    }
+
+    /// Rewrites a bundle with `edit` applied to its entries (None drops an entry).
+    fn rewrite(bundle: &[u8], edit: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>) -> Vec<u8> {
+        let mut out = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        for (name, bytes) in entries(bundle) {
+            if let Some(bytes) = edit(&name, bytes) {
+                out.start_file(name, zip::write::SimpleFileOptions::default())
+                    .unwrap();
+                out.write_all(&bytes).unwrap();
+            }
+        }
+        out.finish().unwrap().into_inner()
+    }
+
+    #[tokio::test]
+    async fn a_damaged_or_foreign_bundle_is_refused_and_nothing_is_written() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (source, target) = (local(a.path()), local(b.path()));
+        fill_with_sample(&source).await;
+        target.ensure_user(&user()).await.unwrap();
+        let bundle = export(&source.notebook).await;
+        let empty = snapshot(&target.notebook, SAMPLE_TERMS).await;
+
+        // One byte flipped inside a stored (uncompressed) ink file: its CRC no longer holds.
+        let mut flipped = bundle.clone();
+        let at = flipped
+            .windows(4)
+            .position(|w| w == b"%PDF")
+            .expect("the sample's PDF is stored as is");
+        flipped[at + 20] ^= 0xff;
+        let truncated = bundle[..bundle.len() / 2].to_vec();
+        let no_manifest = rewrite(&bundle, |n, b| (n != MANIFEST).then_some(b));
+        let other_format = rewrite(&bundle, |n, b| {
+            Some(if n == MANIFEST {
+                br#"{"format":"evernote","version":1,"exported_at":0,"pages":0,"tasks":0,"ink_files":0}"#.to_vec()
+            } else {
+                b
+            })
+        });
+        let newer = rewrite(&bundle, |n, b| {
+            Some(if n == MANIFEST {
+                String::from_utf8(b)
+                    .unwrap()
+                    .replace("\"version\":1", "\"version\":2")
+                    .into_bytes()
+            } else {
+                b
+            })
+        });
+        let lost_task = {
+            let first_task = entries(&bundle)
+                .into_keys()
+                .find(|n| n.starts_with("tasks/"))
+                .unwrap();
+            rewrite(&bundle, move |n, b| (n != first_task).then_some(b))
+        };
+        let bad_json = rewrite(&bundle, |n, b| {
+            Some(if n.starts_with("pages/") && n.ends_with(".json") {
+                b"{\"page_id\": 3".to_vec()
+            } else {
+                b
+            })
+        });
+        type Expect = fn(&BundleError) -> bool;
+        let cases: [(&str, Vec<u8>, Expect); 7] = [
+            ("flipped byte", flipped, |e| {
+                matches!(e, BundleError::Damaged(_))
+            }),
+            (
+                "truncated",
+                truncated,
+                |e| matches!(e, BundleError::Damaged(m) if m.contains("cut short")),
+            ),
+            (
+                "no manifest",
+                no_manifest,
+                |e| matches!(e, BundleError::Foreign(m) if m.contains("manifest.json")),
+            ),
+            (
+                "other format",
+                other_format,
+                |e| matches!(e, BundleError::Foreign(m) if m.contains("evernote")),
+            ),
+            (
+                "newer version",
+                newer,
+                |e| matches!(e, BundleError::Foreign(m) if m.contains("version 2")),
+            ),
+            (
+                "a task missing",
+                lost_task,
+                |e| matches!(e, BundleError::Damaged(m) if m.contains("manifest lists")),
+            ),
+            ("bad page JSON", bad_json, |e| {
+                matches!(e, BundleError::Damaged(_))
+            }),
+        ];
+        for (what, bytes, expected) in cases {
+            let err = target
+                .notebook
+                .import_bundle(&user(), Cursor::new(bytes), &|| {})
+                .await
+                .unwrap_err();
+            assert!(expected(&err), "{what}: {err:?}");
+            assert!(!err.to_string().is_empty());
+            assert_eq!(
+                snapshot(&target.notebook, SAMPLE_TERMS).await,
+                empty,
+                "{what}: nothing written"
+            );
+        }
+        let err = target
+            .notebook
+            .import_bundle(&user(), Cursor::new(b"hello".to_vec()), &|| {})
+            .await
+            .unwrap_err();
+        assert!(matches!(err, BundleError::Foreign(_)), "{err:?}");
+
+        // A notebook with pages of its own is refused too, before anything is written.
+        let u = user();
+        target
+            .notebook
+            .create_task(&u, Date::parse("2020-01-01").unwrap(), "Mine", None)
+            .await
+            .unwrap();
+        let mine = snapshot(&target.notebook, SAMPLE_TERMS).await;
+        let err = target
+            .notebook
+            .import_bundle(&u, Cursor::new(bundle), &|| {})
+            .await
+            .unwrap_err();
+        assert!(matches!(err, BundleError::NotEmpty(_)), "{err:?}");
+        assert_eq!(snapshot(&target.notebook, SAMPLE_TERMS).await, mine);
+    }
+
+    /// The bundle carries no secret: no Notion token or connection, no password hash, no API
+    /// token, no wrapped key.
+    #[tokio::test]
+    async fn a_bundle_holds_no_secret() {
+        use crate::adapters::notion::NotionToken;
+        use crate::adapters::notion_standin::NotionStandin;
+        const NOTION_TOKEN: &str = "ntn_bundle_secret_4f1c9e";
+        let notion = NotionStandin::start(NOTION_TOKEN).await.unwrap();
+        let database = notion.add_task_database();
+        let a = tempfile::tempdir().unwrap();
+        let source = App::open_local(
+            a.path(),
+            LocalOptions {
+                notion_api_url: notion.url.clone(),
+                ..LocalOptions::default()
+            },
+        )
+        .unwrap();
+        fill_with_sample(&source).await;
+        let u = user();
+        source
+            .notebook
+            .notion_connect(&u, &database, NotionToken::parse(NOTION_TOKEN).unwrap())
+            .await
+            .unwrap();
+        let (_, pushed) = source
+            .notebook
+            .create_task_pushed(&u, Date::parse("2026-06-20").unwrap(), "Pushed one", None)
+            .await
+            .unwrap();
+        let notion_page = pushed.page.expect("pushed to the stand-in").page_id;
+        source
+            .users()
+            .set_password(&u, "correct horse battery", true)
+            .await
+            .unwrap();
+        let token = source
+            .tokens
+            .create(&u, crate::auth::Scope::Write, Some("laptop".into()))
+            .await
+            .unwrap();
+        let bundle = export(&source.notebook).await;
+        let all: Vec<u8> = entries(&bundle).into_values().flatten().collect();
+        let text = String::from_utf8_lossy(&all);
+        for secret in [
+            token.token.as_str(),
+            "argon2",
+            "correct horse",
+            "laptop",
+            "NOTION",
+            "KEY#",
+        ] {
+            assert!(!text.contains(secret), "the bundle contains {secret:?}");
+        }
+        // It does hold the content, in the clear, and the pushed task's Notion link.
+        assert!(text.contains("Send the bundle test"));
+        assert!(text.contains(&notion_page));
+    }
+
+    /// The Markdown export: a file per page with front matter, tasks as checkboxes with their
+    /// reconciled status, the image beside it.
+    #[tokio::test]
+    async fn the_markdown_export_has_a_file_per_page_with_its_status_and_image() {
+        let a = tempfile::tempdir().unwrap();
+        let source = local(a.path());
+        fill_with_sample(&source).await;
+        let u = user();
+        let mut out = Cursor::new(Vec::new());
+        let report = source
+            .notebook
+            .export_markdown(&u, &mut out, &|| {})
+            .await
+            .unwrap();
+        let files = entries(&out.into_inner());
+        let pages = source
+            .notebook
+            .list_pages(&u, None, None, 100)
+            .await
+            .unwrap();
+        assert_eq!(report.pages, pages.len() as u64);
+        for p in &pages {
+            let base = format!("pages/{}_{}", p.date, p.page_id);
+            let md = String::from_utf8(files[&format!("{base}.md")].clone()).unwrap();
+            assert!(md.starts_with(&format!(
+                "---\ndate: {}\npage_id: {}\n---\n",
+                p.date, p.page_id
+            )));
+            let view = source.notebook.get_page(&u, &p.page_id).await.unwrap();
+            if view.png_url.is_some() {
+                assert!(files.contains_key(&format!("{base}.png")));
+                assert!(md.contains(&format!("]({}_{}.png)", p.date, p.page_id)));
+            }
+            for line in view.lines.iter().filter(|l| l.notation == Notation::Task) {
+                let mark = match line.status {
+                    Some(PageStatus::Done) => "x",
+                    Some(PageStatus::Cancelled) => "-",
+                    Some(PageStatus::Migrated) => ">",
+                    _ => " ",
+                };
+                assert!(md.contains(&format!("- [{mark}] {}\n", line.text)), "{md}");
+            }
+        }
+        let cancelled = files
+            .values()
+            .any(|b| String::from_utf8_lossy(b).contains("- [-] Send the bundle test"));
+        assert!(cancelled, "the reconciled status, not the page's own box");
+    }
+
+    /// Both back ends: a notebook on the AWS emulator exports, and its bundle imports into
+    /// another table and bucket with the same reads.
+    #[tokio::test]
+    async fn the_round_trip_works_on_the_aws_back_end() {
+        use crate::adapters::aws::emulator::Emulator;
+        let emulator = Emulator::shared().await.unwrap_or_else(|e| panic!("{e}"));
+        let source = App::open_aws(emulator.fresh().await.unwrap())
+            .await
+            .unwrap();
+        let target = App::open_aws(emulator.fresh_with_own_key().await.unwrap())
+            .await
+            .unwrap();
+        fill_with_sample(&source).await;
+        target.ensure_user(&user()).await.unwrap();
+        round_trip(&source.notebook, &target.notebook, SAMPLE_TERMS).await;
+    }
+}
