@@ -301,3 +301,6 @@ deploy: lambdas ## build the functions, terraform apply infra/, print the connec
 	terraform -chdir=infra init -input=false
 	terraform -chdir=infra apply $(TF_APPLY_FLAGS)
 	@echo "nib: connector URL $$(terraform -chdir=infra output -raw connector_url)"
+	# The first owner (once; re-running changes nothing): asks the password twice at a
+	# terminal, else generates one and prints it once; then where to paste the connector URL.
+	cargo run --quiet -p nib-cli --bin nib -- --from-terraform infra user ensure-owner
