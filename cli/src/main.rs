@@ -99,6 +99,9 @@ enum Command {
         #[command(subcommand)]
         command: GrantCommand,
     },
+    /// Check a deployment: the table, the bucket, the data key, a probe item, the connector.
+    /// One line per check, `ok` or `FAIL: <cause> -> <fix>`; exit code 1 on any failure.
+    Doctor,
     /// Push tasks to a Notion database: connect one, see how pushing goes, push what waits.
     Notion {
         #[command(subcommand)]
@@ -433,6 +436,7 @@ async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
         Command::Client { command } => client(command, target).await,
         Command::Grant { command } => grant(command, target).await,
         Command::Notion { command } => notion(command, target).await,
+        Command::Doctor => doctor(target).await,
     }
 }
 
@@ -1175,4 +1179,28 @@ async fn ensure_owner(
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `nib doctor`: the checks of `nib::doctor`, one line each.
+async fn doctor(target: &Target) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        target.backend == Backend::Aws,
+        "nib doctor checks a deployment (the table, bucket, keys and connector), so it needs \
+         --backend aws or --from-terraform; locally, `nib serve` says what is wrong as it starts"
+    );
+    let config = target.aws_config()?;
+    let app = App::open_aws_admin(config.clone(), nib::config::OcrChoice::Off)
+        .await
+        .context("cannot open the AWS back end")?;
+    let checks = nib::doctor::check_aws(&config, &app).await;
+    let mut failed = false;
+    for check in &checks {
+        println!("{}", check.line());
+        failed |= check.outcome.is_err();
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

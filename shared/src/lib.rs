@@ -25,6 +25,7 @@ pub mod app;
 pub mod auth;
 pub mod config;
 pub mod crypto;
+pub mod doctor;
 pub mod domain;
 pub mod functions;
 pub mod http;

@@ -424,3 +424,150 @@ async fn ensure_owner_creates_the_owner_once_and_prints_where_to_connect() {
     );
     assert_eq!(app.users().check("default", "other").await.unwrap(), None);
 }
+
+/// `nib serve --backend aws` over `config` on a free port; killed on drop. Its base URL.
+struct AwsServer {
+    child: std::process::Child,
+    base: String,
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for AwsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn serve_aws(config: &AwsConfig, data: &Path) -> AwsServer {
+    use std::io::BufRead;
+    let mut cmd = nib_aws(config, data);
+    cmd.env_remove("NIB_PUBLIC_URL")
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("nib: serving ")
+            .and_then(|u| u.strip_suffix("/mcp"))
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        AwsServer {
+            child,
+            base,
+            _stdout: out,
+        }
+    })
+    .await
+    .unwrap()
+}
+
+fn failing_lines(out: &str) -> Vec<&str> {
+    out.lines().filter(|l| l.contains(": FAIL: ")).collect()
+}
+
+#[tokio::test]
+async fn doctor_passes_a_sound_deployment_and_names_what_is_broken() {
+    let emulator = emulator().await;
+    let config = emulator.fresh().await.unwrap();
+    let clients = AwsClients::connect(&config).await;
+    nib::adapters::aws::emulator::provision_bucket_like_infra(
+        &clients.s3,
+        &config.bucket,
+        &config.kms_key_id,
+        "arn:aws:lambda:us-east-1:123456789012:function:nib-ingest",
+    )
+    .await
+    .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = serve_aws(&config, data.path()).await;
+    let doctor = |config: &AwsConfig| {
+        let mut c = nib_aws(config, data.path());
+        c.env("NIB_PUBLIC_URL", &server.base).arg("doctor");
+        c
+    };
+    let (ok, out, err) = run(doctor(&config), None).await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(failing_lines(&out), Vec::<&str>::new(), "{out}");
+    for check in [
+        "table keys and index: ok",
+        "table TTL on expires_at: ok",
+        "bucket public-access block: ok",
+        "bucket encryption: ok",
+        "bucket upload notification: ok",
+        "data key usable (GenerateDataKey): ok",
+        "table round trip (write, read, delete): ok",
+        "connector answers 401 with resource_metadata: ok",
+        "well-known documents and issuer: ok",
+        "a temporary read token lists the tools: ok",
+    ] {
+        assert!(out.contains(check), "{check} missing in\n{out}");
+    }
+    // The temporary token was revoked; the probe item is gone.
+    let app = App::open_aws(config.clone()).await.unwrap();
+    let probe = UserId::parse(nib::doctor::PROBE_USER).unwrap();
+    let tokens = app.tokens.list(&probe).await.unwrap();
+    assert_eq!(tokens.len(), 1);
+    assert!(tokens[0].revoked_at.is_some());
+    assert!(
+        app.store
+            .get("U#nib-doctor-probe", "DOCTOR#probe")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A bucket without its public-access block: named, with the fix, exit code 1.
+    clients
+        .s3
+        .delete_public_access_block()
+        .bucket(&config.bucket)
+        .send()
+        .await
+        .unwrap();
+    let (ok, out, _) = run(doctor(&config), None).await;
+    assert!(!ok, "{out}");
+    let failing = failing_lines(&out);
+    assert_eq!(failing.len(), 1, "{out}");
+    assert!(
+        failing[0].starts_with("bucket public-access block: FAIL: ")
+            && failing[0].contains("-> block all public access"),
+        "{out}"
+    );
+
+    // A table that is not there: its checks fail, saying which table.
+    let mut missing = config.clone();
+    missing.table = "nib-no-such-table".into();
+    let (ok, out, _) = run(doctor(&missing), None).await;
+    assert!(!ok, "{out}");
+    let table_line = out
+        .lines()
+        .find(|l| l.starts_with("table keys and index: "))
+        .unwrap();
+    assert!(
+        table_line.contains("FAIL: cannot describe the table nib-no-such-table"),
+        "{out}"
+    );
+    assert!(
+        out.contains("table round trip (write, read, delete): FAIL"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn doctor_says_it_needs_a_deployment() {
+    let data = tempfile::tempdir().unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    c.arg("--data-dir")
+        .arg(data.path())
+        .env_remove("NIB_BACKEND")
+        .env_remove("NIB_TERRAFORM_DIR")
+        .arg("doctor");
+    let (ok, _, err) = run(c, None).await;
+    assert!(!ok && err.contains("needs --backend aws"), "{err}");
+}
