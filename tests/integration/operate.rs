@@ -58,7 +58,7 @@ async fn run(mut cmd: Command, stdin: Option<&str>) -> (bool, String, String) {
     .unwrap()
 }
 
-fn args<'a>(mut cmd: Command, a: &[&'a str]) -> Command {
+fn args(mut cmd: Command, a: &[&str]) -> Command {
     cmd.args(a);
     cmd
 }
@@ -271,9 +271,7 @@ async fn import_via_upload_puts_the_files_under_uploads_and_needs_aws() {
     );
     // No page was written here: the ingest function does that.
     let app = App::open_aws(config.clone()).await.unwrap();
-    let alice = UserId::parse("alice").unwrap();
     assert!(app.store.get("U#alice", "USER").await.unwrap().is_none());
-    let _ = alice;
     // Locally there is no bucket: it says so.
     let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
     c.arg("--data-dir")
