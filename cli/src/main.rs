@@ -102,6 +102,15 @@ enum Command {
     /// Check a deployment: the table, the bucket, the data key, a probe item, the connector.
     /// One line per check, `ok` or `FAIL: <cause> -> <fix>`; exit code 1 on any failure.
     Doctor,
+    /// A read-only end-to-end check of a live connector URL (ending in /mcp), as a client sees
+    /// it: the OAuth metadata chain; with a read token also each protocol era, the tools and a
+    /// signed page image. One line per check; exit code 1 on any failure.
+    Smoke {
+        url: String,
+        /// A read token (nib token create --scope read); NIB_SMOKE_TOKEN.
+        #[arg(long, env = "NIB_SMOKE_TOKEN")]
+        token: Option<String>,
+    },
     /// Push tasks to a Notion database: connect one, see how pushing goes, push what waits.
     Notion {
         #[command(subcommand)]
@@ -437,6 +446,22 @@ async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
         Command::Grant { command } => grant(command, target).await,
         Command::Notion { command } => notion(command, target).await,
         Command::Doctor => doctor(target).await,
+        Command::Smoke { url, token } => {
+            let checks = nib::smoke::smoke(&url, token.as_deref()).await;
+            let mut failed = false;
+            for check in &checks {
+                println!("{}", check.line());
+                failed |= check.outcome.is_err();
+            }
+            if token.is_none() {
+                println!("(no --token: the tools and page images were not checked)");
+            }
+            Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
     }
 }
 

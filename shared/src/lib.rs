@@ -34,6 +34,7 @@ pub mod notebook;
 #[cfg(feature = "ocr")]
 pub mod ocr;
 pub mod ports;
+pub mod smoke;
 #[cfg(any(test, feature = "testing"))]
 pub mod store_suite;
 pub mod telemetry;

@@ -569,3 +569,90 @@ async fn doctor_says_it_needs_a_deployment() {
     let (ok, _, err) = run(c, None).await;
     assert!(!ok && err.contains("needs --backend aws"), "{err}");
 }
+
+fn nib_local(data: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    c.arg("--data-dir")
+        .arg(data)
+        .env_remove("NIB_BACKEND")
+        .env_remove("NIB_TERRAFORM_DIR")
+        .env_remove("NIB_SMOKE_TOKEN");
+    c
+}
+
+#[tokio::test]
+async fn smoke_checks_a_live_connector_and_names_what_fails() {
+    use std::io::BufRead;
+    let data = tempfile::tempdir().unwrap();
+    let mut c = nib_local(data.path());
+    c.arg("import").arg(sample_dir()).args(["--ocr", "off"]);
+    let _ = run(c, None).await; // the sample has one undated file: a failure we do not need
+    let mut c = nib_local(data.path());
+    c.args(["token", "create", "--scope", "read"]);
+    let (ok, token, err) = run(c, None).await;
+    assert!(ok, "{err}");
+    let token = token.trim().to_owned();
+    let mut cmd = nib_local(data.path());
+    cmd.args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let server = tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("nib: serving ")
+            .unwrap()
+            .to_owned();
+        AwsServer {
+            child,
+            base: url,
+            _stdout: out,
+        }
+    })
+    .await
+    .unwrap();
+    let mcp = server.base.clone();
+    let smoke = |token: Option<&str>| {
+        let mut c = nib_local(data.path());
+        c.args(["smoke", &mcp]);
+        if let Some(t) = token {
+            c.args(["--token", t]);
+        }
+        c
+    };
+    let (ok, out, err) = run(smoke(Some(&token)), None).await;
+    assert!(ok, "{out}{err}");
+    for check in [
+        "OAuth metadata chain: ok",
+        "initialize 2025-03-26: ok",
+        "initialize 2025-06-18: ok",
+        "initialize 2025-11-25: ok",
+        "server/discover 2026-07-28: ok",
+        "tools/list: ok",
+        "list_pages: ok",
+        "get_page: ok",
+        "signed page image (200, then 403 tampered): ok",
+        "search_pages: ok",
+    ] {
+        assert!(out.contains(check), "{check} missing in\n{out}");
+    }
+    assert!(failing_lines(&out).is_empty(), "{out}");
+    // Without a token: the anonymous part only, and it says so.
+    let (ok, out, _) = run(smoke(None), None).await;
+    assert!(
+        ok && out.contains("OAuth metadata chain: ok") && out.contains("no --token"),
+        "{out}"
+    );
+    // A token that is not one: the tools fail, by name, exit code 1.
+    let (ok, out, _) = run(smoke(Some("nib_live_notatoken")), None).await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("tools/list: FAIL: ") && out.contains("list_pages: FAIL: "),
+        "{out}"
+    );
+    assert!(out.contains("OAuth metadata chain: ok"), "{out}");
+    drop(server);
+}
