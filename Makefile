@@ -303,7 +303,7 @@ deploy: lambdas ## build the functions, terraform apply infra/, print the connec
 	@echo "nib: connector URL $$(terraform -chdir=infra output -raw connector_url)"
 	# The first owner (once; re-running changes nothing): asks the password twice at a
 	# terminal, else generates one and prints it once; then where to paste the connector URL.
-	cargo run --quiet -p nib-cli --bin nib -- --from-terraform infra user ensure-owner
+	cargo run --quiet -p nib-cli --bin nib -- --from-terraform user ensure-owner
 
 # A read-only end-to-end check of a live connector (nib smoke): URL defaults to the deployed
 # one; TOKEN (a read token, `nib token create --scope read`) adds the tools and page images.

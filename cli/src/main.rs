@@ -35,8 +35,9 @@ struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = Backend::Local, env = "NIB_BACKEND")]
     backend: Backend,
     /// Read the AWS settings (table, bucket, data key, region, public URL) from
-    /// `terraform -chdir=DIR output -json` (DIR defaults to infra); implies --backend aws.
-    #[arg(long, global = true, env = "NIB_TERRAFORM_DIR", num_args = 0..=1, default_missing_value = "infra", value_name = "DIR")]
+    /// `terraform -chdir=DIR output -json`: `--from-terraform` alone reads infra,
+    /// `--from-terraform=DIR` another folder; implies --backend aws.
+    #[arg(long, global = true, env = "NIB_TERRAFORM_DIR", num_args = 0..=1, require_equals = true, default_missing_value = "infra", value_name = "DIR")]
     from_terraform: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,

@@ -337,8 +337,7 @@ async fn from_terraform_reads_the_settings_from_terraforms_outputs() {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
     c.arg("--data-dir")
         .arg(data.path())
-        .arg("--from-terraform")
-        .arg(infra.path())
+        .arg(format!("--from-terraform={}", infra.path().display()))
         .args(["user", "ensure-owner"])
         .env("PATH", &path)
         .env("AWS_ENDPOINT_URL", config.endpoint_url.as_ref().unwrap())
@@ -364,11 +363,43 @@ async fn from_terraform_reads_the_settings_from_terraforms_outputs() {
     );
     assert_eq!(std::fs::read_dir(data.path()).unwrap().count(), 0);
 
+    // `--from-terraform` alone, before the command, reads ./infra (and takes no command for
+    // its folder): the owner is there already.
+    let work = tempfile::tempdir().unwrap();
+    let bare = fake_terraform(
+        &terraform_outputs(&config, "https://tf.example.com"),
+        Path::new("infra"),
+    );
+    let mut c = nib_aws(&config, data.path());
+    c.current_dir(work.path())
+        .args(["--from-terraform", "user", "ensure-owner"])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bare.path().display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+    for v in [
+        "NIB_TABLE",
+        "NIB_BUCKET",
+        "NIB_KMS_KEY_ID",
+        "NIB_PUBLIC_URL",
+    ] {
+        c.env_remove(v);
+    }
+    let (ok, out, err) = run(c, None).await;
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("nothing changed") && out.contains("https://tf.example.com/mcp"),
+        "{out}"
+    );
+
     // A directory Terraform has nothing for: the error says what to do.
     let empty = fake_terraform("{}", infra.path());
     let mut c = nib_aws(&config, data.path());
-    c.arg("--from-terraform")
-        .arg(infra.path())
+    c.arg(format!("--from-terraform={}", infra.path().display()))
         .args(["token", "list"])
         .env(
             "PATH",
