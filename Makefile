@@ -236,7 +236,7 @@ ocr-eval: tools-ocr ## score the local OCR engine on .data/ocr-eval (make ocr-pa
 	target/release/nib-ocr-eval $(OCR_EVAL_DIR)
 
 # ---- AWS deployment (infra/, see infra/README.md) -----------------------------------------
-.PHONY: tools-infra test-infra lambdas lambda-watch deploy
+.PHONY: tools-infra test-infra lambdas lambda-watch deploy smoke
 
 # The Terraform checks, no AWS account needed: formatting, checkov (every skipped check says
 # why, inline), and the least-privilege policy tests on the parsed HCL. All three run even when
@@ -307,3 +307,13 @@ deploy: lambdas ## build the functions, terraform apply infra/, print the connec
 	terraform -chdir=infra init -input=false
 	terraform -chdir=infra apply $(TF_APPLY_FLAGS)
 	@echo "nib: connector URL $$(terraform -chdir=infra output -raw connector_url)"
+	# The first owner (once; re-running changes nothing): asks the password twice at a
+	# terminal, else generates one and prints it once; then where to paste the connector URL.
+	cargo run --quiet -p nib-cli --bin nib -- --from-terraform user ensure-owner
+
+# A read-only end-to-end check of a live connector (nib smoke): URL defaults to the deployed
+# one; TOKEN (a read token, `nib token create --scope read`) adds the tools and page images.
+smoke: ## nib smoke against URL (default: terraform output connector_url), with TOKEN if set
+	cargo run --quiet -p nib-cli --bin nib -- smoke \
+		"$${URL:-$$(terraform -chdir=infra output -raw connector_url)}" \
+		$${TOKEN:+--token "$$TOKEN"}

@@ -85,6 +85,7 @@ data "aws_iam_policy_document" "data_key_policy" {
       identifiers = concat(
         [aws_iam_role.fn["pages"].arn, aws_iam_role.fn["tasks"].arn, aws_iam_role.fn["ingest"].arn],
         var.data_key_user_arns,
+        var.operator_role_arns,
       )
     }
     condition {

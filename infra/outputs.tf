@@ -47,3 +47,13 @@ output "ingest_dlq_url" {
   description = "Upload events that ingest failed on, after retries."
   value       = aws_sqs_queue.ingest_dlq.url
 }
+
+output "region" {
+  description = "The region of every resource (AWS_REGION for `nib --backend aws`)."
+  value       = local.region
+}
+
+output "operator_policy_arn" {
+  description = "The IAM policy of nib's admin commands (--backend aws): attach it to the operator's role and list that role in operator_role_arns."
+  value       = aws_iam_policy.operator.arn
+}

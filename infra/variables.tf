@@ -116,6 +116,12 @@ variable "data_key_user_arns" {
   default     = []
 }
 
+variable "operator_role_arns" {
+  description = "The operator's roles (or users): those that run nib's admin commands with --backend aws and carry the operator policy (output operator_policy_arn). The data key's policy admits them, under the user_id encryption context only; empty (the default), it admits no operator."
+  type        = list(string)
+  default     = []
+}
+
 variable "lambda_artifacts_dir" {
   description = "Folder holding <function>/bootstrap.zip, as `cargo lambda build --release --arm64 --output-format zip` leaves them."
   type        = string

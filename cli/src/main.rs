@@ -1,8 +1,9 @@
-//! `nib`: the local server, import, and token management, over one data directory.
+//! `nib`: the server, import, and the admin commands, over either back end (`--backend`).
 //!
-//! The embedded store is one file that one process opens at a time: `nib import` and
+//! Locally the embedded store is one file that one process opens at a time: `nib import` and
 //! `nib token` work on a data directory while no `nib serve` runs on it (they say so clearly
-//! when one does).
+//! when one does). With `--backend aws` every command works on the deployed table, bucket and
+//! keys (settings from the `NIB_*` variables, or `--from-terraform`), alongside the functions.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,16 @@ struct Cli {
     /// The data directory (store, key file, page images).
     #[arg(long, global = true, env = "NIB_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Where the notebook lives: `local` (the data directory) or `aws` (DynamoDB, S3 and KMS,
+    /// from NIB_TABLE, NIB_BUCKET, NIB_KMS_KEY_ID and the usual AWS_* variables; set
+    /// AWS_ENDPOINT_URL for an emulator).
+    #[arg(long, global = true, value_enum, default_value_t = Backend::Local, env = "NIB_BACKEND")]
+    backend: Backend,
+    /// Read the AWS settings (table, bucket, data key, region, public URL) from
+    /// `terraform -chdir=DIR output -json`: `--from-terraform` alone reads infra,
+    /// `--from-terraform=DIR` another folder; implies --backend aws.
+    #[arg(long, global = true, env = "NIB_TERRAFORM_DIR", num_args = 0..=1, require_equals = true, default_missing_value = "infra", value_name = "DIR")]
+    from_terraform: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -53,6 +64,10 @@ enum Command {
         /// Read the ink again even where the page has text of its own or was read before.
         #[arg(long)]
         force_ocr: bool,
+        /// AWS only: put the files under uploads/{user}/ in the bucket, for the ingest
+        /// function to import (and Textract to read), instead of writing the pages here.
+        #[arg(long)]
+        via_upload: bool,
     },
     /// Read pages' stored ink again with the OCR engine (task ids and statuses stay).
     Ocr {
@@ -78,9 +93,6 @@ enum Command {
         user: String,
         #[arg(long, value_enum, default_value = "bundle")]
         format: ExportFormat,
-        /// `aws`: the DynamoDB table, bucket and KMS key of the environment (`NIB_TABLE`, ...).
-        #[arg(long, value_enum, default_value = "local")]
-        backend: Backend,
     },
     /// Create, list and revoke API tokens.
     Token {
@@ -102,6 +114,18 @@ enum Command {
         #[command(subcommand)]
         command: GrantCommand,
     },
+    /// Check a deployment: the table, the bucket, the data key, a probe item, the connector.
+    /// One line per check, `ok` or `FAIL: <cause> -> <fix>`; exit code 1 on any failure.
+    Doctor,
+    /// A read-only end-to-end check of a live connector URL (ending in /mcp), as a client sees
+    /// it: the OAuth metadata chain; with a read token also each protocol era, the tools and a
+    /// signed page image. One line per check; exit code 1 on any failure.
+    Smoke {
+        url: String,
+        /// A read token (nib token create --scope read); NIB_SMOKE_TOKEN.
+        #[arg(long, env = "NIB_SMOKE_TOKEN")]
+        token: Option<String>,
+    },
     /// Push tasks to a Notion database: connect one, see how pushing goes, push what waits.
     Notion {
         #[command(subcommand)]
@@ -109,14 +133,11 @@ enum Command {
     },
 }
 
-/// Which user and back end a `nib notion` command works on.
+/// Which user a `nib notion` command works on (the back end is the global `--backend`).
 #[derive(clap::Args)]
 struct NotionTarget {
     #[arg(long, default_value = DEFAULT_USER)]
     user: String,
-    /// `aws`: the DynamoDB table and KMS key of the environment (`NIB_TABLE`, ...).
-    #[arg(long, value_enum, default_value = "local")]
-    backend: Backend,
 }
 
 #[derive(Subcommand)]
@@ -158,6 +179,17 @@ enum UserCommand {
     /// Change a user's password.
     Passwd {
         name: String,
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// The first owner of a deployment (`make deploy` runs it): creates the user with a
+    /// password unless it has one, then prints the connector URL and where to paste it.
+    /// Re-running it changes nothing.
+    EnsureOwner {
+        #[arg(default_value = DEFAULT_USER)]
+        name: String,
+        /// The password on one line of stdin; without it a terminal is asked twice, and
+        /// without a terminal a password is generated and printed once.
         #[arg(long)]
         password_stdin: bool,
     },
@@ -224,11 +256,6 @@ struct ServeArgs {
     /// Lifetime of signed page-image URLs, in seconds.
     #[arg(long, default_value_t = 3600, env = "NIB_ASSET_TTL_SECONDS")]
     asset_ttl_seconds: u64,
-    /// Where the notebook lives: `local` (the data directory) or `aws` (DynamoDB, S3 and KMS,
-    /// from NIB_TABLE, NIB_BUCKET, NIB_KMS_KEY_ID and the usual AWS_* variables; set
-    /// AWS_ENDPOINT_URL for an emulator).
-    #[arg(long, value_enum, default_value_t = Backend::Local, env = "NIB_BACKEND")]
-    backend: Backend,
     #[command(flatten)]
     limits: RateLimitArgs,
     #[command(flatten)]
@@ -277,10 +304,65 @@ enum ExportFormat {
     Markdown,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum Backend {
     Local,
     Aws,
+}
+
+/// Where a command works: the back end, the data directory (local) and where the AWS
+/// settings come from (the environment, or Terraform's outputs).
+struct Target {
+    backend: Backend,
+    data_dir: PathBuf,
+    terraform_dir: Option<PathBuf>,
+}
+
+impl Target {
+    /// The AWS settings: Terraform's outputs when `--from-terraform` is given (the
+    /// environment fills in the rest: credentials, an endpoint), else the environment alone.
+    fn aws_config(&self) -> anyhow::Result<AwsConfig> {
+        let Some(dir) = &self.terraform_dir else {
+            return AwsConfig::from_env().context("cannot configure the AWS back end");
+        };
+        let out = std::process::Command::new("terraform")
+            .arg(format!("-chdir={}", dir.display()))
+            .args(["output", "-json"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .context("cannot run terraform (is it on PATH?)")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "`terraform -chdir={} output -json` failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        let settings = nib::config::terraform_settings(&String::from_utf8_lossy(&out.stdout))
+            .with_context(|| format!("cannot read the outputs of {}", dir.display()))?;
+        AwsConfig::from_lookup(|name| {
+            settings
+                .get(name)
+                .cloned()
+                .or_else(|| std::env::var(name).ok())
+        })
+        .context("cannot configure the AWS back end")
+    }
+
+    /// The system an admin command works on (`ocr` reads ink-only pages).
+    async fn open(&self, ocr: nib::config::OcrChoice) -> anyhow::Result<App> {
+        match self.backend {
+            Backend::Local => open(
+                &self.data_dir,
+                LocalOptions {
+                    ocr,
+                    ..LocalOptions::default()
+                },
+            ),
+            Backend::Aws => App::open_aws_admin(self.aws_config()?, ocr)
+                .await
+                .context("cannot open the AWS back end"),
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -330,8 +412,16 @@ fn user_id(s: &str) -> anyhow::Result<UserId> {
 async fn main() -> ExitCode {
     nib::telemetry::init();
     let cli = Cli::parse();
-    let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
-    match run(cli.command, &data_dir).await {
+    let target = Target {
+        backend: if cli.from_terraform.is_some() {
+            Backend::Aws
+        } else {
+            cli.backend
+        },
+        data_dir: cli.data_dir.clone().unwrap_or_else(default_data_dir),
+        terraform_dir: cli.from_terraform.clone(),
+    };
+    match run(cli.command, &target).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -340,29 +430,28 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command, data_dir: &Path) -> anyhow::Result<ExitCode> {
+async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Serve(args) => serve(args, data_dir).await,
+        Command::Serve(args) => serve(args, target).await,
         Command::Import {
             dir,
             bundle,
             user,
             ocr,
             force_ocr,
+            via_upload,
         } => {
             let ocr = nib::config::OcrChoice::parse(&ocr)?;
             match (dir, bundle) {
-                (_, Some(bundle)) => import_bundle(&bundle, &user_id(&user)?, data_dir).await,
-                (Some(dir), None) => import(&dir, &user_id(&user)?, data_dir, ocr, force_ocr).await,
+                (_, Some(bundle)) => import_bundle(&bundle, &user_id(&user)?, target).await,
+                (Some(dir), None) if via_upload => upload(&dir, &user_id(&user)?, target).await,
+                (Some(dir), None) => import(&dir, &user_id(&user)?, target, ocr, force_ocr).await,
                 (None, None) => unreachable!("clap requires a folder or --bundle"),
             }
         }
-        Command::Export {
-            out,
-            user,
-            format,
-            backend,
-        } => export(&out, &user_id(&user)?, format, backend, data_dir).await,
+        Command::Export { out, user, format } => {
+            export(&out, &user_id(&user)?, format, target).await
+        }
         Command::Ocr {
             stem,
             all: _,
@@ -372,7 +461,7 @@ async fn run(command: Command, data_dir: &Path) -> anyhow::Result<ExitCode> {
         } => {
             let ocr = nib::config::OcrChoice::parse(&ocr)?;
             #[cfg(feature = "ocr-local")]
-            let done = reread(stem.as_deref(), force, &user_id(&user)?, data_dir, ocr).await;
+            let done = reread(stem.as_deref(), force, &user_id(&user)?, target, ocr).await;
             #[cfg(not(feature = "ocr-local"))]
             let done = {
                 let _ = (stem, force, user, ocr);
@@ -380,15 +469,33 @@ async fn run(command: Command, data_dir: &Path) -> anyhow::Result<ExitCode> {
             };
             done
         }
-        Command::Token { command } => token(command, data_dir).await,
-        Command::User { command } => user(command, data_dir).await,
-        Command::Client { command } => client(command, data_dir).await,
-        Command::Grant { command } => grant(command, data_dir).await,
-        Command::Notion { command } => notion(command, data_dir).await,
+        Command::Token { command } => token(command, target).await,
+        Command::User { command } => user(command, target).await,
+        Command::Client { command } => client(command, target).await,
+        Command::Grant { command } => grant(command, target).await,
+        Command::Notion { command } => notion(command, target).await,
+        Command::Doctor => doctor(target).await,
+        Command::Smoke { url, token } => {
+            let checks = nib::smoke::smoke(&url, token.as_deref()).await;
+            let mut failed = false;
+            for check in &checks {
+                println!("{}", check.line());
+                failed |= check.outcome.is_err();
+            }
+            if token.is_none() {
+                println!("(no --token: the tools and page images were not checked)");
+            }
+            Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
     }
 }
 
-async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
+async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
+    let data_dir = target.data_dir.as_path();
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
@@ -399,7 +506,7 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| format!("http://{addr}"))
         .trim_end_matches('/')
         .to_owned();
-    let (app, data_place) = match args.backend {
+    let (app, data_place) = match target.backend {
         Backend::Local => {
             let app = open(
                 data_dir,
@@ -414,7 +521,7 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
             (app, data_dir.display().to_string())
         }
         Backend::Aws => {
-            let mut config = AwsConfig::from_env().context("cannot configure the AWS back end")?;
+            let mut config = target.aws_config()?;
             config.asset_ttl_seconds = args.asset_ttl_seconds;
             config.public_url = Some(public_url.clone());
             let place = format!("the DynamoDB table {}", config.table);
@@ -467,7 +574,7 @@ async fn serve(args: ServeArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
     let mut lines = vec![format!("nib: serving {public_url}/mcp")];
     lines.push(match first {
         Some(t) => format!("nib: token for user {} ({}): {}", t.record.user, t.record.scope, t.token),
-        None if args.backend == Backend::Aws => format!("nib: data in {data_place}; its first start printed a token"),
+        None if target.backend == Backend::Aws => format!("nib: data in {data_place}; its first start printed a token"),
         None => format!(
             "nib: data in {data_place}; create a token with `nib token create --scope read` (while the server is stopped)"
         ),
@@ -536,17 +643,9 @@ async fn export(
     out: &Path,
     user: &UserId,
     format: ExportFormat,
-    backend: Backend,
-    data_dir: &Path,
+    target: &Target,
 ) -> anyhow::Result<ExitCode> {
-    let app = match backend {
-        Backend::Local => open(data_dir, LocalOptions::default())?,
-        Backend::Aws => {
-            App::open_aws(AwsConfig::from_env().context("cannot configure the AWS back end")?)
-                .await
-                .context("cannot open the AWS back end")?
-        }
-    };
+    let app = target.open(nib::config::OcrChoice::Off).await?;
     let total = app.notebook.page_count(user).await?;
     let bar = progress_bar("exporting", usize::try_from(total).unwrap_or(usize::MAX));
     let partial = out.with_extension("zip.partial");
@@ -579,11 +678,11 @@ async fn export(
 }
 
 /// `nib import --bundle`: checks the whole bundle, then writes it.
-async fn import_bundle(bundle: &Path, user: &UserId, data_dir: &Path) -> anyhow::Result<ExitCode> {
+async fn import_bundle(bundle: &Path, user: &UserId, target: &Target) -> anyhow::Result<ExitCode> {
     let file = std::io::BufReader::new(
         std::fs::File::open(bundle).with_context(|| format!("cannot open {}", bundle.display()))?,
     );
-    let app = open(data_dir, LocalOptions::default())?;
+    let app = target.open(nib::config::OcrChoice::Off).await?;
     app.ensure_user(user).await?;
     let bar = progress_bar("importing", 0);
     let tick = || {
@@ -609,20 +708,14 @@ const DEFAULT_OCR: &str = "off";
 async fn import(
     dir: &Path,
     user: &UserId,
-    data_dir: &Path,
+    target: &Target,
     ocr: nib::config::OcrChoice,
     force_ocr: bool,
 ) -> anyhow::Result<ExitCode> {
     use futures::StreamExt;
     let (pages, skipped) = nib::notebook::group_dir(dir)
         .with_context(|| format!("cannot read the folder {}", dir.display()))?;
-    let app = open(
-        data_dir,
-        LocalOptions {
-            ocr,
-            ..LocalOptions::default()
-        },
-    )?;
+    let app = target.open(ocr).await?;
     app.ensure_user(user).await?;
     let bar = progress_bar("importing", pages.len());
     let started = std::time::Instant::now();
@@ -689,19 +782,13 @@ async fn reread(
     stem: Option<&str>,
     force: bool,
     user: &UserId,
-    data_dir: &Path,
+    target: &Target,
     ocr: nib::config::OcrChoice,
 ) -> anyhow::Result<ExitCode> {
     if ocr == nib::config::OcrChoice::Off {
         anyhow::bail!("nib ocr needs an engine: --ocr local");
     }
-    let app = open(
-        data_dir,
-        LocalOptions {
-            ocr,
-            ..LocalOptions::default()
-        },
-    )?;
+    let app = target.open(ocr).await?;
     let mut ids = Vec::new();
     match stem {
         Some(stem) => match app.notebook.page_of_stem(user, stem).await? {
@@ -753,8 +840,8 @@ async fn reread(
     })
 }
 
-async fn token(command: TokenCommand, data_dir: &Path) -> anyhow::Result<ExitCode> {
-    let app = open(data_dir, LocalOptions::default())?;
+async fn token(command: TokenCommand, target: &Target) -> anyhow::Result<ExitCode> {
+    let app = target.open(nib::config::OcrChoice::Off).await?;
     match command {
         TokenCommand::Create { scope, label, user } => {
             let user = user_id(&user)?;
@@ -816,8 +903,12 @@ fn read_password(from_stdin: bool) -> anyhow::Result<String> {
     Ok(first)
 }
 
-async fn user(command: UserCommand, data_dir: &Path) -> anyhow::Result<ExitCode> {
+async fn user(command: UserCommand, target: &Target) -> anyhow::Result<ExitCode> {
     let (name, from_stdin, create) = match command {
+        UserCommand::EnsureOwner {
+            name,
+            password_stdin,
+        } => return ensure_owner(&user_id(&name)?, password_stdin, target).await,
         UserCommand::Create {
             name,
             password_stdin,
@@ -828,7 +919,7 @@ async fn user(command: UserCommand, data_dir: &Path) -> anyhow::Result<ExitCode>
         } => (name, password_stdin, false),
     };
     let user = user_id(&name)?;
-    let app = open(data_dir, LocalOptions::default())?;
+    let app = target.open(nib::config::OcrChoice::Off).await?;
     if create {
         app.ensure_user(&user).await?;
     }
@@ -852,8 +943,8 @@ fn date(unix: i64) -> String {
         .unwrap_or_default()
 }
 
-async fn client(command: ClientCommand, data_dir: &Path) -> anyhow::Result<ExitCode> {
-    let app = open(data_dir, LocalOptions::default())?;
+async fn client(command: ClientCommand, target: &Target) -> anyhow::Result<ExitCode> {
+    let app = target.open(nib::config::OcrChoice::Off).await?;
     let oauth = oauth(&app);
     match command {
         ClientCommand::Add {
@@ -919,8 +1010,8 @@ async fn client(command: ClientCommand, data_dir: &Path) -> anyhow::Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-async fn grant(command: GrantCommand, data_dir: &Path) -> anyhow::Result<ExitCode> {
-    let app = open(data_dir, LocalOptions::default())?;
+async fn grant(command: GrantCommand, target: &Target) -> anyhow::Result<ExitCode> {
+    let app = target.open(nib::config::OcrChoice::Off).await?;
     let oauth = oauth(&app);
     match command {
         GrantCommand::List { user } => {
@@ -1024,7 +1115,7 @@ fn describe_mapping(m: &nib::adapters::notion::Mapping) -> String {
     out
 }
 
-async fn notion(command: NotionCommand, data_dir: &Path) -> anyhow::Result<ExitCode> {
+async fn notion(command: NotionCommand, target_of: &Target) -> anyhow::Result<ExitCode> {
     let target = match &command {
         NotionCommand::Connect { target, .. }
         | NotionCommand::Status { target }
@@ -1032,14 +1123,7 @@ async fn notion(command: NotionCommand, data_dir: &Path) -> anyhow::Result<ExitC
         | NotionCommand::Sync { target } => target,
     };
     let user = user_id(&target.user)?;
-    let app = match target.backend {
-        Backend::Local => open(data_dir, LocalOptions::default())?,
-        Backend::Aws => {
-            App::open_aws(AwsConfig::from_env().context("cannot configure the AWS back end")?)
-                .await
-                .context("cannot open the AWS back end")?
-        }
-    };
+    let app = target_of.open(nib::config::OcrChoice::Off).await?;
     let notebook = &app.notebook;
     match command {
         NotionCommand::Connect { database, .. } => {
@@ -1103,4 +1187,136 @@ async fn notion(command: NotionCommand, data_dir: &Path) -> anyhow::Result<ExitC
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `nib import --via-upload`: the folder's page files under `uploads/{user}/` in the bucket,
+/// for the ingest function (each page's text files first, so its ink arrives second and the
+/// page is read once with both).
+async fn upload(dir: &Path, user: &UserId, target: &Target) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        target.backend == Backend::Aws,
+        "--via-upload puts the files in the deployment's S3 bucket for its ingest function, so it \
+         needs --backend aws (locally, nib import writes the pages itself)"
+    );
+    let (pages, skipped) = nib::notebook::group_dir(dir)
+        .with_context(|| format!("cannot read the folder {}", dir.display()))?;
+    let config = target.aws_config()?;
+    let assets = nib::adapters::aws::AwsClients::connect(&config)
+        .await
+        .assets(&config);
+    let files: Vec<&PathBuf> = pages
+        .iter()
+        .flat_map(|p| [&p.md, &p.txt, &p.pdf, &p.png].into_iter().flatten())
+        .collect();
+    let bar = progress_bar("uploading", pages.len());
+    let mut failed = 0usize;
+    let mut last_stem = None;
+    for path in files {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("group_dir keeps UTF-8 names");
+        let stem = path.file_stem().map(|s| s.to_owned());
+        if last_stem.is_some() && last_stem != stem {
+            bar.inc(1);
+        }
+        last_stem = stem;
+        let sent = match tokio::fs::read(path).await {
+            Ok(bytes) => assets
+                .put_upload(user, name, bytes)
+                .await
+                .map_err(|e| nib::telemetry::chain(&e)),
+            Err(e) => Err(nib::telemetry::chain(&e)),
+        };
+        if let Err(cause) = sent {
+            failed += 1;
+            bar.suspend(|| eprintln!("error: {}: {cause}", path.display()));
+        }
+    }
+    bar.finish_and_clear();
+    for path in &skipped {
+        eprintln!(
+            "skipped: {} (not a .pdf, .png, .md or .txt page file)",
+            path.display()
+        );
+    }
+    println!(
+        "uploaded {} pages to s3://{}/uploads/{user}/ for the ingest function; {failed} files failed",
+        pages.len(),
+        config.bucket
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `nib user ensure-owner`: the first owner of a deployment, once.
+async fn ensure_owner(
+    user: &UserId,
+    from_stdin: bool,
+    target: &Target,
+) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    let connector = match target.backend {
+        Backend::Aws => target.aws_config()?.public_url.map(|u| format!("{u}/mcp")),
+        Backend::Local => None,
+    };
+    let app = target.open(nib::config::OcrChoice::Off).await?;
+    let users = app.users();
+    if users.has_password(user).await? {
+        println!("user {user} has a password already: nothing changed");
+    } else {
+        app.ensure_user(user).await?;
+        let (password, generated) = if from_stdin || std::io::stdin().is_terminal() {
+            (read_password(from_stdin)?, false)
+        } else {
+            (nib::auth::oauth::random_password(), true)
+        };
+        anyhow::ensure!(!password.is_empty(), "the password is empty");
+        match users.set_password(user, &password, true).await {
+            Ok(()) if generated => {
+                println!("created user {user}; its password (shown only this once): {password}")
+            }
+            Ok(()) => println!("created user {user} with the password you gave"),
+            // Another run created it meanwhile: theirs stands.
+            Err(nib::auth::users::UserError::Exists(_)) => {
+                println!("user {user} has a password already: nothing changed")
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if let Some(url) = connector {
+        println!("connector URL: {url}");
+        println!(
+            "  Claude (Settings > Connectors > Add custom connector) or ChatGPT (Settings > \
+             Connectors, developer mode, Create): paste the URL, then sign in as {user}."
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nib doctor`: the checks of `nib::doctor`, one line each.
+async fn doctor(target: &Target) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        target.backend == Backend::Aws,
+        "nib doctor checks a deployment (the table, bucket, keys and connector), so it needs \
+         --backend aws or --from-terraform; locally, `nib serve` says what is wrong as it starts"
+    );
+    let config = target.aws_config()?;
+    let app = App::open_aws_admin(config.clone(), nib::config::OcrChoice::Off)
+        .await
+        .context("cannot open the AWS back end")?;
+    let checks = nib::doctor::check_aws(&config, &app).await;
+    let mut failed = false;
+    for check in &checks {
+        println!("{}", check.line());
+        failed |= check.outcome.is_err();
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

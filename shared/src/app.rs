@@ -284,6 +284,72 @@ impl App {
         })
     }
 
+    /// The services an operator's admin command uses over DynamoDB, S3 and KMS (`nib user`,
+    /// `token`, `grant`, `client`, `import`, `ocr`, `notion` with `--backend aws`): the
+    /// notebook, tokens, users, clients and grants, with `ocr` reading ink-only pages.
+    ///
+    /// It loads no server secret (`SECRET#session-ids`, `SECRET#oauth`) and no signing key, so
+    /// an operator's role needs neither those contexts of the data key nor the signing key: the
+    /// keys that would sign sessions, CSRF forms and access tokens are random and die with the
+    /// process. Nothing it builds serves clients: never call [`App::router`] on it.
+    pub async fn open_aws_admin(
+        config: AwsConfig,
+        ocr: crate::config::OcrChoice,
+    ) -> Result<App, AppError> {
+        config.validate()?;
+        let clients = AwsClients::connect(&config).await;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let store: Arc<dyn Store> = Arc::new(clients.store(&config).with_clock(clock.clone()));
+        let keys: Arc<dyn Keys> = Arc::new(clients.keys(&config));
+        let vault = Arc::new(Vault::new(
+            store.clone(),
+            keys.clone(),
+            config.key_cache_size,
+            config.key_cache_ttl,
+        ));
+        let assets: Arc<dyn Assets> = Arc::new(clients.assets(&config));
+        let mut notebook = Notebook::new(
+            store.clone(),
+            vault.clone(),
+            assets.clone(),
+            clock.clone(),
+            NotebookConfig {
+                asset_ttl_seconds: config.asset_ttl_seconds,
+                public_url: config.public_url.clone().unwrap_or_default(),
+            },
+        )
+        .with_notion(crate::adapters::notion::NotionApi::new(
+            &config.notion_api_url,
+        ));
+        if let Some(engine) = ocr_engine(ocr)? {
+            notebook = notebook.with_ocr(engine);
+        }
+        let throwaway = || {
+            let mut bytes = Zeroizing::new([0u8; 32]);
+            rand::Rng::fill(&mut rand::rng(), &mut bytes[..]);
+            bytes
+        };
+        let oauth_secret = throwaway();
+        Ok(App {
+            data_dir: None,
+            tokens: Arc::new(Tokens::new(store.clone(), clock.clone())),
+            limiter: Arc::new(StoreRateLimiter::new(store.clone(), clock.clone())),
+            store,
+            keys,
+            vault,
+            notebook: Arc::new(notebook),
+            assets,
+            local_assets: None,
+            clock,
+            aws_calls: Some(clients.calls),
+            session_key: throwaway(),
+            token_signer: Arc::new(LocalSigner::from_oauth_secret(&oauth_secret)),
+            csrf_key: crate::auth::oauth::csrf_key(&oauth_secret),
+            oauth_gates: Gates::default(),
+            asset_origin: Some(config.asset_origin()),
+        })
+    }
+
     /// Creates the user (its record and data key) unless it exists. True when created.
     pub async fn ensure_user(&self, user: &UserId) -> Result<bool, AppError> {
         let item = Item {

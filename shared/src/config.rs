@@ -224,6 +224,51 @@ impl AwsConfig {
     }
 }
 
+/// The outputs of infra/ (`terraform output -json`) and the variables they stand for: an
+/// operator's `nib --from-terraform` reads its settings from them instead of the environment.
+pub const TERRAFORM_OUTPUTS: [(&str, &str); 5] = [
+    ("table_name", "NIB_TABLE"),
+    ("bucket_name", "NIB_BUCKET"),
+    ("data_key_arn", "NIB_KMS_KEY_ID"),
+    ("region", "AWS_REGION"),
+    ("public_url", "NIB_PUBLIC_URL"),
+];
+
+/// The settings in the JSON of `terraform output -json` (`{"name": {"value": ..}, ..}`), keyed
+/// by the variable each stands for ([`TERRAFORM_OUTPUTS`]). Every one of them must be there
+/// and a non-empty string: a missing one means infra/ was not applied (or is older).
+pub fn terraform_settings(
+    json: &str,
+) -> Result<std::collections::BTreeMap<&'static str, String>, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: "NIB_TERRAFORM_DIR",
+        reason,
+    };
+    let outputs: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| invalid(format!("`terraform output -json` printed no JSON ({e})")))?;
+    if outputs.as_object().is_some_and(|o| o.is_empty()) {
+        return Err(invalid(
+            "terraform has no outputs there: run `make deploy` (terraform apply) first".into(),
+        ));
+    }
+    TERRAFORM_OUTPUTS
+        .iter()
+        .map(|&(output, variable)| {
+            outputs
+                .get(output)
+                .and_then(|o| o.get("value"))
+                .and_then(|v| v.as_str())
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| (variable, v.to_owned()))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "terraform has no output {output:?} (for {variable}): apply the current infra/"
+                    ))
+                })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -240,6 +285,35 @@ mod tests {
         ("NIB_BUCKET", "nib-pages"),
         ("NIB_KMS_KEY_ID", "alias/nib"),
     ];
+
+    #[test]
+    fn terraform_outputs_give_the_settings() {
+        let json = include_str!("../../tests/fixtures/terraform-output.json");
+        let settings = terraform_settings(json).unwrap();
+        assert_eq!(settings["NIB_TABLE"], "nib");
+        assert_eq!(settings["NIB_BUCKET"], "nib-pages-123456789012-eu-west-1");
+        assert!(settings["NIB_KMS_KEY_ID"].starts_with("arn:aws:kms:eu-west-1:"));
+        assert_eq!(settings["AWS_REGION"], "eu-west-1");
+        assert_eq!(
+            settings["NIB_PUBLIC_URL"],
+            "https://abc123.execute-api.eu-west-1.amazonaws.com"
+        );
+        let config = AwsConfig::from_lookup(|n| settings.get(n).cloned()).unwrap();
+        assert_eq!(config.region.as_deref(), Some("eu-west-1"));
+    }
+
+    #[test]
+    fn terraform_outputs_missing_one_name_it() {
+        let mut json: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/terraform-output.json"))
+                .unwrap();
+        json.as_object_mut().unwrap().remove("region");
+        let e = terraform_settings(&json.to_string()).unwrap_err();
+        assert!(e.to_string().contains("\"region\""), "{e}");
+        let e = terraform_settings("{}").unwrap_err();
+        assert!(e.to_string().contains("make deploy"), "{e}");
+        assert!(terraform_settings("not json").is_err());
+    }
 
     #[test]
     fn defaults_apply_when_only_the_required_variables_are_set() {

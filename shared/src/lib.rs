@@ -25,6 +25,7 @@ pub mod app;
 pub mod auth;
 pub mod config;
 pub mod crypto;
+pub mod doctor;
 pub mod domain;
 pub mod functions;
 pub mod http;
@@ -33,6 +34,7 @@ pub mod notebook;
 #[cfg(feature = "ocr")]
 pub mod ocr;
 pub mod ports;
+pub mod smoke;
 #[cfg(any(test, feature = "testing"))]
 pub mod store_suite;
 pub mod telemetry;

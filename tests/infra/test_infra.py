@@ -634,3 +634,65 @@ def test_the_readme_claims_what_the_key_policy_allows(infra: Infra) -> None:
         assert "PutKeyPolicy" in readme, "the README must say the key policy can be rewritten"
         assert "cannot use it, and" not in readme, "an overstated claim is back"
     assert "within this stack" in readme and "lambda:InvokeFunction" in readme
+
+
+# ---------------------------------------------------------------------------------------------
+# The operator policy (infra/operator.tf): what nib's admin commands use, nothing more
+
+OPERATOR_PARTITIONS = {"U#*", "TOK#*", "CLIENT#*", "GRANT#*", "RT#*", "USER#*"}
+
+
+def test_the_operator_policy_is_a_managed_policy_of_its_document(infra: Infra) -> None:
+    policy = infra.resource("aws_iam_policy", "operator")
+    assert policy["policy"] == "${data.aws_iam_policy_document.operator.json}"
+    assert "operator_policy_arn" in infra.outputs and "region" in infra.outputs
+
+
+def test_the_operator_reaches_only_its_partitions_and_never_a_secret_or_a_scan(
+    infra: Infra,
+) -> None:
+    for s in statements(infra, "operator"):
+        assert s.effect == "Allow" and not any(a.endswith("*") and a.startswith("dynamodb") for a in s.actions), s
+        if not s.touches("dynamodb"):
+            continue
+        assert "dynamodb:Scan" not in s.actions, s
+        keys = s.condition("ForAllValues:StringLike", "dynamodb:LeadingKeys")
+        if keys is None:
+            assert set(s.actions) <= {"dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive"}, s
+            continue
+        assert set(keys) == OPERATOR_PARTITIONS, s
+        assert not any(k.startswith("SECRET#") for k in keys), s
+
+
+def test_the_operator_uses_the_data_key_only_under_the_user_context(infra: Infra) -> None:
+    data_key = [s for s in statements(infra, "operator") if s.on("aws_kms_key.data")]
+    assert data_key, "the operator needs the data key to import and read pages"
+    for s in data_key:
+        assert set(s.actions) <= DATA_KEY_ACTIONS, s
+        assert_user_context(s)
+    for s in statements(infra, "operator"):
+        if s.on("aws_kms_key.storage"):
+            assert s.condition("StringEquals", "kms:ViaService"), s
+        assert not s.on("aws_kms_key.signing"), s
+        assert "lambda:InvokeFunction" not in s.actions and not s.touches("textract"), s
+
+
+def test_the_operator_reaches_only_page_images_and_uploads(infra: Infra) -> None:
+    for s in statements(infra, "operator"):
+        if not s.touches("s3"):
+            continue
+        objects = [a for a in s.actions if a.endswith("Object")]
+        if objects:
+            assert s.resources and all(r.endswith(("/u/*", "/uploads/*")) or "pages_objects" in r or "upload_objects" in r for r in s.resources), s
+        else:
+            assert all(a.startswith("s3:Get") for a in s.actions), s
+
+
+def test_the_data_key_admits_an_operator_only_when_listed(infra: Infra) -> None:
+    variable = infra.variables["operator_role_arns"]
+    assert variable["default"] == [], "no operator by default"
+    users = [s for s in statements(infra, "data_key_policy") if s.where.endswith("/UserDataKeys")]
+    assert len(users) == 1
+    principals = " ".join(str(i) for _, ids in users[0].principals for i in ids)
+    assert "var.operator_role_arns" in principals
+    assert_user_context(users[0])

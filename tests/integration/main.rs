@@ -12,6 +12,7 @@ mod notebook;
 mod notion;
 mod oauth;
 mod ocr;
+mod operate;
 mod pages;
 mod protocol;
 mod ratelimit;

@@ -357,6 +357,91 @@ pub async fn provision_bucket(
     Ok(())
 }
 
+/// The bucket settings infra/s3.tf adds to a bucket (`nib doctor` checks them): every public
+/// access blocked, SSE-KMS with `kms_key_id`, and objects created under `uploads/` notifying
+/// the function `ingest_arn`.
+pub async fn provision_bucket_like_infra(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    kms_key_id: &str,
+    ingest_arn: &str,
+) -> Result<(), EmulatorError> {
+    use aws_sdk_s3::types::{
+        Event, FilterRule, FilterRuleName, LambdaFunctionConfiguration, NotificationConfiguration,
+        NotificationConfigurationFilter, PublicAccessBlockConfiguration, S3KeyFilter,
+        ServerSideEncryption, ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration,
+        ServerSideEncryptionRule,
+    };
+    let fail = |e: Box<dyn Error + Send + Sync>| provision_error("bucket")(e);
+    client
+        .put_public_access_block()
+        .bucket(bucket)
+        .public_access_block_configuration(
+            PublicAccessBlockConfiguration::builder()
+                .block_public_acls(true)
+                .ignore_public_acls(true)
+                .block_public_policy(true)
+                .restrict_public_buckets(true)
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| fail(Box::new(e)))?;
+    let by_default = ServerSideEncryptionByDefault::builder()
+        .sse_algorithm(ServerSideEncryption::AwsKms)
+        .kms_master_key_id(kms_key_id)
+        .build()
+        .map_err(|e| fail(Box::new(e)))?;
+    client
+        .put_bucket_encryption()
+        .bucket(bucket)
+        .server_side_encryption_configuration(
+            ServerSideEncryptionConfiguration::builder()
+                .rules(
+                    ServerSideEncryptionRule::builder()
+                        .apply_server_side_encryption_by_default(by_default)
+                        .bucket_key_enabled(true)
+                        .build(),
+                )
+                .build()
+                .map_err(|e| fail(Box::new(e)))?,
+        )
+        .send()
+        .await
+        .map_err(|e| fail(Box::new(e)))?;
+    let to_ingest = LambdaFunctionConfiguration::builder()
+        .lambda_function_arn(ingest_arn)
+        .events(Event::from("s3:ObjectCreated:*"))
+        .filter(
+            NotificationConfigurationFilter::builder()
+                .key(
+                    S3KeyFilter::builder()
+                        .filter_rules(
+                            FilterRule::builder()
+                                .name(FilterRuleName::Prefix)
+                                .value("uploads/")
+                                .build(),
+                        )
+                        .build(),
+                )
+                .build(),
+        )
+        .build()
+        .map_err(|e| fail(Box::new(e)))?;
+    client
+        .put_bucket_notification_configuration()
+        .bucket(bucket)
+        .notification_configuration(
+            NotificationConfiguration::builder()
+                .lambda_function_configurations(to_ingest)
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| fail(Box::new(e)))?;
+    Ok(())
+}
+
 type Action = Arc<dyn Fn() -> Result<(), BoxError> + Send + Sync>;
 
 /// Fault injection for tests: an interceptor that runs an action just before a request of a

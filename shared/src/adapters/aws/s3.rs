@@ -66,6 +66,27 @@ impl S3Assets {
         &self.bucket
     }
 
+    /// Puts a page file of an import folder under `uploads/{user}/{file_name}`, for the ingest
+    /// function to import (`nib import --via-upload`); returns the object key. `file_name` is a
+    /// file's name alone (`2026-06-19.pdf`), as `group_dir` found it.
+    pub async fn put_upload(
+        &self,
+        user: &UserId,
+        file_name: &str,
+        bytes: Vec<u8>,
+    ) -> Result<String, AssetsError> {
+        let key = format!("uploads/{user}/{file_name}");
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(&key)
+            .body(ByteStream::from(bytes))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(key)
+    }
+
     /// A presigned PUT for a new upload of the user's, valid for `ttl_seconds`.
     pub async fn presign_upload(
         &self,
