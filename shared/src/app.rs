@@ -239,28 +239,8 @@ impl App {
             crate::adapters::aws::signing::OAuthKeys::load(&config, &clients, store.as_ref())
                 .await?;
         let keys: Arc<dyn Keys> = Arc::new(kms);
-        let vault = Arc::new(Vault::new(
-            store.clone(),
-            keys.clone(),
-            config.key_cache_size,
-            config.key_cache_ttl,
-        ));
-        let assets: Arc<dyn Assets> = Arc::new(clients.assets(&config));
-        let notebook = Arc::new(
-            Notebook::new(
-                store.clone(),
-                vault.clone(),
-                assets.clone(),
-                clock.clone(),
-                NotebookConfig {
-                    asset_ttl_seconds: config.asset_ttl_seconds,
-                    public_url: config.public_url.clone().unwrap_or_default(),
-                },
-            )
-            .with_notion(crate::adapters::notion::NotionApi::new(
-                &config.notion_api_url,
-            )),
-        );
+        let (vault, assets, notebook) = aws_notebook(&config, &clients, &store, &keys, &clock);
+        let notebook = Arc::new(notebook);
         let tokens = Arc::new(Tokens::new(store.clone(), clock.clone()));
         let limiter: Arc<dyn RateLimiter> =
             Arc::new(StoreRateLimiter::new(store.clone(), clock.clone()));
@@ -301,26 +281,7 @@ impl App {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let store: Arc<dyn Store> = Arc::new(clients.store(&config).with_clock(clock.clone()));
         let keys: Arc<dyn Keys> = Arc::new(clients.keys(&config));
-        let vault = Arc::new(Vault::new(
-            store.clone(),
-            keys.clone(),
-            config.key_cache_size,
-            config.key_cache_ttl,
-        ));
-        let assets: Arc<dyn Assets> = Arc::new(clients.assets(&config));
-        let mut notebook = Notebook::new(
-            store.clone(),
-            vault.clone(),
-            assets.clone(),
-            clock.clone(),
-            NotebookConfig {
-                asset_ttl_seconds: config.asset_ttl_seconds,
-                public_url: config.public_url.clone().unwrap_or_default(),
-            },
-        )
-        .with_notion(crate::adapters::notion::NotionApi::new(
-            &config.notion_api_url,
-        ));
+        let (vault, assets, mut notebook) = aws_notebook(&config, &clients, &store, &keys, &clock);
         if let Some(engine) = ocr_engine(ocr)? {
             notebook = notebook.with_ocr(engine);
         }
@@ -454,4 +415,36 @@ impl App {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The vault, assets and notebook over AWS, as `nib serve --backend aws` and the admin
+/// commands build them (one place, so both see the same configuration).
+fn aws_notebook(
+    config: &AwsConfig,
+    clients: &AwsClients,
+    store: &Arc<dyn Store>,
+    keys: &Arc<dyn Keys>,
+    clock: &Arc<dyn Clock>,
+) -> (Arc<Vault>, Arc<dyn Assets>, Notebook) {
+    let vault = Arc::new(Vault::new(
+        store.clone(),
+        keys.clone(),
+        config.key_cache_size,
+        config.key_cache_ttl,
+    ));
+    let assets: Arc<dyn Assets> = Arc::new(clients.assets(config));
+    let notebook = Notebook::new(
+        store.clone(),
+        vault.clone(),
+        assets.clone(),
+        clock.clone(),
+        NotebookConfig {
+            asset_ttl_seconds: config.asset_ttl_seconds,
+            public_url: config.public_url.clone().unwrap_or_default(),
+        },
+    )
+    .with_notion(crate::adapters::notion::NotionApi::new(
+        &config.notion_api_url,
+    ));
+    (vault, assets, notebook)
 }

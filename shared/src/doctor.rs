@@ -413,18 +413,7 @@ async fn connector(public_url: &str, app: &App) -> Vec<Check> {
                 "check that the route POST /mcp reaches the mcp function",
             );
         }
-        let header = r
-            .headers()
-            .get("www-authenticate")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        let Some(metadata) = header
-            .split("resource_metadata=\"")
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .map(str::to_owned)
-        else {
+        let Some(metadata) = resource_metadata(r.headers()) else {
             return fail(
                 "the 401 names no resource_metadata",
                 "set NIB_PUBLIC_URL on mcp (infra/ does) and keep OAuth on",
@@ -531,4 +520,11 @@ async fn connector(public_url: &str, app: &App) -> Vec<Check> {
         tools.await,
     ));
     checks
+}
+
+/// The `resource_metadata` URL of a 401's `WWW-Authenticate` challenge (RFC 9728).
+pub(crate) fn resource_metadata(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let header = headers.get("www-authenticate")?.to_str().ok()?;
+    let rest = header.split("resource_metadata=\"").nth(1)?;
+    rest.split('"').next().map(str::to_owned)
 }

@@ -235,17 +235,7 @@ async fn metadata_chain(client: &Client) -> Outcome {
             "check that /mcp reaches the front with OAuth on",
         );
     }
-    let header = r
-        .headers()
-        .get("www-authenticate")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let Some(metadata) = header
-        .split("resource_metadata=\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-    else {
+    let Some(metadata) = crate::doctor::resource_metadata(r.headers()) else {
         return fail(
             "the 401 names no resource_metadata",
             "set NIB_PUBLIC_URL on the front",
