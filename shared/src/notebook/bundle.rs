@@ -16,9 +16,9 @@ use std::io::{Read, Seek, Write as IoWrite};
 use serde::{Deserialize, Serialize};
 
 use super::records::{
-    self, OcrKind, PageRecord, PageSources, StemRecord, StoredLine, TaskKeyRecord, TaskRecord,
-    decode, encode, page_gsi_sk, page_sk, pages_partition, stem_sk, task_gsi_sk, task_sk,
-    taskkey_sk, tasks_partition, user_pk,
+    self, OcrKind, PageRecord, PageSources, StoredLine, TaskKeyRecord, TaskRecord, decode, encode,
+    page_gsi_sk, page_sk, pages_partition, task_gsi_sk, task_sk, taskkey_sk, tasks_partition,
+    user_pk,
 };
 use super::{Notebook, NotebookError, search};
 use crate::domain::tasks::{self, Appearance, History};
@@ -743,19 +743,7 @@ impl Notebook {
             Cond::NotExists,
         )];
         if let Some(stem) = &stem {
-            writes.push(Write::put(
-                Item {
-                    pk: pk.clone(),
-                    sk: stem_sk(stem),
-                    gsi1: None,
-                    version: 1,
-                    expires_at: None,
-                    body: encode(&StemRecord {
-                        page_id: page.page_id.clone(),
-                    }),
-                },
-                Cond::NotExists,
-            ));
+            writes.push(records::stem_write(&pk, stem, &page.page_id));
         }
         writes.push(Write::add(pk.clone(), records::STATS_PAGES_SK, 1));
         if doc_len > 0 {

@@ -741,19 +741,7 @@ impl Notebook {
         let psk = page_sk(page_id);
         let created = existing.is_none();
         if created && let Some(stem) = &content.stem {
-            writes.push(Write::put(
-                Item {
-                    pk: pk.clone(),
-                    sk: stem_sk(stem),
-                    gsi1: None,
-                    version: 1,
-                    expires_at: None,
-                    body: encode(&StemRecord {
-                        page_id: page_id.clone(),
-                    }),
-                },
-                Cond::NotExists,
-            ));
+            writes.push(records::stem_write(&pk, stem, page_id));
         }
         let record = PageRecord {
             page_id: page_id.clone(),

@@ -315,6 +315,24 @@ pub struct StemRecord {
     pub page_id: PageId,
 }
 
+/// The write that records `stem` (blinded) as imported into `page_id`: made once, with the
+/// page, never overwritten.
+pub fn stem_write(pk: &str, stem: &str, page_id: &PageId) -> crate::ports::Write {
+    crate::ports::Write::put(
+        crate::ports::Item {
+            pk: pk.to_owned(),
+            sk: stem_sk(stem),
+            gsi1: None,
+            version: 1,
+            expires_at: None,
+            body: encode(&StemRecord {
+                page_id: page_id.clone(),
+            }),
+        },
+        crate::ports::Cond::NotExists,
+    )
+}
+
 /// The user's index statistics, for BM25.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StatsRecord {
