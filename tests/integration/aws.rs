@@ -168,8 +168,8 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
         calls,
         counts(&[
             // the Notion connection (none), dedup key, stem of the date, the page, the index
-            // statistics
-            ("DynamoDB", "GetItem", 5),
+            // statistics, the page's vector block
+            ("DynamoDB", "GetItem", 6),
             // the page of the date
             ("DynamoDB", "Query", 1),
             // the dedup items of the page's task lines
@@ -192,8 +192,8 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
         "create_task, reused"
     );
 
-    // search_pages: the statistics in one batch, one Query per term, the matching pages in
-    // one batch.
+    // search_pages (hybrid): the statistics and the vector blocks in one batch, one Query per
+    // term, the matching pages in one batch: 2 + terms reads whatever the notebook's size.
     let (hits, calls) = tool(&app, "search_pages", json!({ "query": "printer" })).await;
     assert!(!hits["results"].as_array().unwrap().is_empty());
     assert_eq!(

@@ -17,4 +17,5 @@ mod pages;
 mod protocol;
 mod ratelimit;
 mod resources;
+mod search;
 mod storage;

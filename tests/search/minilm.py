@@ -215,6 +215,7 @@ def token_outputs(wheel, cache=None):
         seq = np.stack([np.full_like(ids, cls), ids, np.full_like(ids, sep)], axis=1)
         h = forward(t, seq, np.ones_like(seq))
         emb[ids] = h.mean(1)
+        print(f"distill: {ids[-1] + 1}/{n} tokens", file=sys.stderr, flush=True)
     if cache:
         np.save(path, emb)
     return vocab, emb, digest
@@ -240,7 +241,7 @@ def distill(wheel, dims, sif=1e-3, cache=None):
     scale = np.abs(red).max(1) / 127.0
     scale[scale == 0] = 1.0
     q = np.clip(np.rint(red / scale[:, None]), -127, 127).astype(np.int8)
-    model_id = f"m2v-minilm-l6-v2-d{dims}-{digest[:12]}"
+    model_id = f"m2v-minilm-l6-v2-d{dims}-sif{sif:g}-{digest[:12]}"
     return vocab, scale.astype(np.float32), q, model_id
 
 
@@ -335,7 +336,7 @@ def main():
     d.add_argument("--wheel", required=True)
     d.add_argument("--out", required=True)
     d.add_argument("--dims", type=int, default=256)
-    d.add_argument("--sif", type=float, default=1e-3)
+    d.add_argument("--sif", type=float, default=1e-4)
     d.add_argument("--cache", help="folder for the token outputs (keyed by the wheel's hash)")
     e = sub.add_parser("eval")
     e.add_argument("--wheel")

@@ -18,6 +18,7 @@ mod records;
 mod resources;
 mod search;
 mod tasks;
+mod vectors;
 
 use std::sync::Arc;
 
@@ -29,8 +30,12 @@ pub use import::{
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
 pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
 pub use resources::{PageImage, TaskResource};
-pub use search::SearchHit;
+pub use search::{
+    HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, SearchHit, SearchMode,
+    SearchOptions,
+};
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
+pub use vectors::ReindexReport;
 
 use crate::crypto::{CryptoError, Vault};
 use crate::ports::{Assets, AssetsError, Clock, Store, StoreError};

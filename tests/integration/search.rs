@@ -1,0 +1,330 @@
+//! Search by meaning (issue 15) over both back ends: paraphrases found in hybrid and meaning
+//! modes and not by keywords, dates applied inside the ranking, phrases still required,
+//! vectors sealed at rest, and `nib reindex`.
+
+use std::path::Path;
+
+use nib::domain::UserId;
+use nib::ports::Query;
+use serde_json::{Value, json};
+
+use crate::helpers::{Options, TestApp};
+
+macro_rules! search_tests {
+    ($options:expr) => {
+        $crate::search::search_tests!(@each $options;
+            paraphrases_are_found_by_meaning_and_not_by_keywords,
+            dates_are_applied_inside_the_ranking,
+            quoted_phrases_are_required_in_every_mode,
+            modes_are_checked_and_cursors_keep_their_ranking,
+            vectors_are_sealed_in_the_store,
+        );
+    };
+    (@each $options:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let app = $crate::helpers::TestApp::spawn_with(Options {
+                    import_sample: false,
+                    ..$options
+                })
+                .await;
+                import_notes(&app).await;
+                $crate::search::$name(&app).await;
+            }
+        )*
+    };
+}
+pub(crate) use search_tests;
+
+mod local {
+    use super::*;
+    search_tests!(Options::default());
+}
+
+mod aws {
+    use super::*;
+    search_tests!(Options::aws());
+}
+
+/// Notes on near topics (three visits of a kind, money, food, home), one topic each, with
+/// two checkups on different dates.
+const NOTES: [(&str, &str); 8] = [
+    (
+        "2026-03-02",
+        "## Monday\n- [ ] Checkup with Dr. Alvarez at 10\n- ask about the cough that won't go away\n- bring list of pills",
+    ),
+    (
+        "2026-05-11",
+        "## Monday\n- GP at 9, Dr. Chen\n- wheezing and cough since the cold\n- ask if I need an x-ray",
+    ),
+    (
+        "2026-03-04",
+        "## Wednesday\n- [ ] Dentist 4:15 with Dr. Okafor\n- molar hurts when chewing\n- floss more",
+    ),
+    (
+        "2026-03-05",
+        "## Thursday\n- Vet for Biscuit at 3\n- vaccines due, ask about the limp\n- buy the chew treats",
+    ),
+    (
+        "2026-03-06",
+        "## Friday\n- Budget review with Priya\n- rent 1400, groceries 600, transport 120\n- cut subscriptions",
+    ),
+    (
+        "2026-03-07",
+        "## Saturday\n- Lasagna recipe\n- ragu: mince, tomatoes, simmer 2h\n- bechamel, layer, bake 40 min at 180",
+    ),
+    (
+        "2026-03-08",
+        "## Sunday\n- Plumber coming 8am\n- kitchen sink leaking under the cabinet\n- turn off water valve",
+    ),
+    (
+        "2026-03-09",
+        "## Monday\n- Team sync notes: the launch plan and the beta list\n- [ ] Draft the quarterly budget",
+    ),
+];
+
+async fn import_notes(app: &TestApp) {
+    let dir = tempfile::tempdir().unwrap();
+    for (date, body) in NOTES {
+        std::fs::write(dir.path().join(format!("{date}.md")), body).unwrap();
+    }
+    let user = UserId::parse("default").unwrap();
+    let (pages, _) = nib::notebook::group_dir(dir.path()).unwrap();
+    for page in &pages {
+        app.app.notebook.import_files(&user, page).await.unwrap();
+    }
+}
+
+fn dates(r: &Value) -> Vec<&str> {
+    r["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no results in {r}"))
+        .iter()
+        .map(|h| h["date"].as_str().unwrap())
+        .collect()
+}
+
+pub async fn paraphrases_are_found_by_meaning_and_not_by_keywords(app: &TestApp) {
+    // No word in common with either checkup page.
+    let query = "the medical visit for my breathing";
+    let keyword = app
+        .call("search_pages", json!({ "query": query, "mode": "keyword" }))
+        .await;
+    assert_eq!(keyword["results"], json!([]), "{keyword}");
+    for mode in ["meaning", "hybrid"] {
+        let r = app
+            .call(
+                "search_pages",
+                json!({ "query": query, "mode": mode, "limit": 3 }),
+            )
+            .await;
+        assert_eq!(r["mode"], mode);
+        let top = dates(&r);
+        assert!(
+            ["2026-03-02", "2026-05-11"].contains(&top[0]),
+            "{mode}: {r}"
+        );
+        assert!(
+            top.contains(&"2026-03-02") && top.contains(&"2026-05-11"),
+            "{mode}: {r}"
+        );
+        // The best line is a line of the page; the snippet is cut from the page.
+        let hit = &r["results"][0];
+        assert!(!hit["line"].as_str().unwrap().is_empty(), "{hit}");
+        assert!(!hit["snippet"].as_str().unwrap().is_empty(), "{hit}");
+    }
+    // The default is hybrid, and the ChatGPT `search` tool ranks the same way.
+    let default = app.call("search_pages", json!({ "query": query })).await;
+    assert_eq!(default["mode"], "hybrid");
+    let chatgpt = app.call("search", json!({ "query": query })).await;
+    let first = &chatgpt["results"][0]["id"];
+    assert_eq!(first, &default["results"][0]["page_id"], "{chatgpt}");
+    // Keywords still find what they found: the budget pages, the review first.
+    let words = app
+        .call("search_pages", json!({ "query": "budget review" }))
+        .await;
+    assert_eq!(dates(&words)[0], "2026-03-06", "{words}");
+}
+
+pub async fn dates_are_applied_inside_the_ranking(app: &TestApp) {
+    let query = "the medical visit for my breathing";
+    // The later checkup ranks first or second overall; limited to one result and to March, the
+    // search still returns the March one (the range is applied before the cut, not after).
+    for mode in ["meaning", "hybrid", "keyword"] {
+        let q = if mode == "keyword" { "cough" } else { query };
+        let r = app
+            .call(
+                "search_pages",
+                json!({ "query": q, "mode": mode, "limit": 1, "from": "2026-03-01", "to": "2026-03-31" }),
+            )
+            .await;
+        assert_eq!(dates(&r), ["2026-03-02"], "{mode}: {r}");
+        let r = app
+            .call(
+                "search_pages",
+                json!({ "query": q, "mode": mode, "limit": 1, "from": "2026-05-01" }),
+            )
+            .await;
+        assert_eq!(dates(&r), ["2026-05-11"], "{mode}: {r}");
+    }
+    let none = app
+        .call(
+            "search_pages",
+            json!({ "query": query, "from": "2027-01-01" }),
+        )
+        .await;
+    assert_eq!(none["results"], json!([]));
+    let err = app
+        .call_error(
+            "search_pages",
+            json!({ "query": query, "from": "2026-04-01", "to": "2026-03-01" }),
+        )
+        .await;
+    assert!(err.contains("'from'"), "{err}");
+}
+
+pub async fn quoted_phrases_are_required_in_every_mode(app: &TestApp) {
+    for mode in ["hybrid", "meaning", "keyword"] {
+        let r = app
+            .call(
+                "search_pages",
+                json!({ "query": "\"kitchen sink\" water", "mode": mode }),
+            )
+            .await;
+        assert_eq!(dates(&r), ["2026-03-08"], "{mode}: {r}");
+        // The words are all on that page, but not as this phrase.
+        let r = app
+            .call(
+                "search_pages",
+                json!({ "query": "\"sink kitchen\"", "mode": mode }),
+            )
+            .await;
+        assert_eq!(r["results"], json!([]), "{mode}: {r}");
+    }
+}
+
+pub async fn modes_are_checked_and_cursors_keep_their_ranking(app: &TestApp) {
+    let err = app
+        .call_error("search_pages", json!({ "query": "cough", "mode": "fuzzy" }))
+        .await;
+    assert!(err.contains("'mode'") && err.contains("hybrid"), "{err}");
+    let first = app
+        .call(
+            "search_pages",
+            json!({ "query": "the medical visit for my breathing", "mode": "meaning", "limit": 1 }),
+        )
+        .await;
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("more follow")
+        .to_owned();
+    let next = app
+        .call(
+            "search_pages",
+            json!({ "query": "the medical visit for my breathing", "mode": "meaning", "limit": 1, "cursor": cursor }),
+        )
+        .await;
+    assert_ne!(
+        next["results"][0]["page_id"],
+        first["results"][0]["page_id"]
+    );
+    // The same cursor in another mode is another ranking: refused.
+    let err = app
+        .call_error(
+            "search_pages",
+            json!({ "query": "the medical visit for my breathing", "mode": "keyword", "cursor": cursor }),
+        )
+        .await;
+    assert!(err.contains("'cursor'"), "{err}");
+}
+
+/// Every run of 16 bytes of each chunk vector of the page of `date`, as its block holds them
+/// (computed here from the page's lines, as the page write computes them).
+async fn vector_windows(app: &TestApp, date: &str) -> Vec<Vec<u8>> {
+    let id = app.page_of(date).await;
+    let page = app.call("get_page", json!({ "page_id": id })).await;
+    let text: Vec<&str> = page["structure_json"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    let model = nib::embed::model().unwrap();
+    let mut out = Vec::new();
+    for chunk in nib::embed::chunks(&text.join("\n")) {
+        let v: Vec<u8> = nib::embed::quantize(&model.embed(&chunk).unwrap())
+            .into_iter()
+            .map(|x| x as u8)
+            .collect();
+        out.extend(v.chunks(16).map(<[u8]>::to_vec));
+    }
+    out
+}
+
+fn holds_any(bytes: &[u8], needles: &[Vec<u8>]) -> bool {
+    needles
+        .iter()
+        .any(|n| bytes.windows(n.len()).any(|w| w == n.as_slice()))
+}
+
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+pub async fn vectors_are_sealed_in_the_store(app: &TestApp) {
+    let needles = vector_windows(app, "2026-03-02").await;
+    assert!(!needles.is_empty());
+    // The blocks are there, a handful for the notebook, with the model's id in clear...
+    let blocks = app
+        .app
+        .store
+        .query(&Query::table("U#default", "VEC#"))
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        !blocks.is_empty() && blocks.len() <= NOTES.len(),
+        "{}",
+        blocks.len()
+    );
+    let model = nib::embed::model().unwrap().id().to_owned();
+    let mut all = Vec::new();
+    for item in &blocks {
+        assert!(holds_any(&item.body, &[model.clone().into_bytes()]));
+        all.extend_from_slice(&item.body);
+    }
+    // ...and no vector: the same bytes computed here are in no block body, no file of the
+    // data directory (local), no item of the table (AWS: the store reads the table's bytes).
+    assert!(
+        !holds_any(&all, &needles),
+        "a vector is in clear in a block"
+    );
+    if let Some(dir) = &app.app.data_dir {
+        for file in files_under(dir) {
+            let bytes = std::fs::read(&file).unwrap();
+            assert!(
+                !holds_any(&bytes, &needles),
+                "a vector in clear in {}",
+                file.display()
+            );
+        }
+    }
+    // The test's own vectors are the page's: search by meaning finds it through them.
+    let r = app
+        .call(
+            "search_pages",
+            json!({ "query": "the medical visit for my breathing", "mode": "meaning", "limit": 2 }),
+        )
+        .await;
+    assert!(dates(&r).contains(&"2026-03-02"), "{r}");
+}
