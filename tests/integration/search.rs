@@ -328,3 +328,37 @@ pub async fn vectors_are_sealed_in_the_store(app: &TestApp) {
         .await;
     assert!(dates(&r).contains(&"2026-03-02"), "{r}");
 }
+
+/// `nib reindex` through the binary: on a notebook whose vectors are current it reads every
+/// page and writes nothing (the block rewrite itself is tested in `notebook::vectors`).
+#[test]
+fn nib_reindex_reads_every_page_and_leaves_current_blocks_alone() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (date, body) in &NOTES[..3] {
+        std::fs::write(dir.path().join(format!("{date}.md")), body).unwrap();
+    }
+    let nib = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nib"))
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(args)
+            .env("NIB_OCR", "off")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    nib(&["import", dir.path().to_str().unwrap()]);
+    let out = nib(&["reindex"]);
+    let model = nib::embed::model().unwrap().id().to_owned();
+    assert!(
+        out.contains("reindexed default: 3 pages, 0 embedded again, 0 vector blocks written")
+            && out.contains(&model),
+        "{out}"
+    );
+}
