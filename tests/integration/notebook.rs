@@ -695,6 +695,7 @@ fn tools_at(app: &TestApp, unix: u64) -> (InProcess, Principal) {
         user: UserId::parse("default").unwrap(),
         scope: Scope::Admin,
         credential_id: "test".into(),
+        client: None,
     };
     (
         InProcess {

@@ -354,6 +354,8 @@ pub struct ClassFunction {
 
 impl ClassFunction {
     pub fn new(class: ToolClass, notebook: Arc<Notebook>) -> Self {
+        // Records are written before each reply (`invocation::serve`), never in the background.
+        notebook.access_log().flush_per_call();
         ClassFunction {
             class,
             dispatch: InProcess { notebook },
