@@ -471,12 +471,7 @@ async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Access {
-            command:
-                AccessCommand::List {
-                    user,
-                    since,
-                    json,
-                },
+            command: AccessCommand::List { user, since, json },
         } => access_list(&user_id(&user)?, since.as_deref(), json, target).await,
         Command::Export { out, user, format } => {
             export(&out, &user_id(&user)?, format, target).await

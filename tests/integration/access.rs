@@ -135,17 +135,21 @@ pub async fn calls_leave_records_of_ids_with_the_clients_name(app: TestApp) {
         keys.sort();
         assert_eq!(
             keys,
-            ["at", "client", "credential_id", "page_ids", "task_ids", "tool"]
+            [
+                "at",
+                "client",
+                "credential_id",
+                "page_ids",
+                "task_ids",
+                "tool"
+            ]
         );
         assert!(r["at"].as_str().unwrap().ends_with('Z'), "{r}");
     }
     let get = mine[3];
     assert_eq!(get["page_ids"], json!([page]));
     assert!(
-        get["task_ids"]
-            .as_array()
-            .unwrap()
-            .contains(&json!(task)),
+        get["task_ids"].as_array().unwrap().contains(&json!(task)),
         "get_page records the tasks it showed: {get}"
     );
     assert_eq!(mine[0]["page_ids"], json!([page]), "resources/read");
@@ -307,10 +311,20 @@ pub async fn unchanged_reads_open_nothing_and_record_nothing(app: TestApp) {
         assert!(full["revision"].is_string(), "{tool}: {full}");
         revisions.push(full["revision"].clone());
     }
-    assert!(keys.unwraps.load(Ordering::SeqCst) > 0, "the full answers open the keys");
+    assert!(
+        keys.unwraps.load(Ordering::SeqCst) > 0,
+        "the full answers open the keys"
+    );
     let (tools, keys) = counted_tools(&app); // a cold vault again
     flush(&app).await;
-    let recorded = tools.notebook.access_log().list(&default_user(), None, None, 500).await.unwrap().0.len();
+    let recorded = tools
+        .notebook
+        .access_log()
+        .list(&default_user(), None, None, 500)
+        .await
+        .unwrap()
+        .0
+        .len();
     for ((tool, args), revision) in reads.iter().zip(&revisions) {
         let same = call_in(&tools, tool, with(args, revision)).await;
         assert_eq!(
@@ -320,7 +334,14 @@ pub async fn unchanged_reads_open_nothing_and_record_nothing(app: TestApp) {
         );
     }
     assert_eq!(keys.unwraps.load(Ordering::SeqCst), 0, "nothing was opened");
-    let after = tools.notebook.access_log().list(&default_user(), None, None, 500).await.unwrap().0.len();
+    let after = tools
+        .notebook
+        .access_log()
+        .list(&default_user(), None, None, 500)
+        .await
+        .unwrap()
+        .0
+        .len();
     assert_eq!(after, recorded, "unchanged answers add no record");
     // Over HTTP too (the schema allows the short answer; no resource links).
     let (tool, args) = &reads[0];
@@ -330,11 +351,21 @@ pub async fn unchanged_reads_open_nothing_and_record_nothing(app: TestApp) {
     assert_eq!(result["structuredContent"]["unchanged"], true, "{result}");
     assert_eq!(result["content"].as_array().unwrap().len(), 1, "{result}");
     // Another call's revision is not this one's.
-    let other = call_in(&tools, "list_pages", with(&json!({ "limit": 3 }), &revisions[1])).await;
+    let other = call_in(
+        &tools,
+        "list_pages",
+        with(&json!({ "limit": 3 }), &revisions[1]),
+    )
+    .await;
     assert_eq!(other["unchanged"], false);
 }
 
-async fn assert_all_full(tools: &InProcess, reads: &[(&str, Value)], revisions: &[Value], after: &str) {
+async fn assert_all_full(
+    tools: &InProcess,
+    reads: &[(&str, Value)],
+    revisions: &[Value],
+    after: &str,
+) {
     for ((tool, args), revision) in reads.iter().zip(revisions) {
         let answer = call_in(tools, tool, with(args, revision)).await;
         assert_eq!(answer["unchanged"], false, "{tool} after {after}: {answer}");
@@ -378,15 +409,27 @@ pub async fn every_kind_of_write_gives_the_whole_answer_again(app: TestApp) {
     // A page import (nib import, ingest and OCR all commit a page this way).
     let revisions = current(&tools, &reads).await;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("2026-07-03.md"), "# Errands\n- [ ] Post the letter\n").unwrap();
+    std::fs::write(
+        dir.path().join("2026-07-03.md"),
+        "# Errands\n- [ ] Post the letter\n",
+    )
+    .unwrap();
     let (pages, _) = nib::notebook::group_dir(dir.path()).unwrap();
-    app.app.notebook.import_files(&user, &pages[0]).await.unwrap();
+    app.app
+        .notebook
+        .import_files(&user, &pages[0])
+        .await
+        .unwrap();
     assert_all_full(&tools, &reads, &revisions, "a page import").await;
 
     // Nothing written since: unchanged again.
     let revisions = current(&tools, &reads).await;
     for ((tool, args), revision) in reads.iter().zip(&revisions) {
-        assert_eq!(call_in(&tools, tool, with(args, revision)).await["unchanged"], true, "{tool}");
+        assert_eq!(
+            call_in(&tools, tool, with(args, revision)).await["unchanged"],
+            true,
+            "{tool}"
+        );
     }
 }
 
@@ -400,13 +443,22 @@ pub async fn a_stale_or_made_up_revision_gets_the_whole_answer(app: TestApp) {
         json!({ "target_date": "2026-07-01", "text": "Water the plants" }),
     )
     .await;
-    let made_up = [json!("garbage"), json!(""), json!("r1.AAAAAAAAAAAAAAAAAAAAAA"), json!("x".repeat(5000))];
+    let made_up = [
+        json!("garbage"),
+        json!(""),
+        json!("r1.AAAAAAAAAAAAAAAAAAAAAA"),
+        json!("x".repeat(5000)),
+    ];
     for ((tool, args), old) in reads.iter().zip(&stale) {
         for revision in made_up.iter().chain([old]) {
             let answer = call_in(&tools, tool, with(args, revision)).await;
             assert_eq!(answer["unchanged"], false, "{tool} {revision}");
             assert!(
-                answer.get("pages").or(answer.get("tasks")).or(answer.get("page_id")).is_some(),
+                answer
+                    .get("pages")
+                    .or(answer.get("tasks"))
+                    .or(answer.get("page_id"))
+                    .is_some(),
                 "{tool}: {answer}"
             );
         }
@@ -463,14 +515,21 @@ pub async fn nib_access_list_shows_the_record(app: TestApp) {
         .lines()
         .find(|l| l.contains(&token_id))
         .unwrap_or_else(|| panic!("no row of the token in:\n{table}"));
-    assert!(row.contains("get_page") && row.contains("phone") && row.contains(&format!("page:{page}")), "{row}");
+    assert!(
+        row.contains("get_page") && row.contains("phone") && row.contains(&format!("page:{page}")),
+        "{row}"
+    );
     let json_lines = run(&mut cmd, &[&args[..], &["--json"]].concat()).await;
     let records: Vec<Value> = json_lines
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let tool_view = app.call("list_access", json!({ "limit": 200 })).await;
-    assert_eq!(json!(records), tool_view["records"], "the CLI and the tool agree");
+    assert_eq!(
+        json!(records),
+        tool_view["records"],
+        "the CLI and the tool agree"
+    );
     // A bad date is named.
     let mut bad = cmd;
     bad.args(["access", "list", "--since", "last week"]);

@@ -245,10 +245,7 @@ impl AccessLog {
             *pending = failed;
             if lost > 0 {
                 self.dropped.fetch_add(lost as u64, Ordering::Relaxed);
-                tracing::warn!(
-                    dropped = lost,
-                    "access record buffer full; records dropped"
-                );
+                tracing::warn!(dropped = lost, "access record buffer full; records dropped");
             }
             return Err(e.into());
         }
@@ -328,7 +325,8 @@ mod tests {
 
     fn log() -> (tempfile::TempDir, Arc<AccessLog>) {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&dir.path().join("s.redb")).unwrap());
+        let store: Arc<dyn Store> =
+            Arc::new(EmbeddedStore::open(&dir.path().join("s.redb")).unwrap());
         (dir, Arc::new(AccessLog::new(store, Arc::new(SystemClock))))
     }
 
@@ -340,7 +338,14 @@ mod tests {
         let bob = UserId::parse("bob").unwrap();
         let page = PageId::new();
         for tool in ["list_pages", "get_page", "search"] {
-            log.record(&alice, "tok_a", Some("laptop"), tool, vec![page.clone()], vec![]);
+            log.record(
+                &alice,
+                "tok_a",
+                Some("laptop"),
+                tool,
+                vec![page.clone()],
+                vec![],
+            );
         }
         log.record(&bob, "grant_b", None, "list_tasks", vec![], vec![]);
         assert_eq!(log.list(&alice, None, None, 10).await.unwrap().0.len(), 0);
@@ -350,22 +355,28 @@ mod tests {
         let (first, more) = log.list(&alice, None, None, 2).await.unwrap();
         assert!(more);
         assert_eq!(first.len(), 2);
-        let (rest, more) = log
-            .list(&alice, None, Some(first[1].0), 2)
-            .await
-            .unwrap();
+        let (rest, more) = log.list(&alice, None, Some(first[1].0), 2).await.unwrap();
         assert!(!more);
         assert_eq!(rest.len(), 1);
         let all: Vec<_> = first.iter().chain(&rest).collect();
         assert!(all.windows(2).all(|w| w[0].0.at_ms >= w[1].0.at_ms));
-        assert!(all.iter().all(|(_, r)| r.client.as_deref() == Some("laptop")));
+        assert!(
+            all.iter()
+                .all(|(_, r)| r.client.as_deref() == Some("laptop"))
+        );
         // Bob's record is in bob's partition only.
         let bobs = log.list(&bob, None, None, 10).await.unwrap().0;
         assert_eq!(bobs.len(), 1);
         assert_eq!(bobs[0].1.tool, "list_tasks");
         // Nothing since the future.
         let later = log.now_ms() + 60_000;
-        assert!(log.list(&alice, Some(later), None, 10).await.unwrap().0.is_empty());
+        assert!(
+            log.list(&alice, Some(later), None, 10)
+                .await
+                .unwrap()
+                .0
+                .is_empty()
+        );
     }
 
     #[test]

@@ -99,9 +99,6 @@ mod tests {
         assert_ne!(a, revision_token(&["list_pages", "2", "2026-06-19"]));
         assert_ne!(a, revision_token(&["list_tasks", "1", "2026-06-19"]));
         // Parts are length-prefixed: moving a boundary is another token.
-        assert_ne!(
-            revision_token(&["ab", "c"]),
-            revision_token(&["a", "bc"])
-        );
+        assert_ne!(revision_token(&["ab", "c"]), revision_token(&["a", "bc"]));
     }
 }

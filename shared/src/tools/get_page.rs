@@ -7,8 +7,8 @@ use super::{
     Ctx, ToolClass, ToolDef, ToolError, if_revision_schema, nullable, object_schema, revisable,
     unchanged, with_revision,
 };
-use crate::notebook::Revised;
 use crate::auth::Scope;
+use crate::notebook::Revised;
 
 pub fn def() -> ToolDef {
     let line = object_schema(

@@ -8,8 +8,8 @@ use super::{
     Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, cursor_schema, if_revision_schema,
     limit_schema, object_schema, paged_object_schema, revisable, unchanged, with_revision,
 };
-use crate::notebook::revision_token;
 use crate::auth::Scope;
+use crate::notebook::revision_token;
 
 pub fn def() -> ToolDef {
     ToolDef {

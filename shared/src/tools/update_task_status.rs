@@ -33,7 +33,13 @@ pub fn def() -> ToolDef {
                 "text": { "type": "string" },
                 "notion_updated": { "type": "boolean" }
             }),
-            &["task_link_id", "updated", "status", "text", "notion_updated"],
+            &[
+                "task_link_id",
+                "updated",
+                "status",
+                "text",
+                "notion_updated",
+            ],
         ),
         handler: |ctx| Box::pin(run(ctx)),
     }
