@@ -1043,10 +1043,7 @@ pub async fn limits_above_the_maximum_are_lowered(app: &TestApp) {
                     output["properties"].get(key).is_some(),
                     "{tool} lacks {key}"
                 );
-                assert!(
-                    required.as_array().unwrap().contains(&json!(key)),
-                    "{tool}"
-                );
+                assert!(required.as_array().unwrap().contains(&json!(key)), "{tool}");
             }
         }
     }
