@@ -4,7 +4,8 @@
 # the operator's role (or user) yourself, and list that role in operator_role_arns, without
 # which the data key's policy admits nobody but the class functions (kms.tf).
 #
-# - The table: users' partitions (U#: pages, tasks, data keys, passwords' user records), API
+# - The table: users' partitions (U#: pages, tasks, data keys, the access record that
+#   `nib access list` reads, passwords' user records), API
 #   tokens (TOK#), the OAuth records the admin commands list and revoke (CLIENT#, GRANT#, RT#,
 #   USER#), and nothing else: no SECRET# (the commands load no server secret), no Scan. Describe
 #   calls for `nib doctor`.

@@ -131,6 +131,27 @@ enum Command {
         #[command(subcommand)]
         command: NotionCommand,
     },
+    /// Who opened a user's notebook: the access record (kept 90 days).
+    Access {
+        #[command(subcommand)]
+        command: AccessCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AccessCommand {
+    /// List the access record, newest first: when, which tool, which token or client, and the
+    /// ids of the pages and tasks opened.
+    List {
+        #[arg(long, default_value = DEFAULT_USER)]
+        user: String,
+        /// Only records from this day on (YYYY-MM-DD, UTC).
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        since: Option<String>,
+        /// One JSON object per line (the fields of the list_access tool).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Which user a `nib notion` command works on (the back end is the global `--backend`).
@@ -449,6 +470,9 @@ async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
                 (None, None) => unreachable!("clap requires a folder or --bundle"),
             }
         }
+        Command::Access {
+            command: AccessCommand::List { user, since, json },
+        } => access_list(&user_id(&user)?, since.as_deref(), json, target).await,
         Command::Export { out, user, format } => {
             export(&out, &user_id(&user)?, format, target).await
         }
@@ -602,6 +626,13 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
     .with_graceful_shutdown(shutdown())
     .await
     .context("server failed")?;
+    // The access records still waiting in memory (the flusher writes them every 0.5 s).
+    match app.notebook.access_log().flush().await {
+        Ok(n) => tracing::info!(records = n, "access records written at shutdown"),
+        Err(e) => {
+            tracing::error!(error = %nib::telemetry::chain(&e), "could not write the last access records")
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1005,6 +1036,63 @@ async fn client(command: ClientCommand, target: &Target) -> anyhow::Result<ExitC
                 "no client with id {client_id}"
             );
             println!("removed {client_id}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn access_list(
+    user: &UserId,
+    since: Option<&str>,
+    json: bool,
+    target: &Target,
+) -> anyhow::Result<ExitCode> {
+    let since_ms = match since {
+        Some(s) => {
+            let day = nib::domain::Date::parse(s)
+                .map_err(|_| anyhow::anyhow!("--since must be a date, YYYY-MM-DD (got {s:?})"))?;
+            Some(day.inner().midnight().assume_utc().unix_timestamp() * 1000)
+        }
+        None => None,
+    };
+    let app = target.open(nib::config::OcrChoice::Off).await?;
+    let log = app.notebook.access_log();
+    if !json {
+        println!(
+            "{:<24} {:<18} {:<40} {:<24} IDS",
+            "AT (UTC)", "TOOL", "CREDENTIAL", "CLIENT"
+        );
+    }
+    let mut before = None;
+    loop {
+        let (records, more) = log.list(user, since_ms, before, 200).await?;
+        for (_, r) in &records {
+            if json {
+                println!("{}", nib::tools::access_record_json(r));
+                continue;
+            }
+            let ids: Vec<String> = r
+                .page_ids
+                .iter()
+                .map(|p| format!("page:{p}"))
+                .chain(r.task_ids.iter().map(|t| format!("task:{t}")))
+                .collect();
+            println!(
+                "{:<24} {:<18} {:<40} {:<24} {}",
+                nib::tools::rfc3339_ms(r.at_ms),
+                r.tool,
+                r.credential_id,
+                r.client.as_deref().unwrap_or("-"),
+                if ids.is_empty() {
+                    "-".to_owned()
+                } else {
+                    ids.join(",")
+                }
+            );
+        }
+        match records.last() {
+            Some((position, _)) if more => before = Some(*position),
+            _ => break,
         }
     }
     Ok(ExitCode::SUCCESS)

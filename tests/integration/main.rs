@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod access;
 mod aws;
 mod bundle;
 mod cli;

@@ -8,6 +8,7 @@
 //! task links, their dedup keys, the stem mapping and the index statistics change together or
 //! not at all, under optimistic concurrency (item versions), retried on conflict.
 
+mod access;
 mod bundle;
 mod import;
 mod notion;
@@ -16,11 +17,13 @@ mod ocr;
 mod pages;
 mod records;
 mod resources;
+mod revision;
 mod search;
 mod tasks;
 
 use std::sync::Arc;
 
+pub use access::{ACCESS_TTL_SECS, AccessLog, AccessPosition, AccessRecord};
 pub use bundle::{BUNDLE_FORMAT, BUNDLE_VERSION, BundleError, BundleImport, ExportReport};
 pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
@@ -29,6 +32,7 @@ pub use import::{
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
 pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
 pub use resources::{PageImage, TaskResource};
+pub use revision::{Revised, revision_token};
 pub use search::SearchHit;
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
 
@@ -94,6 +98,8 @@ pub struct Notebook {
     ocr: Option<Arc<dyn crate::ports::Ocr>>,
     /// Pushes tasks to the users' connected Notion databases (`with_notion`); `None`: never.
     notion: Option<Arc<crate::adapters::notion::NotionApi>>,
+    /// Who opened what (`access`): buffered records of tool calls.
+    access: Arc<AccessLog>,
 }
 
 impl Notebook {
@@ -105,6 +111,7 @@ impl Notebook {
         config: NotebookConfig,
     ) -> Self {
         Notebook {
+            access: Arc::new(AccessLog::new(store.clone(), clock.clone())),
             store,
             vault,
             assets,
@@ -113,6 +120,11 @@ impl Notebook {
             ocr: None,
             notion: None,
         }
+    }
+
+    /// The access record's writer.
+    pub fn access_log(&self) -> &Arc<AccessLog> {
+        &self.access
     }
 
     pub fn config(&self) -> &NotebookConfig {

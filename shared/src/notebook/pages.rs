@@ -782,6 +782,7 @@ impl Notebook {
             },
             cond,
         ));
+        writes.push(records::revision_write(&pk));
 
         let postings = search::posting_writes(user, page_id, &tf, doc_len, rev);
         if writes.len() + postings.len() <= MAX_TRANSACTION_ITEMS {
@@ -892,11 +893,22 @@ impl Notebook {
         user: &UserId,
         page_id: &PageId,
     ) -> Result<PageView, NotebookError> {
-        let keys = self.vault.user_keys(user).await?;
         let page = self
             .load_page_head(user, page_id)
             .await?
             .ok_or(NotebookError::NotFound("page"))?;
+        self.page_view(user, page).await
+    }
+
+    /// The whole page of an item read: opens the user's keys, the page's sealed fields and its
+    /// tasks' statuses, and signs its ink URLs.
+    pub(super) async fn page_view(
+        &self,
+        user: &UserId,
+        page: PageHead,
+    ) -> Result<PageView, NotebookError> {
+        let keys = self.vault.user_keys(user).await?;
+        let page_id = page.page_id.clone();
         let lines = open_page_lines(user, &keys, &page.page_id, &page.lines)?;
         let ocr = open_page_ocr(user, &keys, &page.page_id, page.ocr.as_deref())?;
         let pk = user_pk(user);
@@ -992,7 +1004,7 @@ impl Notebook {
         let pdf_url = if page.has_pdf {
             Some(
                 self.assets
-                    .signed_url(user, page_id, AssetKind::Pdf, ttl)
+                    .signed_url(user, &page_id, AssetKind::Pdf, ttl)
                     .await?,
             )
         } else {
@@ -1001,7 +1013,7 @@ impl Notebook {
         let png_url = if page.has_png {
             Some(
                 self.assets
-                    .signed_url(user, page_id, AssetKind::Png, ttl)
+                    .signed_url(user, &page_id, AssetKind::Png, ttl)
                     .await?,
             )
         } else {

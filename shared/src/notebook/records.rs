@@ -41,6 +41,44 @@ pub const STATS_LEN_SK: &str = "STATS#LEN";
 /// The statistics as one versioned record (`StatsRecord`), as stores written before the
 /// counters hold them; the next page commit folds it into the counters and deletes it.
 pub const LEGACY_STATS_SK: &str = "STATS";
+/// The notebook's revision (`RevisionRecord`): a random value every write of the notebook
+/// replaces inside its own transaction ([`revision_write`]), so `list_pages`/`list_tasks` can
+/// answer "unchanged" from this one item, without reading or opening anything else.
+pub const REVISION_SK: &str = "REVISION";
+
+/// The body of the revision item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevisionRecord {
+    pub rev: u64,
+}
+
+/// The write that gives the user's notebook a new revision. Every write that can change what a
+/// tool shows (page commits, bundle imports, task status updates, Notion links, trash) pushes
+/// this into its transaction: one line, `writes.push(records::revision_write(&pk))`.
+/// Unconditional, so writers of different items never fail each other's conditions.
+pub fn revision_write(pk: &str) -> crate::ports::Write {
+    crate::ports::Write::put(
+        crate::ports::Item {
+            pk: pk.to_owned(),
+            sk: REVISION_SK.to_owned(),
+            gsi1: None,
+            version: 1,
+            expires_at: None,
+            body: encode(&RevisionRecord {
+                rev: rand::random(),
+            }),
+        },
+        crate::ports::Cond::None,
+    )
+}
+
+/// The notebook revision an item read at [`REVISION_SK`] holds; 0 when there is none yet (a
+/// notebook never written) or it does not decode.
+pub fn revision_of(item: Option<&crate::ports::Item>) -> u64 {
+    item.and_then(|i| serde_json::from_slice::<RevisionRecord>(&i.body).ok())
+        .map_or(0, |r| r.rev)
+}
+
 pub fn pages_partition(user: &UserId) -> String {
     format!("U#{user}#PAGES")
 }

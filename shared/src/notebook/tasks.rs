@@ -12,7 +12,7 @@ use super::records::{
 use super::{MAX_ATTEMPTS, MAX_TEXT_CHARS, Notebook, NotebookError, backoff, is_retryable};
 use crate::domain::tasks;
 use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
-use crate::ports::{Cond, Item, Query};
+use crate::ports::{Cond, Item, Query, Write};
 
 /// Which tasks `list_tasks` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,7 +360,11 @@ impl Notebook {
                 expires_at: None,
                 body: encode(&t),
             };
-            match self.store.put(new, Cond::Version(item.version)).await {
+            let writes = vec![
+                Write::put(new, Cond::Version(item.version)),
+                records::revision_write(&pk),
+            ];
+            match self.store.transact(writes).await {
                 Ok(()) => {
                     return Ok(UpdatedTask {
                         changed: t.status != before,

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::ToolError;
 use crate::domain::{Date, PageId, TaskLinkId};
+use crate::notebook::AccessPosition;
 
 /// Where a list continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,8 @@ pub enum Cursor {
     Task(Date, TaskLinkId),
     /// `search_pages`: skip this many hits of the same query.
     Search { offset: usize, query: String },
+    /// `list_access`: before this record (newest first).
+    Access(AccessPosition),
 }
 
 /// A short fingerprint of a search query, so a cursor is not applied to another query.
@@ -42,6 +45,7 @@ impl Cursor {
             Cursor::Page(date, id) => format!("v1|p|{date}|{id}"),
             Cursor::Task(date, id) => format!("v1|t|{date}|{id}"),
             Cursor::Search { offset, query } => format!("v1|s|{offset}|{query}"),
+            Cursor::Access(p) => format!("v1|a|{}", p.encode()),
         };
         URL_SAFE_NO_PAD.encode(plain)
     }
@@ -69,6 +73,7 @@ impl Cursor {
                     query: (*query).to_owned(),
                 })
             }
+            ["v1", "a", position] => AccessPosition::parse(position).map(Cursor::Access),
             _ => None,
         }
     }
@@ -100,6 +105,15 @@ pub fn task(s: Option<&str>) -> Result<Option<(Date, TaskLinkId)>, ToolError> {
     match given(s) {
         None => Ok(None),
         Some(Some(Cursor::Task(date, id))) => Ok(Some((date, id))),
+        Some(_) => Err(refused()),
+    }
+}
+
+/// The `cursor` of `list_access`.
+pub fn access(s: Option<&str>) -> Result<Option<AccessPosition>, ToolError> {
+    match given(s) {
+        None => Ok(None),
+        Some(Some(Cursor::Access(p))) => Ok(Some(p)),
         Some(_) => Err(refused()),
     }
 }
@@ -142,7 +156,15 @@ mod tests {
             assert!(page(Some(bad)).is_err(), "{bad}");
             assert!(task(Some(bad)).is_err(), "{bad}");
             assert!(search(Some(bad), "x").is_err(), "{bad}");
+            assert!(access(Some(bad)).is_err(), "{bad}");
         }
+        let position = AccessPosition {
+            at_ms: 1_780_000_000_000,
+            nonce: 7,
+        };
+        let a = Cursor::Access(position).encode();
+        assert_eq!(access(Some(&a)).unwrap(), Some(position));
+        assert!(page(Some(&a)).is_err(), "not a page cursor");
         assert_eq!(page(None).unwrap(), None);
         assert!(
             refused().to_string().contains("'cursor'"),
