@@ -30,6 +30,10 @@ mod resources {
     crate::resources::resource_tests!(crate::helpers::Options::aws());
 }
 
+mod trash {
+    crate::trash::trash_tests!(crate::helpers::Options::aws());
+}
+
 // ---- Requests per tool call -----------------------------------------------------------------
 
 /// Calls a tool the way a Lambda class function runs it (verified principal, tool name,

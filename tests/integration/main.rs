@@ -18,3 +18,4 @@ mod protocol;
 mod ratelimit;
 mod resources;
 mod storage;
+mod trash;

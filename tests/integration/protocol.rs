@@ -473,7 +473,8 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
             "search_pages",
             "list_tasks",
             "search",
-            "fetch"
+            "fetch",
+            "list_trash"
         ]
     );
     assert!(body["result"].get("nextCursor").is_none());
@@ -488,7 +489,12 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
             "create_task",
             "update_task_status",
             "search",
-            "fetch"
+            "fetch",
+            "delete_page",
+            "restore_page",
+            "delete_task",
+            "restore_task",
+            "list_trash"
         ]
     );
     // Deterministic: the same list twice.

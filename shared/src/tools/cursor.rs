@@ -22,6 +22,8 @@ pub enum Cursor {
     Task(Date, TaskLinkId),
     /// `search_pages`: skip this many hits of the same query.
     Search { offset: usize, query: String },
+    /// `list_trash`: after this entry (its sort key `{deleted_at:012}#{p|t}#{id}`).
+    Trash(String),
 }
 
 /// A short fingerprint of a search query, so a cursor is not applied to another query.
@@ -42,6 +44,7 @@ impl Cursor {
             Cursor::Page(date, id) => format!("v1|p|{date}|{id}"),
             Cursor::Task(date, id) => format!("v1|t|{date}|{id}"),
             Cursor::Search { offset, query } => format!("v1|s|{offset}|{query}"),
+            Cursor::Trash(key) => format!("v1|r|{key}"),
         };
         URL_SAFE_NO_PAD.encode(plain)
     }
@@ -68,6 +71,18 @@ impl Cursor {
                     offset: offset.parse().ok()?,
                     query: (*query).to_owned(),
                 })
+            }
+            ["v1", "r", key] => {
+                // `{deleted_at:012}#{p|t}#{id}`, each part parsed.
+                let mut parts = key.splitn(3, '#');
+                let (at, kind, id) = (parts.next()?, parts.next()?, parts.next()?);
+                let at: i64 = at.parse().ok().filter(|_| at.len() == 12)?;
+                match kind {
+                    "p" => PageId::parse(id).ok().map(|id| id.to_string()),
+                    "t" => TaskLinkId::parse(id).ok().map(|id| id.to_string()),
+                    _ => None,
+                }
+                .map(|id| Cursor::Trash(format!("{at:012}#{kind}#{id}")))
             }
             _ => None,
         }
@@ -100,6 +115,15 @@ pub fn task(s: Option<&str>) -> Result<Option<(Date, TaskLinkId)>, ToolError> {
     match given(s) {
         None => Ok(None),
         Some(Some(Cursor::Task(date, id))) => Ok(Some((date, id))),
+        Some(_) => Err(refused()),
+    }
+}
+
+/// The `cursor` of `list_trash`: the sort key to continue after.
+pub fn trash(s: Option<&str>) -> Result<Option<String>, ToolError> {
+    match given(s) {
+        None => Ok(None),
+        Some(Some(Cursor::Trash(key))) => Ok(Some(key)),
         Some(_) => Err(refused()),
     }
 }

@@ -1,0 +1,630 @@
+//! The trash (`delete_page`, `restore_page`, `delete_task`, `restore_task`, `list_trash`) over
+//! the sample notebook: what disappears, that restore gives back exactly what was there, what
+//! a re-import of a trashed page does, and the purge after 30 days on a test clock.
+//!
+//! `trash_tests!` declares the tool-level tests over a back end: here over the embedded one, in
+//! `aws.rs` over DynamoDB/S3/KMS on the emulator. The purge test runs over both here.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use nib::adapters::embedded::EmbeddedStore;
+use nib::auth::{Principal, Scope};
+use nib::domain::UserId;
+use nib::notebook::Notebook;
+use nib::ports::{Clock, Store};
+use nib::tools::{Dispatch, InProcess};
+use serde_json::{Map, Value, json};
+
+use crate::helpers::{Backend, TestApp, emulator, sample_dir};
+
+macro_rules! trash_tests {
+    ($options:expr) => {
+        $crate::trash::trash_tests!(@each $options;
+            deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_what_was_there,
+            deleting_a_task_hides_it_on_every_page_and_restore_gives_it_back,
+            a_reimport_of_a_trashed_pages_files_leaves_it_in_the_trash,
+            list_trash_pages_through_a_cursor,
+        );
+    };
+    (@each $options:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let app = $crate::helpers::TestApp::spawn_with($options).await;
+                $crate::trash::$name(&app).await;
+            }
+        )*
+    };
+}
+pub(crate) use trash_tests;
+
+mod local {
+    super::trash_tests!(crate::helpers::Options::default());
+}
+
+/// `value` with every signed URL replaced by a marker: their expiry moves with the clock.
+fn unsigned(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.contains("expires=") || s.contains("X-Amz-") => {
+            Value::String("<signed url>".into())
+        }
+        Value::Array(a) => Value::Array(a.iter().map(unsigned).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| (k.clone(), unsigned(v)))
+                .collect::<Map<_, _>>(),
+        ),
+        other => other.clone(),
+    }
+}
+
+const QUERIES: [&str; 5] = ["API spec", "dentist", "budget", "notebook answers", "\"launch plan\""];
+
+/// Everything the read tools answer about the notebook (signed URLs aside).
+async fn snapshot(app: &TestApp) -> Value {
+    let mut out = Map::new();
+    let pages = app.call("list_pages", json!({})).await;
+    for p in pages["pages"].as_array().unwrap() {
+        let id = p["page_id"].as_str().unwrap();
+        out.insert(
+            format!("get_page {id}"),
+            app.call("get_page", json!({ "page_id": id })).await,
+        );
+        out.insert(
+            format!("fetch {id}"),
+            app.call("fetch", json!({ "id": id })).await,
+        );
+    }
+    out.insert("list_pages".into(), pages);
+    for status in ["open", "done", "all"] {
+        out.insert(
+            format!("list_tasks {status}"),
+            app.call("list_tasks", json!({ "status": status })).await,
+        );
+    }
+    for q in QUERIES {
+        out.insert(
+            format!("search_pages {q}"),
+            app.call("search_pages", json!({ "query": q })).await,
+        );
+        out.insert(
+            format!("search {q}"),
+            app.call("search", json!({ "query": q })).await,
+        );
+    }
+    let (_, list) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "resources/list" }))
+        .await;
+    out.insert("resources/list".into(), list["result"].clone());
+    unsigned(&Value::Object(out))
+}
+
+fn task_id(tasks: &Value, text: &str) -> String {
+    tasks["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["text"] == text)
+        .unwrap_or_else(|| panic!("no task {text:?} in {tasks}"))["task_link_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn has_task(tasks: &Value, text: &str) -> bool {
+    tasks["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["text"] == text)
+}
+
+fn page_ids(list: &Value, key: &str, id: &str) -> Vec<String> {
+    list[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[id].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn resource_read(app: &TestApp, uri: &str) -> Value {
+    let (_, body) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": { "uri": uri } }))
+        .await;
+    body
+}
+
+/// The page of 2026-06-17 shares three tasks with 2026-06-16 (it ticks "Book dentist
+/// appointment" and cancels "Order a new desk chair") and alone has "Draft the quarterly
+/// budget". Deleting it hides it from every list, search and read, trashes the budget task with
+/// it and reconciles the shared ones without it; restoring it gives back every answer as it was.
+pub async fn deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_what_was_there(
+    app: &TestApp,
+) {
+    let before = snapshot(app).await;
+    let page = app.page_of("2026-06-17").await;
+    let tasks = app.call("list_tasks", json!({ "status": "all" })).await;
+    let budget = task_id(&tasks, "Draft the quarterly budget");
+    let dentist = task_id(&tasks, "Book dentist appointment");
+
+    let deleted = app.call("delete_page", json!({ "page_id": page })).await;
+    assert_eq!(deleted["deleted"], true, "{deleted}");
+    assert_eq!(deleted["tasks_deleted"], json!([budget]));
+    let message = deleted["message"].as_str().unwrap();
+    assert!(
+        message.contains("30 days") && message.contains("restore_page"),
+        "{message}"
+    );
+
+    // Gone from lists, searches, reads and resources.
+    let pages = app.call("list_pages", json!({})).await;
+    assert!(!page_ids(&pages, "pages", "page_id").contains(&page));
+    for q in ["budget", "notebook answers"] {
+        let hits = app.call("search_pages", json!({ "query": q })).await;
+        assert!(!page_ids(&hits, "results", "page_id").contains(&page), "{q}: {hits}");
+        let hits = app.call("search", json!({ "query": q })).await;
+        assert!(!page_ids(&hits, "results", "id").contains(&page), "{q}: {hits}");
+    }
+    for (tool, args) in [
+        ("get_page", json!({ "page_id": page })),
+        ("fetch", json!({ "id": page })),
+    ] {
+        let error = app.call_error(tool, args).await;
+        assert!(
+            error.contains("is in the trash") && error.contains("restore_page"),
+            "{tool}: {error}"
+        );
+    }
+    let read = resource_read(app, &format!("nib://pages/{page}")).await;
+    assert!(read.get("error").is_some(), "{read}");
+    let (_, list) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "resources/list" }))
+        .await;
+    assert!(!list.to_string().contains(&page), "{list}");
+
+    // The budget task went with the page; the dentist task is open again without the tick.
+    let all = app.call("list_tasks", json!({ "status": "all" })).await;
+    assert!(!has_task(&all, "Draft the quarterly budget"), "{all}");
+    let dentist_now = all["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_link_id"] == dentist)
+        .unwrap();
+    assert_eq!(dentist_now["status"], "todo", "reconciled without the page");
+    let error = app
+        .call_error(
+            "update_task_status",
+            json!({ "task_link_id": budget, "status": "done" }),
+        )
+        .await;
+    assert!(error.contains("deleted with page") && error.contains(&page), "{error}");
+    let error = app
+        .call_error("restore_task", json!({ "task_link_id": budget }))
+        .await;
+    assert!(error.contains("restore_page"), "{error}");
+
+    let trash = app.call("list_trash", json!({})).await;
+    assert_eq!(trash["items"].as_array().unwrap().len(), 1, "{trash}");
+    assert_eq!(trash["items"][0]["kind"], "page");
+    assert_eq!(trash["items"][0]["id"], json!(page));
+    assert_eq!(trash["items"][0]["date"], "2026-06-17");
+    assert_eq!(trash["items"][0]["tasks"], 1);
+
+    // Deleting again changes nothing.
+    let again = app.call("delete_page", json!({ "page_id": page })).await;
+    assert_eq!(again["deleted"], false);
+
+    let restored = app.call("restore_page", json!({ "page_id": page })).await;
+    assert_eq!(restored["restored"], true, "{restored}");
+    assert_eq!(restored["tasks_restored"], json!([budget]));
+    assert_eq!(snapshot(app).await, before, "restore gives back every answer");
+    assert!(
+        app.call("list_trash", json!({})).await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let again = app.call("restore_page", json!({ "page_id": page })).await;
+    assert_eq!(again["restored"], false);
+}
+
+/// "Follow up on API spec" is on two pages: deleting it hides it from list_tasks and leaves both
+/// pages' lines without a status or a link; a re-import of the pages does not bring it back as
+/// a new task; restore gives back every answer as it was.
+pub async fn deleting_a_task_hides_it_on_every_page_and_restore_gives_it_back(app: &TestApp) {
+    let before = snapshot(app).await;
+    let tasks = app.call("list_tasks", json!({ "status": "all" })).await;
+    let spec = task_id(&tasks, "Follow up on API spec");
+
+    let deleted = app
+        .call("delete_task", json!({ "task_link_id": spec }))
+        .await;
+    assert_eq!(deleted["deleted"], true);
+    let message = deleted["message"].as_str().unwrap();
+    assert!(
+        message.contains("30 days") && message.contains("restore_task"),
+        "{message}"
+    );
+    let all = app.call("list_tasks", json!({ "status": "all" })).await;
+    assert!(!has_task(&all, "Follow up on API spec"), "{all}");
+    for date in ["2026-06-16", "2026-06-17"] {
+        let page = app
+            .call("get_page", json!({ "page_id": app.page_of(date).await }))
+            .await;
+        let line = page["structure_json"]["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["text"].as_str().unwrap().starts_with("Follow up on API spec"))
+            .unwrap()
+            .clone();
+        assert_eq!(line["task_link_id"], Value::Null, "{date}: {line}");
+        assert_eq!(line["status"], Value::Null, "{date}: {line}");
+    }
+    let error = app
+        .call_error(
+            "update_task_status",
+            json!({ "task_link_id": spec, "status": "done" }),
+        )
+        .await;
+    assert!(
+        error.contains("is in the trash") && error.contains("restore_task"),
+        "{error}"
+    );
+    let read = resource_read(app, &format!("nib://tasks/{spec}")).await;
+    assert!(read.get("error").is_some(), "{read}");
+    let trash = app.call("list_trash", json!({})).await;
+    assert_eq!(trash["items"][0]["kind"], "task", "{trash}");
+    assert_eq!(trash["items"][0]["title"], "Follow up on API spec");
+
+    // Importing the sample again keeps the task in the trash, rather than making a new one.
+    let user = UserId::parse("default").unwrap();
+    let (pages, _) = nib::notebook::group_dir(&sample_dir()).unwrap();
+    for page in &pages {
+        app.app.notebook.import_files(&user, page).await.unwrap();
+    }
+    let all = app.call("list_tasks", json!({ "status": "all" })).await;
+    assert!(!has_task(&all, "Follow up on API spec"), "{all}");
+
+    let restored = app
+        .call("restore_task", json!({ "task_link_id": spec }))
+        .await;
+    assert_eq!(restored["restored"], true);
+    assert_eq!(snapshot(app).await, before, "restore gives back every answer");
+}
+
+/// `nib import` (and ingest) of the files of a page in the trash: the page stays in the trash
+/// and the import reports it, with how to restore it; the other pages import as usual.
+pub async fn a_reimport_of_a_trashed_pages_files_leaves_it_in_the_trash(app: &TestApp) {
+    let page = app.page_of("2026-06-16").await;
+    app.call("delete_page", json!({ "page_id": page })).await;
+    let before = snapshot(app).await;
+    let user = UserId::parse("default").unwrap();
+    let (pages, _) = nib::notebook::group_dir(&sample_dir()).unwrap();
+    let mut refused = Vec::new();
+    for files in &pages {
+        if let Err(e) = app.app.notebook.import_files(&user, files).await {
+            refused.push(e);
+        }
+    }
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].path.ends_with("2026-06-16.md")
+            && refused[0].reason.contains("is in the trash")
+            && refused[0].reason.contains("restore_page"),
+        "{}",
+        refused[0]
+    );
+    assert_eq!(snapshot(app).await, before, "nothing came back");
+    // create_task on the date of the trashed page puts the task on a new page of that date.
+    let created = app
+        .call(
+            "create_task",
+            json!({ "target_date": "2026-06-16", "text": "Water the plants" }),
+        )
+        .await;
+    assert_ne!(created["page_id"], json!(page));
+    let restored = app.call("restore_page", json!({ "page_id": page })).await;
+    assert_eq!(restored["restored"], true);
+    let pages = app
+        .call("list_pages", json!({ "from": "2026-06-16", "to": "2026-06-16" }))
+        .await;
+    assert_eq!(pages["pages"].as_array().unwrap().len(), 2, "{pages}");
+}
+
+pub async fn list_trash_pages_through_a_cursor(app: &TestApp) {
+    let pages = app.call("list_pages", json!({})).await;
+    let ids = page_ids(&pages, "pages", "page_id");
+    for id in &ids[..3] {
+        app.call("delete_page", json!({ "page_id": id })).await;
+    }
+    let mut seen = Vec::new();
+    let mut cursor = Value::Null;
+    loop {
+        let mut args = json!({ "limit": 1 });
+        if !cursor.is_null() {
+            args["cursor"] = cursor.clone();
+        }
+        let page = app.call("list_trash", args).await;
+        assert_eq!(page["limit_applied"], 1);
+        seen.extend(page_ids(&page, "items", "id"));
+        cursor = page["next_cursor"].clone();
+        if cursor.is_null() {
+            break;
+        }
+    }
+    let mut expected = ids[..3].to_vec();
+    let mut got = seen.clone();
+    expected.sort();
+    got.sort();
+    assert_eq!(got, expected, "each once: {seen:?}");
+    let error = app
+        .call_error("list_trash", json!({ "cursor": "djF8cHwyMDI2LTA2LTE5fHg" }))
+        .await;
+    assert!(error.contains("cursor"), "{error}");
+}
+
+// ---- Purge after 30 days, on a test clock ---------------------------------------------------
+
+/// A clock that moves only when the test says.
+struct TestClock(AtomicI64);
+
+impl TestClock {
+    fn advance(&self, secs: i64) {
+        self.0.fetch_add(secs, Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(self.0.load(Ordering::SeqCst) as u64)
+    }
+}
+
+const DAY: i64 = 86_400;
+
+/// Imports `md` as the page file `{date}.md` (in a folder of its own), as `nib import` does.
+async fn import(notebook: &Notebook, date: &str, md: &str) -> nib::notebook::SavedPage {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(format!("{date}.md")), md).unwrap();
+    let (pages, _) = nib::notebook::group_dir(dir.path()).unwrap();
+    let user = UserId::parse("default").unwrap();
+    notebook.import_files(&user, &pages[0]).await.unwrap()
+}
+
+struct Purge {
+    notebook: Arc<Notebook>,
+    clock: Arc<TestClock>,
+    store: Arc<dyn Store>,
+    /// The same embedded database with the clock of the deletion: it still sees expired items
+    /// until they are swept.
+    early: Option<EmbeddedStore>,
+    _dir: tempfile::TempDir,
+    _app: Option<nib::app::App>,
+}
+
+impl Purge {
+    async fn new(backend: Backend) -> Purge {
+        let start = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let clock = Arc::new(TestClock(AtomicI64::new(start)));
+        let dir = tempfile::tempdir().unwrap();
+        let (store, vault, assets, early, app): (Arc<dyn Store>, _, _, _, _) = match backend {
+            Backend::Local => {
+                let embedded = EmbeddedStore::open(&dir.path().join("nib.redb")).unwrap();
+                let early = embedded
+                    .clone()
+                    .with_clock(Arc::new(TestClock(AtomicI64::new(start))));
+                let store: Arc<dyn Store> = Arc::new(embedded.with_clock(clock.clone()));
+                let keys = Arc::new(
+                    nib::adapters::local_keys::LocalKeys::open_or_create(
+                        &dir.path().join("master.key"),
+                    )
+                    .unwrap(),
+                );
+                let vault = Arc::new(nib::crypto::Vault::new(
+                    store.clone(),
+                    keys,
+                    16,
+                    Duration::from_secs(3600),
+                ));
+                let assets: Arc<dyn nib::ports::Assets> =
+                    Arc::new(nib::adapters::local_assets::LocalAssets::new(
+                        dir.path().join("assets"),
+                        "http://127.0.0.1".into(),
+                        [1; 32],
+                        [2; 32],
+                    ));
+                (store, vault, assets, Some(early), None)
+            }
+            Backend::Aws | Backend::Lambda => {
+                let config = emulator().await.fresh().await.unwrap();
+                let app = nib::app::App::open_aws(config.clone()).await.unwrap();
+                let clients = nib::adapters::aws::AwsClients::connect(&config).await;
+                let store: Arc<dyn Store> =
+                    Arc::new(clients.store(&config).with_clock(clock.clone()));
+                (store, app.vault.clone(), app.assets.clone(), None, Some(app))
+            }
+        };
+        let notebook = Arc::new(Notebook::new(
+            store.clone(),
+            vault,
+            assets,
+            clock.clone(),
+            Default::default(),
+        ));
+        Purge {
+            notebook,
+            clock,
+            store,
+            early,
+            _dir: dir,
+            _app: app,
+        }
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> Result<Value, String> {
+        let principal = Principal {
+            user: UserId::parse("default").unwrap(),
+            scope: Scope::Admin,
+            credential_id: "test".into(),
+        };
+        InProcess {
+            notebook: self.notebook.clone(),
+        }
+        .call(&principal, tool, args.as_object().cloned().unwrap_or_default())
+        .await
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// Every item under the user's partition and the page's derived keys that `store` still sees.
+async fn derived(store: &dyn Store, page: &str, task: &str, stem_terms: &[String]) -> Vec<String> {
+    let pk = "U#default";
+    let mut out = Vec::new();
+    for sk in [
+        format!("PAGE#{page}"),
+        format!("TRASH#P#{page}"),
+        format!("TASK#{task}"),
+        format!("TRASH#T#{task}"),
+    ] {
+        if store.get(pk, &sk).await.unwrap().is_some() {
+            out.push(sk);
+        }
+    }
+    for prefix in ["STEM#", "TASKKEY#"] {
+        let q = nib::ports::Query::table(pk, prefix);
+        for item in store.query(&q).await.unwrap().items {
+            out.push(item.sk);
+        }
+    }
+    let trash = nib::ports::Query::gsi1("U#default#TRASH", "");
+    for item in store.query(&trash).await.unwrap().items {
+        out.push(format!("listed {}", item.sk));
+    }
+    for term in stem_terms {
+        let q = nib::ports::Query::table(term.clone(), "");
+        if !store.query(&q).await.unwrap().items.is_empty() {
+            out.push(term.clone());
+        }
+    }
+    out
+}
+
+async fn purge_after_thirty_days(backend: Backend) {
+    let p = Purge::new(backend).await;
+    let page = import(&p.notebook, "2026-05-04", "## Tasks\n- [ ] Renew the passport\n")
+        .await
+        .page_id
+        .to_string();
+    let other = import(&p.notebook, "2026-05-05", "## Tasks\n- [ ] Call the plumber\n")
+        .await
+        .page_id
+        .to_string();
+    let tasks = p.call("list_tasks", json!({})).await.unwrap();
+    let plumber = task_id(&tasks, "Call the plumber");
+    // The index partitions the page's terms are in (found while the page is live).
+    let mut terms = Vec::new();
+    let all = p
+        .store
+        .query(&nib::ports::Query::table("U#default", "PAGE#"))
+        .await
+        .unwrap();
+    assert_eq!(all.items.len(), 2);
+    for item in &all.items {
+        let body: Value = serde_json::from_slice(&item.body).unwrap();
+        if body["page_id"] == json!(page) {
+            for t in body["terms"].as_array().unwrap() {
+                terms.push(format!("U#default#T#{}", t.as_str().unwrap()));
+            }
+        }
+    }
+    assert!(!terms.is_empty());
+
+    let deleted = p.call("delete_page", json!({ "page_id": page })).await.unwrap();
+    assert_eq!(deleted["tasks_deleted"].as_array().unwrap().len(), 1);
+    p.call("delete_task", json!({ "task_link_id": plumber }))
+        .await
+        .unwrap();
+    let left = derived(&*p.store, &page, &plumber, &terms).await;
+    assert!(
+        left.contains(&format!("TRASH#P#{page}")) && left.iter().any(|s| s.starts_with("STEM#")),
+        "{left:?}"
+    );
+
+    // 29 days on: still in the trash, restorable.
+    p.clock.advance(29 * DAY);
+    let trash = p.call("list_trash", json!({})).await.unwrap();
+    assert_eq!(trash["items"].as_array().unwrap().len(), 2, "{trash}");
+
+    // 30 days after the deletion: purged, with everything derived from the page and the task.
+    p.clock.advance(DAY + 1);
+    let trash = p.call("list_trash", json!({})).await.unwrap();
+    assert_eq!(trash["items"], json!([]), "{trash}");
+    let left = derived(&*p.store, &page, &plumber, &terms).await;
+    // The other page's stem stays: it is live.
+    assert_eq!(left, vec!["STEM#".to_owned() + &stem_of(&*p.store, &other).await], "{left:?}");
+    for (tool, args, what) in [
+        ("restore_page", json!({ "page_id": page }), "page"),
+        ("restore_task", json!({ "task_link_id": plumber }), "task"),
+    ] {
+        let error = p.call(tool, args).await.unwrap_err();
+        assert!(
+            error.contains(&format!("{what} "))
+                && error.contains("not in the trash")
+                && error.contains("purged"),
+            "{tool}: {error}"
+        );
+    }
+    let error = p.call("get_page", json!({ "page_id": page })).await.unwrap_err();
+    assert!(error.contains("not found"), "{error}");
+    // Locally the sweep deletes the expired items for good: a handle on the same database
+    // whose clock still reads the deletion day sees them until the next write sweeps.
+    if let Some(early) = &p.early {
+        let seen = derived(early, &page, &plumber, &terms).await;
+        assert!(
+            seen.contains(&format!("TRASH#P#{page}")) && seen.contains(&format!("TRASH#T#{plumber}")),
+            "{seen:?}"
+        );
+    }
+    // The file of the purged page imports as a new page (the first write after 30 days: it
+    // sweeps).
+    let again = import(&p.notebook, "2026-05-04", "## Tasks\n- [ ] Renew the passport\n").await;
+    assert!(again.created && again.page_id.to_string() != page);
+    if let Some(early) = &p.early {
+        let seen = derived(early, &page, &plumber, &terms).await;
+        assert!(
+            !seen.iter().any(|s| s.contains(&page) || s.contains(&plumber)),
+            "swept: {seen:?}"
+        );
+        assert_eq!(early.sweep_expired().await.unwrap(), 0, "nothing left to sweep");
+    }
+}
+
+/// The blind stem of `page` (its stem item's sort key suffix).
+async fn stem_of(store: &dyn Store, page: &str) -> String {
+    let q = nib::ports::Query::table("U#default", "STEM#");
+    for item in store.query(&q).await.unwrap().items {
+        let body: Value = serde_json::from_slice(&item.body).unwrap();
+        if body["page_id"] == json!(page) {
+            return item.sk.trim_start_matches("STEM#").to_owned();
+        }
+    }
+    panic!("no stem for {page}");
+}
+
+#[tokio::test]
+async fn items_purge_after_thirty_days_with_everything_derived_local() {
+    purge_after_thirty_days(Backend::Local).await;
+}
+
+#[tokio::test]
+async fn items_purge_after_thirty_days_with_everything_derived_aws() {
+    purge_after_thirty_days(Backend::Aws).await;
+}
