@@ -60,7 +60,15 @@ fn unsigned(value: &Value) -> Value {
     }
 }
 
-const QUERIES: [&str; 5] = ["API spec", "dentist", "budget", "notebook answers", "\"launch plan\""];
+const QUERIES: [&str; 7] = [
+    "API spec",
+    "dentist",
+    "budget",
+    "notebook answers",
+    "\"launch plan\"",
+    "gsm matte",
+    "printer",
+];
 
 /// Everything the read tools answer about the notebook (signed URLs aside).
 async fn snapshot(app: &TestApp) -> Value {
@@ -137,36 +145,41 @@ async fn resource_read(app: &TestApp, uri: &str) -> Value {
     body
 }
 
-/// The page of 2026-06-17 shares three tasks with 2026-06-16 (it ticks "Book dentist
-/// appointment" and cancels "Order a new desk chair") and alone has "Draft the quarterly
-/// budget". Deleting it hides it from every list, search and read, trashes the budget task with
-/// it and reconciles the shared ones without it; restoring it gives back every answer as it was.
+/// The page of 2026-06-17 shares all its tasks with other pages (it ticks "Book dentist
+/// appointment", which 2026-06-16 has open); the printer meeting of 2026-06-21 alone has "Send
+/// the final cover file to the printer". Deleting them hides them from every list, search and
+/// read, trashes the cover-file task with its page and reconciles the shared ones without the
+/// tick; restoring them gives back every answer as it was.
 pub async fn deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_what_was_there(
     app: &TestApp,
 ) {
     let before = snapshot(app).await;
     let page = app.page_of("2026-06-17").await;
+    let meeting = app.page_of("2026-06-21").await;
     let tasks = app.call("list_tasks", json!({ "status": "all" })).await;
-    let budget = task_id(&tasks, "Draft the quarterly budget");
+    let cover = task_id(&tasks, "Send the final cover file to the printer");
     let dentist = task_id(&tasks, "Book dentist appointment");
 
     let deleted = app.call("delete_page", json!({ "page_id": page })).await;
     assert_eq!(deleted["deleted"], true, "{deleted}");
-    assert_eq!(deleted["tasks_deleted"], json!([budget]));
+    assert_eq!(deleted["tasks_deleted"], json!([]), "every task is on another page too");
     let message = deleted["message"].as_str().unwrap();
     assert!(
         message.contains("30 days") && message.contains("restore_page"),
         "{message}"
     );
+    let deleted = app.call("delete_page", json!({ "page_id": meeting })).await;
+    assert_eq!(deleted["tasks_deleted"], json!([cover]));
 
     // Gone from lists, searches, reads and resources.
     let pages = app.call("list_pages", json!({})).await;
-    assert!(!page_ids(&pages, "pages", "page_id").contains(&page));
-    for q in ["budget", "notebook answers"] {
+    let listed = page_ids(&pages, "pages", "page_id");
+    assert!(!listed.contains(&page) && !listed.contains(&meeting), "{pages}");
+    for q in ["notebook answers", "\"three tiers\"", "gsm matte"] {
         let hits = app.call("search_pages", json!({ "query": q })).await;
-        assert!(!page_ids(&hits, "results", "page_id").contains(&page), "{q}: {hits}");
+        assert_eq!(hits["results"], json!([]), "{q}: {hits}");
         let hits = app.call("search", json!({ "query": q })).await;
-        assert!(!page_ids(&hits, "results", "id").contains(&page), "{q}: {hits}");
+        assert_eq!(hits["results"], json!([]), "{q}: {hits}");
     }
     for (tool, args) in [
         ("get_page", json!({ "page_id": page })),
@@ -185,9 +198,9 @@ pub async fn deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_
         .await;
     assert!(!list.to_string().contains(&page), "{list}");
 
-    // The budget task went with the page; the dentist task is open again without the tick.
+    // The cover-file task went with its page; the dentist task is open again without the tick.
     let all = app.call("list_tasks", json!({ "status": "all" })).await;
-    assert!(!has_task(&all, "Draft the quarterly budget"), "{all}");
+    assert!(!has_task(&all, "Send the final cover file to the printer"), "{all}");
     let dentist_now = all["tasks"]
         .as_array()
         .unwrap()
@@ -198,29 +211,32 @@ pub async fn deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_
     let error = app
         .call_error(
             "update_task_status",
-            json!({ "task_link_id": budget, "status": "done" }),
+            json!({ "task_link_id": cover, "status": "done" }),
         )
         .await;
-    assert!(error.contains("deleted with page") && error.contains(&page), "{error}");
+    assert!(error.contains("deleted with page") && error.contains(&meeting), "{error}");
     let error = app
-        .call_error("restore_task", json!({ "task_link_id": budget }))
+        .call_error("restore_task", json!({ "task_link_id": cover }))
         .await;
     assert!(error.contains("restore_page"), "{error}");
 
     let trash = app.call("list_trash", json!({})).await;
-    assert_eq!(trash["items"].as_array().unwrap().len(), 1, "{trash}");
-    assert_eq!(trash["items"][0]["kind"], "page");
-    assert_eq!(trash["items"][0]["id"], json!(page));
-    assert_eq!(trash["items"][0]["date"], "2026-06-17");
-    assert_eq!(trash["items"][0]["tasks"], 1);
+    let items = trash["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{trash}");
+    let entry = items.iter().find(|i| i["id"] == json!(meeting)).unwrap();
+    assert_eq!(entry["kind"], "page");
+    assert_eq!(entry["date"], "2026-06-21");
+    assert_eq!(entry["tasks"], 1);
 
     // Deleting again changes nothing.
     let again = app.call("delete_page", json!({ "page_id": page })).await;
     assert_eq!(again["deleted"], false);
 
+    let restored = app.call("restore_page", json!({ "page_id": meeting })).await;
+    assert_eq!(restored["restored"], true, "{restored}");
+    assert_eq!(restored["tasks_restored"], json!([cover]));
     let restored = app.call("restore_page", json!({ "page_id": page })).await;
     assert_eq!(restored["restored"], true, "{restored}");
-    assert_eq!(restored["tasks_restored"], json!([budget]));
     assert_eq!(snapshot(app).await, before, "restore gives back every answer");
     assert!(
         app.call("list_trash", json!({})).await["items"]
@@ -508,10 +524,10 @@ async fn derived(store: &dyn Store, page: &str, task: &str, stem_terms: &[String
     for item in store.query(&trash).await.unwrap().items {
         out.push(format!("listed {}", item.sk));
     }
+    // The page's postings.
     for term in stem_terms {
-        let q = nib::ports::Query::table(term.clone(), "");
-        if !store.query(&q).await.unwrap().items.is_empty() {
-            out.push(term.clone());
+        if store.get(term, page).await.unwrap().is_some() {
+            out.push(format!("{term} / {page}"));
         }
     }
     out
@@ -627,4 +643,77 @@ async fn items_purge_after_thirty_days_with_everything_derived_local() {
 #[tokio::test]
 async fn items_purge_after_thirty_days_with_everything_derived_aws() {
     purge_after_thirty_days(Backend::Aws).await;
+}
+
+// ---- A crash between the steps of a delete and of a restore (AWS) ---------------------------
+
+/// A page with more index terms than one transaction holds: its postings go in transactions of
+/// their own, before a restore's transaction and after a delete's. DynamoDB failing right after
+/// those posting transactions (the process gone, as far as the store can tell) leaves nothing
+/// half done: the delete is done (leftover postings name a page that is not there), the restore
+/// is not (the page is still in the trash, its rewritten postings not counted), and the next
+/// restore brings back exactly what was there.
+#[tokio::test]
+async fn a_crash_between_the_steps_of_a_restore_leaves_nothing_half_done_on_aws() {
+    use nib::adapters::aws::AwsClients;
+    use nib::adapters::aws::emulator::Faults;
+
+    let config = emulator().await.fresh().await.unwrap();
+    let faults = Faults::new();
+    let clients = AwsClients::connect_with(&config, vec![faults.interceptor()]).await;
+    let app = nib::app::App::open_aws_with(config.clone(), clients)
+        .await
+        .unwrap();
+    let app = TestApp::spawn_over(app, crate::helpers::Options::aws()).await;
+    let words: Vec<String> = (0..150).map(|i| format!("- note{i:03} filed")).collect();
+    let big = import(&app.app.notebook, "2026-07-01", &words.join("\n"))
+        .await
+        .page_id
+        .to_string();
+    let query = json!({ "query": "note042" });
+    let hits = app.call("search_pages", query.clone()).await;
+    assert_eq!(page_ids(&hits, "results", "page_id"), vec![big.clone()]);
+    let before = snapshot(&app).await;
+
+    // Every transaction after the delete's own fails: its posting deletes are left over.
+    let seen = Arc::new(AtomicI64::new(0));
+    let after = |n: i64| {
+        let seen = seen.clone();
+        seen.store(0, Ordering::SeqCst);
+        move || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+            if seen.fetch_add(1, Ordering::SeqCst) >= n {
+                return Err("injected: the process is gone".into());
+            }
+            Ok(())
+        }
+    };
+    faults.on("DynamoDB", "TransactWriteItems", after(1));
+    let deleted = app.call("delete_page", json!({ "page_id": big })).await;
+    assert_eq!(deleted["deleted"], true);
+    faults.clear();
+    let hits = app.call("search_pages", query.clone()).await;
+    assert_eq!(hits["results"], json!([]), "leftover postings are skipped: {hits}");
+    let trashed = snapshot(&app).await;
+
+    // The restore writes its postings (two transactions), then fails on its own transaction.
+    faults.on("DynamoDB", "TransactWriteItems", after(2));
+    let (status, body) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "restore_page", "arguments": { "page_id": big } } }))
+        .await;
+    assert_eq!((status, &body["error"]["code"]), (200, &json!(-32603)), "{body}");
+    assert_eq!(seen.load(Ordering::SeqCst), 3, "two posting transactions, then the failure");
+    faults.clear();
+    assert_eq!(snapshot(&app).await, trashed, "nothing of the restore shows");
+    let error = app.call_error("get_page", json!({ "page_id": big })).await;
+    assert!(error.contains("is in the trash"), "{error}");
+    let trash = app.call("list_trash", json!({})).await;
+    assert_eq!(page_ids(&trash, "items", "id"), vec![big.clone()]);
+
+    // The next restore completes it.
+    let restored = app.call("restore_page", json!({ "page_id": big })).await;
+    assert_eq!(restored["restored"], true);
+    assert_eq!(snapshot(&app).await, before);
+    let hits = app.call("search_pages", query).await;
+    assert_eq!(page_ids(&hits, "results", "page_id"), vec![big]);
 }

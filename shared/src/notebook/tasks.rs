@@ -245,23 +245,32 @@ impl Notebook {
             // import of a file named after the date will update.
             let mut q = Query::gsi1(pages_partition(user), format!("{date}#"));
             q.limit = 1;
-            let page_id = match self.store.query(&q).await?.items.first() {
-                Some(item) => decode::<records::PageRecord>("page", &item.body)?.page_id,
+            let (page_id, from_stem) = match self.store.query(&q).await?.items.first() {
+                Some(item) => (
+                    decode::<records::PageRecord>("page", &item.body)?.page_id,
+                    false,
+                ),
                 None => match self
                     .store
                     .get(&pk, &stem_sk(&keys.blind("stem", &date.to_string())))
                     .await?
                 {
-                    Some(item) => decode::<records::StemRecord>("stem", &item.body)?.page_id,
-                    None => PageId::new(),
+                    Some(item) => (
+                        decode::<records::StemRecord>("stem", &item.body)?.page_id,
+                        true,
+                    ),
+                    None => (PageId::new(), false),
                 },
             };
             let mut existing = self.load_page(user, &keys, &page_id).await?;
             let mut page_id = page_id;
-            // The date's page is in the trash: the task goes on a new page of the date (its
-            // file stem stays with the trashed page).
+            // The date's page is in the trash: the task goes on a new page of the date (the
+            // date's file stem stays with the trashed page).
             let mut stem_free = true;
-            if existing.is_none() && self.page_in_trash(user, &page_id).await?.is_some() {
+            if from_stem
+                && existing.is_none()
+                && self.page_in_trash(user, &page_id).await?.is_some()
+            {
                 page_id = PageId::new();
                 existing = None;
                 stem_free = false;
