@@ -162,7 +162,11 @@ pub async fn deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_
 
     let deleted = app.call("delete_page", json!({ "page_id": page })).await;
     assert_eq!(deleted["deleted"], true, "{deleted}");
-    assert_eq!(deleted["tasks_deleted"], json!([]), "every task is on another page too");
+    assert_eq!(
+        deleted["tasks_deleted"],
+        json!([]),
+        "every task is on another page too"
+    );
     let message = deleted["message"].as_str().unwrap();
     assert!(
         message.contains("30 days") && message.contains("restore_page"),
@@ -174,7 +178,10 @@ pub async fn deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_
     // Gone from lists, searches, reads and resources.
     let pages = app.call("list_pages", json!({})).await;
     let listed = page_ids(&pages, "pages", "page_id");
-    assert!(!listed.contains(&page) && !listed.contains(&meeting), "{pages}");
+    assert!(
+        !listed.contains(&page) && !listed.contains(&meeting),
+        "{pages}"
+    );
     for q in ["notebook answers", "\"three tiers\"", "gsm matte"] {
         let hits = app.call("search_pages", json!({ "query": q })).await;
         assert_eq!(hits["results"], json!([]), "{q}: {hits}");
@@ -200,7 +207,10 @@ pub async fn deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_
 
     // The cover-file task went with its page; the dentist task is open again without the tick.
     let all = app.call("list_tasks", json!({ "status": "all" })).await;
-    assert!(!has_task(&all, "Send the final cover file to the printer"), "{all}");
+    assert!(
+        !has_task(&all, "Send the final cover file to the printer"),
+        "{all}"
+    );
     let dentist_now = all["tasks"]
         .as_array()
         .unwrap()
@@ -214,7 +224,10 @@ pub async fn deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_
             json!({ "task_link_id": cover, "status": "done" }),
         )
         .await;
-    assert!(error.contains("deleted with page") && error.contains(&meeting), "{error}");
+    assert!(
+        error.contains("deleted with page") && error.contains(&meeting),
+        "{error}"
+    );
     let error = app
         .call_error("restore_task", json!({ "task_link_id": cover }))
         .await;
@@ -232,12 +245,18 @@ pub async fn deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_
     let again = app.call("delete_page", json!({ "page_id": page })).await;
     assert_eq!(again["deleted"], false);
 
-    let restored = app.call("restore_page", json!({ "page_id": meeting })).await;
+    let restored = app
+        .call("restore_page", json!({ "page_id": meeting }))
+        .await;
     assert_eq!(restored["restored"], true, "{restored}");
     assert_eq!(restored["tasks_restored"], json!([cover]));
     let restored = app.call("restore_page", json!({ "page_id": page })).await;
     assert_eq!(restored["restored"], true, "{restored}");
-    assert_eq!(snapshot(app).await, before, "restore gives back every answer");
+    assert_eq!(
+        snapshot(app).await,
+        before,
+        "restore gives back every answer"
+    );
     assert!(
         app.call("list_trash", json!({})).await["items"]
             .as_array()
@@ -275,7 +294,12 @@ pub async fn deleting_a_task_hides_it_on_every_page_and_restore_gives_it_back(ap
             .as_array()
             .unwrap()
             .iter()
-            .find(|l| l["text"].as_str().unwrap().starts_with("Follow up on API spec"))
+            .find(|l| {
+                l["text"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Follow up on API spec")
+            })
             .unwrap()
             .clone();
         assert_eq!(line["task_link_id"], Value::Null, "{date}: {line}");
@@ -310,7 +334,11 @@ pub async fn deleting_a_task_hides_it_on_every_page_and_restore_gives_it_back(ap
         .call("restore_task", json!({ "task_link_id": spec }))
         .await;
     assert_eq!(restored["restored"], true);
-    assert_eq!(snapshot(app).await, before, "restore gives back every answer");
+    assert_eq!(
+        snapshot(app).await,
+        before,
+        "restore gives back every answer"
+    );
 }
 
 /// `nib import` (and ingest) of the files of a page in the trash: the page stays in the trash
@@ -347,7 +375,10 @@ pub async fn a_reimport_of_a_trashed_pages_files_leaves_it_in_the_trash(app: &Te
     let restored = app.call("restore_page", json!({ "page_id": page })).await;
     assert_eq!(restored["restored"], true);
     let pages = app
-        .call("list_pages", json!({ "from": "2026-06-16", "to": "2026-06-16" }))
+        .call(
+            "list_pages",
+            json!({ "from": "2026-06-16", "to": "2026-06-16" }),
+        )
         .await;
     assert_eq!(pages["pages"].as_array().unwrap().len(), 2, "{pages}");
 }
@@ -465,7 +496,13 @@ impl Purge {
                 let clients = nib::adapters::aws::AwsClients::connect(&config).await;
                 let store: Arc<dyn Store> =
                     Arc::new(clients.store(&config).with_clock(clock.clone()));
-                (store, app.vault.clone(), app.assets.clone(), None, Some(app))
+                (
+                    store,
+                    app.vault.clone(),
+                    app.assets.clone(),
+                    None,
+                    Some(app),
+                )
             }
         };
         let notebook = Arc::new(Notebook::new(
@@ -494,7 +531,11 @@ impl Purge {
         InProcess {
             notebook: self.notebook.clone(),
         }
-        .call(&principal, tool, args.as_object().cloned().unwrap_or_default())
+        .call(
+            &principal,
+            tool,
+            args.as_object().cloned().unwrap_or_default(),
+        )
         .await
         .map_err(|e| e.to_string())
     }
@@ -535,14 +576,22 @@ async fn derived(store: &dyn Store, page: &str, task: &str, stem_terms: &[String
 
 async fn purge_after_thirty_days(backend: Backend) {
     let p = Purge::new(backend).await;
-    let page = import(&p.notebook, "2026-05-04", "## Tasks\n- [ ] Renew the passport\n")
-        .await
-        .page_id
-        .to_string();
-    let other = import(&p.notebook, "2026-05-05", "## Tasks\n- [ ] Call the plumber\n")
-        .await
-        .page_id
-        .to_string();
+    let page = import(
+        &p.notebook,
+        "2026-05-04",
+        "## Tasks\n- [ ] Renew the passport\n",
+    )
+    .await
+    .page_id
+    .to_string();
+    let other = import(
+        &p.notebook,
+        "2026-05-05",
+        "## Tasks\n- [ ] Call the plumber\n",
+    )
+    .await
+    .page_id
+    .to_string();
     let tasks = p.call("list_tasks", json!({})).await.unwrap();
     let plumber = task_id(&tasks, "Call the plumber");
     // The index partitions the page's terms are in (found while the page is live).
@@ -563,7 +612,10 @@ async fn purge_after_thirty_days(backend: Backend) {
     }
     assert!(!terms.is_empty());
 
-    let deleted = p.call("delete_page", json!({ "page_id": page })).await.unwrap();
+    let deleted = p
+        .call("delete_page", json!({ "page_id": page }))
+        .await
+        .unwrap();
     assert_eq!(deleted["tasks_deleted"].as_array().unwrap().len(), 1);
     p.call("delete_task", json!({ "task_link_id": plumber }))
         .await
@@ -585,7 +637,11 @@ async fn purge_after_thirty_days(backend: Backend) {
     assert_eq!(trash["items"], json!([]), "{trash}");
     let left = derived(&*p.store, &page, &plumber, &terms).await;
     // The other page's stem stays: it is live.
-    assert_eq!(left, vec!["STEM#".to_owned() + &stem_of(&*p.store, &other).await], "{left:?}");
+    assert_eq!(
+        left,
+        vec!["STEM#".to_owned() + &stem_of(&*p.store, &other).await],
+        "{left:?}"
+    );
     for (tool, args, what) in [
         ("restore_page", json!({ "page_id": page }), "page"),
         ("restore_task", json!({ "task_link_id": plumber }), "task"),
@@ -598,28 +654,43 @@ async fn purge_after_thirty_days(backend: Backend) {
             "{tool}: {error}"
         );
     }
-    let error = p.call("get_page", json!({ "page_id": page })).await.unwrap_err();
+    let error = p
+        .call("get_page", json!({ "page_id": page }))
+        .await
+        .unwrap_err();
     assert!(error.contains("not found"), "{error}");
     // Locally the sweep deletes the expired items for good: a handle on the same database
     // whose clock still reads the deletion day sees them until the next write sweeps.
     if let Some(early) = &p.early {
         let seen = derived(early, &page, &plumber, &terms).await;
         assert!(
-            seen.contains(&format!("TRASH#P#{page}")) && seen.contains(&format!("TRASH#T#{plumber}")),
+            seen.contains(&format!("TRASH#P#{page}"))
+                && seen.contains(&format!("TRASH#T#{plumber}")),
             "{seen:?}"
         );
     }
     // The file of the purged page imports as a new page (the first write after 30 days: it
     // sweeps).
-    let again = import(&p.notebook, "2026-05-04", "## Tasks\n- [ ] Renew the passport\n").await;
+    let again = import(
+        &p.notebook,
+        "2026-05-04",
+        "## Tasks\n- [ ] Renew the passport\n",
+    )
+    .await;
     assert!(again.created && again.page_id.to_string() != page);
     if let Some(early) = &p.early {
         let seen = derived(early, &page, &plumber, &terms).await;
         assert!(
-            !seen.iter().any(|s| s.contains(&page) || s.contains(&plumber)),
+            !seen
+                .iter()
+                .any(|s| s.contains(&page) || s.contains(&plumber)),
             "swept: {seen:?}"
         );
-        assert_eq!(early.sweep_expired().await.unwrap(), 0, "nothing left to sweep");
+        assert_eq!(
+            early.sweep_expired().await.unwrap(),
+            0,
+            "nothing left to sweep"
+        );
     }
 }
 
@@ -692,19 +763,37 @@ async fn a_crash_between_the_steps_of_a_restore_leaves_nothing_half_done_on_aws(
     assert_eq!(deleted["deleted"], true);
     faults.clear();
     let hits = app.call("search_pages", query.clone()).await;
-    assert_eq!(hits["results"], json!([]), "leftover postings are skipped: {hits}");
+    assert_eq!(
+        hits["results"],
+        json!([]),
+        "leftover postings are skipped: {hits}"
+    );
     let trashed = snapshot(&app).await;
 
     // The restore writes its postings (two transactions), then fails on its own transaction.
     faults.on("DynamoDB", "TransactWriteItems", after(2));
     let (status, body) = app
-        .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "restore_page", "arguments": { "page_id": big } } }))
+        .rpc(
+            json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "restore_page", "arguments": { "page_id": big } } }),
+        )
         .await;
-    assert_eq!((status, &body["error"]["code"]), (200, &json!(-32603)), "{body}");
-    assert_eq!(seen.load(Ordering::SeqCst), 3, "two posting transactions, then the failure");
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (200, &json!(-32603)),
+        "{body}"
+    );
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        3,
+        "two posting transactions, then the failure"
+    );
     faults.clear();
-    assert_eq!(snapshot(&app).await, trashed, "nothing of the restore shows");
+    assert_eq!(
+        snapshot(&app).await,
+        trashed,
+        "nothing of the restore shows"
+    );
     let error = app.call_error("get_page", json!({ "page_id": big })).await;
     assert!(error.contains("is in the trash"), "{error}");
     let trash = app.call("list_trash", json!({})).await;

@@ -89,8 +89,8 @@ pub struct TrashEntry {
 }
 
 fn day_of(unix: i64) -> Date {
-    let t = time::OffsetDateTime::from_unix_timestamp(unix)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let t =
+        time::OffsetDateTime::from_unix_timestamp(unix).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     Date::from_time(t.date())
 }
 
@@ -131,7 +131,11 @@ impl Notebook {
     /// The one store transaction of a trash operation (delete, restore): every write of one
     /// goes through here, so an item that must change with every notebook write joins them
     /// all in one line. (Purge is expiry: no write of ours.)
-    async fn trash_transact(&self, _user: &UserId, writes: Vec<Write>) -> Result<(), NotebookError> {
+    async fn trash_transact(
+        &self,
+        _user: &UserId,
+        writes: Vec<Write>,
+    ) -> Result<(), NotebookError> {
         self.store.transact(writes).await?;
         Ok(())
     }
@@ -230,11 +234,7 @@ impl Notebook {
     }
 
     /// The page's stem item, when it still names the page.
-    async fn own_stem(
-        &self,
-        pk: &str,
-        record: &PageRecord,
-    ) -> Result<Option<Item>, NotebookError> {
+    async fn own_stem(&self, pk: &str, record: &PageRecord) -> Result<Option<Item>, NotebookError> {
         let Some(stem) = &record.stem else {
             return Ok(None);
         };
@@ -272,7 +272,10 @@ impl Notebook {
             let (writes, postings, tasks) = self
                 .trash_page_writes(user, &keys, page, now, purge_at)
                 .await?;
-            match self.commit_with_postings(user, writes, postings, false).await {
+            match self
+                .commit_with_postings(user, writes, postings, false)
+                .await
+            {
                 Ok(()) => {
                     tracing::info!(user = %user, page = %page_id, tasks = tasks.len(), "page moved to the trash");
                     return Ok(Trashed {
@@ -312,7 +315,13 @@ impl Notebook {
             ids.iter().map(|id| (pk.clone(), task_sk(id))).collect();
         let mut found: Vec<(Item, TaskRecord)> = Vec::new();
         if !task_keys.is_empty() {
-            for item in self.store.batch_get(&task_keys).await?.into_iter().flatten() {
+            for item in self
+                .store
+                .batch_get(&task_keys)
+                .await?
+                .into_iter()
+                .flatten()
+            {
                 let rec: TaskRecord = decode("task", &item.body)?;
                 found.push((item, rec));
             }
@@ -328,7 +337,11 @@ impl Notebook {
         for (item, mut rec) in found {
             let id = rec.task_link_id.clone();
             if rec.appearances.iter().all(|a| a.page_id == page_id) {
-                writes.push(Write::delete(pk.clone(), task_sk(&id), Cond::Version(item.version)));
+                writes.push(Write::delete(
+                    pk.clone(),
+                    task_sk(&id),
+                    Cond::Version(item.version),
+                ));
                 if let Some(key) = owned.get(&id) {
                     writes.push(reexpire(key, Some(purge_at)));
                 }
@@ -454,9 +467,11 @@ impl Notebook {
             let Some(trash) = self.store.get(&pk, &trash_page_sk(page_id)).await? else {
                 return Err(not_in_trash("page", &page_id.to_string()));
             };
-            let (writes, postings, tasks) =
-                self.restore_page_writes(user, &keys, trash).await?;
-            match self.commit_with_postings(user, writes, postings, true).await {
+            let (writes, postings, tasks) = self.restore_page_writes(user, &keys, trash).await?;
+            match self
+                .commit_with_postings(user, writes, postings, true)
+                .await
+            {
                 Ok(()) => {
                     tracing::info!(user = %user, page = %page_id, tasks = tasks.len(), "page restored from the trash");
                     return Ok(Restored {
@@ -502,7 +517,10 @@ impl Notebook {
         let owned = self.owned_keys(&pk, &recs).await?;
         for (item, t) in &back {
             let id = &t.task.task_link_id;
-            writes.push(Write::put(task_item(&pk, user, &t.task, 1), Cond::NotExists));
+            writes.push(Write::put(
+                task_item(&pk, user, &t.task, 1),
+                Cond::NotExists,
+            ));
             writes.push(Write::delete(
                 pk.clone(),
                 trash_task_sk(id),
@@ -688,7 +706,11 @@ impl Notebook {
             }
             let mut writes = vec![
                 Write::put(task_item(&pk, user, &t.task, 1), Cond::NotExists),
-                Write::delete(pk.clone(), trash_task_sk(task), Cond::Version(trash.version)),
+                Write::delete(
+                    pk.clone(),
+                    trash_task_sk(task),
+                    Cond::Version(trash.version),
+                ),
             ];
             if let Some(key) = self.owned_keys(&pk, &[&t.task]).await?.get(task) {
                 writes.push(reexpire(key, None));
@@ -781,8 +803,10 @@ impl Notebook {
         ids: &[TaskLinkId],
     ) -> Result<BTreeSet<TaskLinkId>, NotebookError> {
         let pk = user_pk(user);
-        let keys: Vec<(String, String)> =
-            ids.iter().map(|id| (pk.clone(), trash_task_sk(id))).collect();
+        let keys: Vec<(String, String)> = ids
+            .iter()
+            .map(|id| (pk.clone(), trash_task_sk(id)))
+            .collect();
         let mut out = BTreeSet::new();
         if keys.is_empty() {
             return Ok(out);

@@ -42,7 +42,11 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .notebook
         .trash_page(&ctx.principal.user, &page_id)
         .await?;
-    let already = if t.deleted { "" } else { " It was in the trash already." };
+    let already = if t.deleted {
+        ""
+    } else {
+        " It was in the trash already."
+    };
     let message = format!(
         "Page {page_id} is in the trash.{already} It can be restored for {TRASH_DAYS} days with restore_page {{\"page_id\": \"{page_id}\"}}; on {} it is purged for good.",
         t.purge_on

@@ -38,7 +38,11 @@ pub fn def() -> ToolDef {
 async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
     let id = ctx.args.task_link_id("task_link_id")?;
     let t = ctx.notebook.trash_task(&ctx.principal.user, &id).await?;
-    let already = if t.deleted { "" } else { " It was in the trash already." };
+    let already = if t.deleted {
+        ""
+    } else {
+        " It was in the trash already."
+    };
     let message = format!(
         "Task {id} is in the trash.{already} It can be restored for {TRASH_DAYS} days with restore_task {{\"task_link_id\": \"{id}\"}}; on {} it is purged for good.",
         t.purge_on

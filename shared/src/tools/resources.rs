@@ -84,10 +84,7 @@ pub async fn read(
     let user = &principal.user;
     match NibUri::parse(uri).ok_or(ToolError::NotFound("resource"))? {
         NibUri::Page(id) => {
-            let p = notebook
-                .get_page(user, &id)
-                .await
-                .map_err(not_found)?;
+            let p = notebook.get_page(user, &id).await.map_err(not_found)?;
             // As written when the page came as markdown (or was read by OCR); else its lines
             // as markdown (a text page, or a page create_task made), else its plain text.
             let text = match p.ocr_markdown {
@@ -122,10 +119,7 @@ pub async fn read(
             }])
         }
         NibUri::Task(id) => {
-            let t = notebook
-                .get_task(user, &id)
-                .await
-                .map_err(not_found)?;
+            let t = notebook.get_task(user, &id).await.map_err(not_found)?;
             let mut value = serde_json::to_value(&t).map_err(|e| {
                 ToolError::Internal(crate::notebook::NotebookError::Corrupt(e.to_string()))
             })?;
