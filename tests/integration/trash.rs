@@ -806,3 +806,38 @@ async fn a_crash_between_the_steps_of_a_restore_leaves_nothing_half_done_on_aws(
     let hits = app.call("search_pages", query).await;
     assert_eq!(page_ids(&hits, "results", "page_id"), vec![big]);
 }
+
+/// An upload of a trashed page's file on AWS: ingest leaves the page in the trash and rejects
+/// the upload (not an error, so Lambda does not retry it), naming restore_page.
+#[tokio::test]
+async fn an_upload_of_a_trashed_pages_file_is_rejected_by_ingest() {
+    use nib::adapters::aws::AwsClients;
+    use nib::functions::ingest::{Ingest, IngestOutcome};
+
+    let app = TestApp::spawn_with(crate::helpers::Options::aws()).await;
+    let config = app.aws_config.clone().unwrap();
+    let page = app.page_of("2026-06-16").await;
+    app.call("delete_page", json!({ "page_id": page })).await;
+    let clients = AwsClients::connect(&config).await;
+    let key = "uploads/default/2026-06-16.md";
+    let md = std::fs::read(sample_dir().join("2026-06-16.md")).unwrap();
+    clients
+        .s3
+        .put_object()
+        .bucket(&config.bucket)
+        .key(key)
+        .body(md.into())
+        .send()
+        .await
+        .unwrap();
+    let ingest = Ingest::new(app.app.notebook.clone(), clients.s3.clone(), &config.bucket);
+    match ingest.object(&config.bucket, key).await.unwrap() {
+        IngestOutcome::Rejected(failure) => assert!(
+            failure.reason.contains("is in the trash") && failure.reason.contains("restore_page"),
+            "{failure}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let error = app.call_error("get_page", json!({ "page_id": page })).await;
+    assert!(error.contains("is in the trash"), "{error}");
+}
