@@ -146,7 +146,7 @@ mod tests {
         let date = Date::parse("2026-06-19").unwrap();
         let page_id = PageId::new();
         let c = Cursor::Page(date, page_id.clone()).encode();
-        assert_eq!(page(Some(&c)).unwrap(), Some((date, page_id)));
+        assert_eq!(page(Some(&c)).unwrap(), Some((date, page_id.clone())));
         // Not a task cursor, nor a search cursor.
         assert!(task(Some(&c)).is_err());
         assert!(search(Some(&c), "x").is_err());
@@ -154,6 +154,19 @@ mod tests {
         let s = Cursor::search(20, "api spec").encode();
         assert_eq!(search(Some(&s), "api spec").unwrap(), 20);
         assert!(search(Some(&s), "other words").is_err());
+
+        let key = format!("{:012}#p#{page_id}", 1_780_000_000);
+        let r = Cursor::Trash(key.clone()).encode();
+        assert_eq!(trash(Some(&r)).unwrap(), Some(key));
+        assert!(page(Some(&r)).is_err() && trash(Some(&c)).is_err());
+        for bad in [
+            "v1|r|1780000000#p#x",
+            "v1|r|001780000000#q#0f9e8d7c-1234-4abc-8def-0123456789ab",
+            "v1|r|001780000000#p#../U#mallory",
+            "v1|r|1780000000000#p#0f9e8d7c-1234-4abc-8def-0123456789ab",
+        ] {
+            assert!(trash(Some(&URL_SAFE_NO_PAD.encode(bad))).is_err(), "{bad}");
+        }
 
         assert_eq!(page(Some("")).unwrap(), None, "empty is no cursor");
         for bad in [
