@@ -30,6 +30,10 @@ mod resources {
     crate::resources::resource_tests!(crate::helpers::Options::aws());
 }
 
+mod trash {
+    crate::trash::trash_tests!(crate::helpers::Options::aws());
+}
+
 // ---- Requests per tool call -----------------------------------------------------------------
 
 /// Calls a tool the way a Lambda class function runs it (verified principal, tool name,
@@ -283,6 +287,58 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     let (access, calls) = tool(&app, "list_access", json!({})).await;
     assert!(!access["records"].as_array().unwrap().is_empty());
     assert_eq!(calls, counts(&[("DynamoDB", "Query", 1)]), "list_access");
+}
+
+/// The trash tools' requests (`ARCHITECTURE.md`, the table under "The AWS back end"): the page
+/// of 2026-06-17, whose tasks are all on other pages too, and one task.
+#[tokio::test]
+async fn each_trash_tool_sends_the_expected_aws_requests() {
+    let app = TestApp::spawn_with(Options::aws()).await;
+    let page = app.page_of("2026-06-17").await;
+    let (_, calls) = tool(&app, "delete_page", json!({ "page_id": page })).await;
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 3),
+            ("DynamoDB", "BatchGetItem", 1),
+            ("DynamoDB", "TransactWriteItems", 1)
+        ]),
+        "delete_page"
+    );
+    let (_, calls) = tool(&app, "list_trash", json!({})).await;
+    assert_eq!(calls, counts(&[("DynamoDB", "Query", 1)]), "list_trash");
+    let (_, calls) = tool(&app, "restore_page", json!({ "page_id": page })).await;
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 4),
+            ("DynamoDB", "BatchGetItem", 1),
+            ("DynamoDB", "TransactWriteItems", 1)
+        ]),
+        "restore_page"
+    );
+    let (open, _) = tool(&app, "list_tasks", json!({})).await;
+    let task = open["tasks"][0]["task_link_id"].clone();
+    let (_, calls) = tool(&app, "delete_task", json!({ "task_link_id": task })).await;
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 1),
+            ("DynamoDB", "BatchGetItem", 1),
+            ("DynamoDB", "TransactWriteItems", 1)
+        ]),
+        "delete_task"
+    );
+    let (_, calls) = tool(&app, "restore_task", json!({ "task_link_id": task })).await;
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 2),
+            ("DynamoDB", "BatchGetItem", 1),
+            ("DynamoDB", "TransactWriteItems", 1)
+        ]),
+        "restore_task"
+    );
 }
 
 /// Over HTTP the front's own requests come on top of the tool's: the token lookup, and the

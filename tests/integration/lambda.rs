@@ -462,6 +462,15 @@ mod notebook {
     crate::notebook::notebook_tests!(crate::helpers::Options::lambda());
 }
 
+/// One trash round trip through the functions: delete_page and restore_page (pages function),
+/// the tasks reconciled without the page and back, list_trash.
+#[tokio::test]
+async fn a_page_goes_to_the_trash_and_back_through_the_functions() {
+    let app = TestApp::spawn_with(Options::lambda()).await;
+    crate::trash::deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_what_was_there(&app)
+        .await;
+}
+
 mod resources {
     crate::resources::resource_tests!(crate::helpers::Options::lambda());
 }

@@ -19,3 +19,4 @@ mod protocol;
 mod ratelimit;
 mod resources;
 mod storage;
+mod trash;

@@ -474,6 +474,7 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
             "list_tasks",
             "search",
             "fetch",
+            "list_trash",
             "list_access"
         ]
     );
@@ -490,6 +491,11 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
             "update_task_status",
             "search",
             "fetch",
+            "delete_page",
+            "restore_page",
+            "delete_task",
+            "restore_task",
+            "list_trash",
             "list_access"
         ]
     );

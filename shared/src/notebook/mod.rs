@@ -20,6 +20,7 @@ mod resources;
 mod revision;
 mod search;
 mod tasks;
+mod trash;
 
 use std::sync::Arc;
 
@@ -35,6 +36,7 @@ pub use resources::{PageImage, TaskResource};
 pub use revision::{Revised, revision_token};
 pub use search::SearchHit;
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
+pub use trash::{Restored, TRASH_DAYS, TrashEntry, TrashKind, Trashed, trash_cursor_key};
 
 use crate::crypto::{CryptoError, Vault};
 use crate::ports::{Assets, AssetsError, Clock, Store, StoreError};
@@ -47,6 +49,10 @@ pub enum NotebookError {
     /// The thing asked for does not exist for this user (another user's ids land here too).
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// The item asked for is in the trash: the message says since when, how to restore it
+    /// and until when.
+    #[error("{0}")]
+    InTrash(String),
     /// Input that cannot be stored, naming what was wrong with it.
     #[error("{0}")]
     Invalid(String),

@@ -94,6 +94,22 @@ pub fn task_gsi_sk(first_seen: Date, task: &TaskLinkId) -> String {
 pub fn term_partition(user: &UserId, blind: &str) -> String {
     format!("U#{user}#T#{blind}")
 }
+/// A page in the trash (`notebook::trash`): its record as it was, until it is purged.
+pub fn trash_page_sk(page: &PageId) -> String {
+    format!("TRASH#P#{page}")
+}
+/// A task link in the trash, deleted on its own or with the page it was only on.
+pub fn trash_task_sk(task: &TaskLinkId) -> String {
+    format!("TRASH#T#{task}")
+}
+/// The index partition of `list_trash`, newest deletion first.
+pub fn trash_partition(user: &UserId) -> String {
+    format!("U#{user}#TRASH")
+}
+/// A trash entry's sort key in [`trash_partition`]: `{deleted_at:012}#{p|t}#{id}`.
+pub fn trash_gsi_sk(deleted_at: i64, kind: char, id: &str) -> String {
+    format!("{deleted_at:012}#{kind}#{id}")
+}
 
 /// Base64 for sealed bytes inside JSON bodies.
 pub(super) mod b64 {
@@ -339,6 +355,28 @@ impl TaskRecord {
     pub fn last_update(&self) -> Option<TaskStatus> {
         self.history.updates.last().map(|u| u.status)
     }
+}
+
+/// A trashed page's item body (`TRASH#P#{page}`): the page record exactly as it was (its
+/// sealed fields still bound to `PAGE#{page}`, where restore puts it back), and the task links
+/// that were only on this page, trashed with it (`TRASH#T#{task}`, `with_page` set).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrashedPage {
+    pub page: PageRecord,
+    pub deleted_at: i64,
+    pub purge_at: i64,
+    pub tasks: Vec<TaskLinkId>,
+}
+
+/// A trashed task link's item body (`TRASH#T#{task}`): the task record exactly as it was.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrashedTask {
+    pub task: TaskRecord,
+    pub deleted_at: i64,
+    pub purge_at: i64,
+    /// Trashed along with this page (it was on no other): restored with it, not on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_page: Option<PageId>,
 }
 
 /// A dedup item's body: which task link holds the normalized text.

@@ -59,10 +59,9 @@ impl Notebook {
             (pk, records::REVISION_SK.to_owned()),
         ];
         let mut found = self.store.batch_get(&keys).await?.into_iter();
-        let item = found
-            .next()
-            .flatten()
-            .ok_or(NotebookError::NotFound("page"))?;
+        let Some(item) = found.next().flatten() else {
+            return Err(self.page_missing(user, page_id).await);
+        };
         let notebook = records::revision_of(found.next().flatten().as_ref());
         let head: PageHead = decode("page", &item.body)?;
         let half_ttl = (self.config.asset_ttl_seconds / 2).max(1) as i64;

@@ -5,13 +5,18 @@
 mod args;
 mod create_task;
 mod cursor;
+mod delete_page;
+mod delete_task;
 mod fetch;
 mod get_page;
 pub mod invocation;
 mod list_access;
 mod list_pages;
 mod list_tasks;
+mod list_trash;
 pub mod resources;
+mod restore_page;
+mod restore_task;
 mod search;
 mod search_pages;
 mod update_task_status;
@@ -62,7 +67,7 @@ impl From<NotebookError> for ToolError {
     fn from(e: NotebookError) -> Self {
         match e {
             NotebookError::NotFound(what) => ToolError::NotFound(what),
-            NotebookError::Invalid(m) => ToolError::Rejected(m),
+            NotebookError::Invalid(m) | NotebookError::InTrash(m) => ToolError::Rejected(m),
             other => ToolError::Internal(other),
         }
     }
@@ -82,9 +87,10 @@ type Handler = for<'a> fn(Ctx<'a>) -> BoxFuture<'a, Result<Value, ToolError>>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolClass {
-    /// list_pages, get_page, search_pages, search, fetch.
+    /// list_pages, get_page, search_pages, search, fetch, delete_page, restore_page,
+    /// list_trash.
     Pages,
-    /// list_tasks, create_task, update_task_status.
+    /// list_tasks, create_task, update_task_status, delete_task, restore_task.
     Tasks,
 }
 
@@ -136,6 +142,11 @@ static CATALOG: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         update_task_status::def(),
         search::def(),
         fetch::def(),
+        delete_page::def(),
+        restore_page::def(),
+        delete_task::def(),
+        restore_task::def(),
+        list_trash::def(),
         list_access::def(),
     ]
 });
