@@ -301,19 +301,25 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
         counts(&[
             ("DynamoDB", "GetItem", 3),
             ("DynamoDB", "BatchGetItem", 1),
-            ("DynamoDB", "TransactWriteItems", 1)
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1)
         ]),
         "delete_page"
     );
     let (_, calls) = tool(&app, "list_trash", json!({})).await;
-    assert_eq!(calls, counts(&[("DynamoDB", "Query", 1)]), "list_trash");
+    assert_eq!(
+        calls,
+        counts(&[("DynamoDB", "Query", 1), ("DynamoDB", "PutItem", 1)]),
+        "list_trash"
+    );
     let (_, calls) = tool(&app, "restore_page", json!({ "page_id": page })).await;
     assert_eq!(
         calls,
         counts(&[
             ("DynamoDB", "GetItem", 4),
             ("DynamoDB", "BatchGetItem", 1),
-            ("DynamoDB", "TransactWriteItems", 1)
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1)
         ]),
         "restore_page"
     );
@@ -325,7 +331,8 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
         counts(&[
             ("DynamoDB", "GetItem", 1),
             ("DynamoDB", "BatchGetItem", 1),
-            ("DynamoDB", "TransactWriteItems", 1)
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1)
         ]),
         "delete_task"
     );
@@ -335,7 +342,8 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
         counts(&[
             ("DynamoDB", "GetItem", 2),
             ("DynamoDB", "BatchGetItem", 1),
-            ("DynamoDB", "TransactWriteItems", 1)
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1)
         ]),
         "restore_task"
     );
