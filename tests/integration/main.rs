@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod account;
 mod aws;
 mod bundle;
 mod cli;

@@ -177,4 +177,41 @@ impl Assets for S3Assets {
             .map_err(unavailable)?;
         Ok(request.uri().to_owned())
     }
+
+    /// Deletes every object under `u/{user}/` and `uploads/{user}/`: one `ListObjectsV2` per
+    /// 1,000 keys and one `DeleteObject` per key (no `DeleteObjects`, which needs a
+    /// Content-MD5 and reports failures per key inside a 200).
+    async fn delete_user(&self, user: &UserId) -> Result<u64, AssetsError> {
+        let mut deleted = 0;
+        for prefix in [format!("u/{user}/"), format!("uploads/{user}/")] {
+            let mut token: Option<String> = None;
+            loop {
+                let page = self
+                    .client
+                    .list_objects_v2()
+                    .bucket(&self.bucket)
+                    .prefix(&prefix)
+                    .set_continuation_token(token.take())
+                    .send()
+                    .await
+                    .map_err(unavailable)?;
+                for object in page.contents() {
+                    let Some(key) = object.key() else { continue };
+                    self.client
+                        .delete_object()
+                        .bucket(&self.bucket)
+                        .key(key)
+                        .send()
+                        .await
+                        .map_err(unavailable)?;
+                    deleted += 1;
+                }
+                match page.next_continuation_token() {
+                    Some(next) if page.is_truncated() == Some(true) => token = Some(next.into()),
+                    _ => break,
+                }
+            }
+        }
+        Ok(deleted)
+    }
 }
