@@ -687,3 +687,95 @@ async fn smoke_checks_a_live_connector_and_names_what_fails() {
     assert!(out.contains("OAuth metadata chain: ok"), "{out}");
     drop(server);
 }
+
+/// `nib user list` and `nib user delete` through the binary, on one back end: the list's
+/// lines, and what the deletion and its refusals print.
+async fn user_commands(nib: impl Fn(&[&str]) -> Command) -> Vec<String> {
+    let folder = pages_dir();
+    let mut transcript = Vec::new();
+    let (ok, out, err) = run(
+        nib(&["import", folder.path().to_str().unwrap(), "--ocr", "off"]),
+        None,
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(
+        nib(&["user", "ensure-owner", "--password-stdin"]),
+        Some("owner secret\n"),
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(
+        nib(&["user", "create", "alice", "--password-stdin"]),
+        Some("alice secret\n"),
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = run(
+        nib(&["token", "create", "--scope", "read", "--user", "alice"]),
+        None,
+    )
+    .await;
+    assert!(ok, "{err}");
+    let (ok, list, err) = run(nib(&["user", "list"]), None).await;
+    assert!(ok, "{err}");
+    transcript.push(list);
+
+    // Not confirmed, unknown: refused, nothing deleted.
+    let (ok, _, err) = run(nib(&["user", "delete", "default"]), Some("alice\n")).await;
+    assert!(
+        !ok && err.contains("not confirmed: nothing deleted"),
+        "{err}"
+    );
+    let (ok, _, err) = run(nib(&["user", "delete", "ghost", "--yes"]), None).await;
+    assert!(!ok && err.contains("there is no user ghost"), "{err}");
+    let (ok, list, _) = run(nib(&["user", "list"]), None).await;
+    assert!(ok && list == transcript[0], "{list}");
+
+    // Confirmed by typing the name: gone from the list, its password no longer works.
+    let (ok, out, err) = run(nib(&["user", "delete", "default"]), Some("default\n")).await;
+    assert!(ok, "{out}{err}");
+    assert!(err.contains("default: destroyed the data key"), "{err}");
+    transcript.push(out);
+    let (ok, list, _) = run(nib(&["user", "list"]), None).await;
+    assert!(ok, "{list}");
+    transcript.push(list);
+    let (ok, _, err) = run(nib(&["user", "delete", "default", "--yes"]), None).await;
+    assert!(!ok && err.contains("there is no user default"), "{err}");
+    transcript
+}
+
+#[tokio::test]
+async fn user_list_and_delete_print_the_same_on_both_back_ends() {
+    let config = emulator().await.fresh().await.unwrap();
+    let aws_data = tempfile::tempdir().unwrap();
+    let aws = user_commands(|a| args(nib_aws(&config, aws_data.path()), a)).await;
+    let local_data = tempfile::tempdir().unwrap();
+    let local = user_commands(|a| args(nib_local(local_data.path()), a)).await;
+    assert_eq!(aws, local);
+
+    let today = time::OffsetDateTime::now_utc().date().to_string();
+    let list: Vec<Vec<&str>> = local[0]
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        list,
+        [
+            vec![
+                "USER", "CREATED", "OWNER", "PASSWORD", "PAGES", "TOKENS", "GRANTS"
+            ],
+            vec!["alice", &today, "no", "yes", "0", "1", "0"],
+            vec!["default", &today, "yes", "yes", "3", "0", "0"],
+        ]
+    );
+    assert!(
+        local[1].starts_with("deleted user default: 1 credentials, 1 page images, 1 data keys"),
+        "{}",
+        local[1]
+    );
+    assert_eq!(local[2].lines().count(), 2, "{}", local[2]);
+    assert!(local[2].lines().nth(1).unwrap().starts_with("alice "));
+    // Nothing went to the local data directory on AWS.
+    assert_eq!(std::fs::read_dir(aws_data.path()).unwrap().count(), 0);
+}
