@@ -10,8 +10,8 @@
 #   and nothing else: no SECRET# (the commands load no server secret), no Scan. Describe calls
 #   for `nib doctor`.
 # - The bucket: page images (u/) and uploads (uploads/, `nib import --via-upload`), plus the
-#   bucket settings `nib doctor` reads; listing only under u/ and uploads/ (`nib user delete`
-#   finds a user's objects there).
+#   bucket settings `nib doctor` reads; listing versions only under u/ and uploads/ and
+#   deleting them (`nib user delete` removes a user's objects with every version).
 # - The data key: GenerateDataKey and Decrypt under the {"user_id": ...} context only.
 # - The storage key only through DynamoDB and S3.
 
@@ -46,14 +46,14 @@ data "aws_iam_policy_document" "operator" {
   statement {
     sid       = "PageImagesAndUploads"
     effect    = "Allow"
-    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"]
     resources = [local.pages_objects, local.upload_objects]
   }
 
   statement {
     sid       = "ListUsersObjects"
     effect    = "Allow"
-    actions   = ["s3:ListBucket"]
+    actions   = ["s3:ListBucketVersions"]
     resources = [aws_s3_bucket.pages.arn]
     condition {
       test     = "StringLike"

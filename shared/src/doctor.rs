@@ -79,6 +79,10 @@ pub async fn check_aws(config: &AwsConfig, app: &App) -> Vec<Check> {
         "table round trip (write, read, delete)",
         round_trip(app).await,
     ));
+    checks.push(Check::new(
+        "a user can sign in (user index)",
+        sign_in_user(app).await,
+    ));
     match &config.public_url {
         None => checks.push(Check::new(
             "connector",
@@ -90,6 +94,22 @@ pub async fn check_aws(config: &AwsConfig, app: &App) -> Vec<Check> {
         Some(url) => checks.extend(connector(url, app).await),
     }
     checks
+}
+
+/// Some indexed user has a sign-in password (the owner `make deploy` creates), so the consent
+/// page can let someone in; listing users also proves the operator reaches the `USERS` index.
+async fn sign_in_user(app: &App) -> Result<(), (String, String)> {
+    match app.accounts().list().await {
+        Ok(users) if users.iter().any(|u| u.has_password && !u.deleting) => Ok(()),
+        Ok(_) => fail(
+            "no user has a sign-in password, so nobody can connect a client",
+            "nib --from-terraform user ensure-owner (the last step of make deploy)",
+        ),
+        Err(e) => fail(
+            format!("cannot list the users: {}", crate::telemetry::chain(&e)),
+            "attach the operator policy (its LeadingKeys include USERS) to this caller's role",
+        ),
+    }
 }
 
 fn sdk_error(e: &(dyn std::error::Error + 'static)) -> String {

@@ -681,10 +681,10 @@ def test_the_operator_reaches_only_page_images_and_uploads(infra: Infra) -> None
     for s in statements(infra, "operator"):
         if not s.touches("s3"):
             continue
-        objects = [a for a in s.actions if a.endswith("Object")]
+        objects = [a for a in s.actions if a.endswith(("Object", "ObjectVersion"))]
         if objects:
             assert s.resources and all(r.endswith(("/u/*", "/uploads/*")) or "pages_objects" in r or "upload_objects" in r for r in s.resources), s
-        elif s.actions == ["s3:ListBucket"]:
+        elif s.actions == ["s3:ListBucketVersions"]:
             # `nib user delete` lists a user's objects: only under u/ and uploads/.
             assert set(s.condition("StringLike", "s3:prefix") or []) == {"u/*", "uploads/*"}, s
         else:

@@ -67,6 +67,7 @@ async fn populate(app: &App) {
 async fn setup(aws: bool) -> (App, Under) {
     if aws {
         let config = emulator().await.fresh().await.unwrap();
+        version_bucket(&config).await;
         let app = App::open_aws(config.clone()).await.unwrap();
         populate(&app).await;
         (app, Under::Aws { config })
@@ -76,6 +77,24 @@ async fn setup(aws: bool) -> (App, Under) {
         populate(&app).await;
         (app, Under::Local { dir })
     }
+}
+
+/// Turns versioning on, as infra/ does: a deleted object stays as a noncurrent version.
+async fn version_bucket(config: &AwsConfig) {
+    use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+    AwsClients::connect(config)
+        .await
+        .s3
+        .put_bucket_versioning()
+        .bucket(&config.bucket)
+        .versioning_configuration(
+            VersioningConfiguration::builder()
+                .status(BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
 }
 
 /// Every key of the store and every asset, as text, that names `name`: an item's or index
@@ -142,15 +161,21 @@ async fn remains(app: App, under: &Under, name: &str) -> Vec<String> {
                     break;
                 }
             }
+            // Every version and delete marker, not only the current objects.
             let listed = clients
                 .s3
-                .list_objects_v2()
+                .list_object_versions()
                 .bucket(&config.bucket)
                 .send()
                 .await
                 .unwrap();
-            for object in listed.contents() {
-                let key = object.key().unwrap_or_default();
+            let keys = listed
+                .versions()
+                .iter()
+                .map(|v| v.key())
+                .chain(listed.delete_markers().iter().map(|m| m.key()));
+            for key in keys {
+                let key = key.unwrap_or_default();
                 if needle(&format!("/{key}")) {
                     found.push(key.to_owned());
                 }
@@ -381,6 +406,7 @@ async fn an_s3_failure_while_deleting_images_is_finished_by_a_re_run() {
     let faults = Faults::new();
     let clients = AwsClients::connect_with(&config, vec![faults.interceptor()]).await;
     let app = App::open_aws_with(config.clone(), clients).await.unwrap();
+    version_bucket(&config).await;
     populate(&app).await;
     let deleted = Arc::new(AtomicUsize::new(0));
     let counter = deleted.clone();
