@@ -988,3 +988,49 @@ async fn a_deploy_rehearsal_goes_from_an_empty_account_to_a_working_connector() 
         "{out}"
     );
 }
+
+/// `nib export` (both formats) and `nib import --bundle` over the AWS back end: a bundle from
+/// one table imports into another (again: nothing new), and the Markdown exports agree.
+#[tokio::test]
+async fn export_and_bundle_import_work_on_the_aws_back_end() {
+    let a = emulator().await.fresh().await.unwrap();
+    let b = emulator().await.fresh().await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let folder = pages_dir();
+    let (ok, out, err) = run(
+        args(
+            nib_aws(&a, data.path()),
+            &["import", folder.path().to_str().unwrap(), "--ocr", "off"],
+        ),
+        None,
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let bundle = files.path().join("notebook.zip");
+    let bundle = bundle.to_str().unwrap();
+    let (ok, out, err) = run(args(nib_aws(&a, data.path()), &["export", bundle]), None).await;
+    assert!(ok && out.contains("exported 3 pages"), "{out}{err}");
+    for expect in ["imported 3 pages", "imported 0 pages"] {
+        let (ok, out, err) = run(
+            args(nib_aws(&b, data.path()), &["import", "--bundle", bundle]),
+            None,
+        )
+        .await;
+        assert!(ok && out.contains(expect), "{expect}: {out}{err}");
+    }
+    let markdown = |config: &AwsConfig, name: &str| {
+        let path = files.path().join(name);
+        let c = args(
+            nib_aws(config, data.path()),
+            &["export", "--format", "markdown", path.to_str().unwrap()],
+        );
+        async move {
+            let (ok, out, err) = run(c, None).await;
+            assert!(ok, "{out}{err}");
+            std::fs::read(path).unwrap()
+        }
+    };
+    assert_eq!(markdown(&a, "a.zip").await, markdown(&b, "b.zip").await);
+    assert_eq!(std::fs::read_dir(data.path()).unwrap().count(), 0);
+}
