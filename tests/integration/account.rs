@@ -27,7 +27,7 @@ fn user(name: &str) -> UserId {
 /// A back end under test: the app, and what a test needs to scan it afterwards.
 enum Under {
     Local { dir: tempfile::TempDir },
-    Aws { config: AwsConfig },
+    Aws { config: Box<AwsConfig> },
 }
 
 fn open_local(dir: &std::path::Path) -> App {
@@ -70,7 +70,12 @@ async fn setup(aws: bool) -> (App, Under) {
         version_bucket(&config).await;
         let app = App::open_aws(config.clone()).await.unwrap();
         populate(&app).await;
-        (app, Under::Aws { config })
+        (
+            app,
+            Under::Aws {
+                config: Box::new(config),
+            },
+        )
     } else {
         let dir = tempfile::tempdir().unwrap();
         let app = open_local(dir.path());
@@ -392,10 +397,10 @@ async fn a_deletion_cut_short_at_any_write_finishes_when_run_again_locally() {
 
 #[tokio::test]
 async fn a_deletion_cut_short_finishes_when_run_again_on_aws() {
-    // The marker, the credentials, the key, the first postings, the last write (the marker's
-    // removal).
+    // After the marker (the credentials), right after the key (the first postings), and the
+    // last write (the marker's removal); every write is cut locally above.
     let total = writes_of_a_deletion().await;
-    for fail_at in [1, 2, 3, 4, total] {
+    for fail_at in [2, 4, total] {
         crash_then_finish(true, fail_at).await;
     }
 }
@@ -439,7 +444,14 @@ async fn an_s3_failure_while_deleting_images_is_finished_by_a_re_run() {
         .delete(&user("default"), |_| {})
         .await
         .unwrap();
-    let left = remains(app, &Under::Aws { config }, "default").await;
+    let left = remains(
+        app,
+        &Under::Aws {
+            config: Box::new(config),
+        },
+        "default",
+    )
+    .await;
     assert!(left.is_empty(), "{left:#?}");
 }
 
