@@ -203,6 +203,17 @@ enum UserCommand {
         #[arg(long)]
         password_stdin: bool,
     },
+    /// List the users: name, created, owner, password, pages, active tokens and grants.
+    List,
+    /// Delete a user's account: its data key first (what remains cannot be opened), then its
+    /// password, tokens, grants, pages, tasks and page images. Cannot be undone; running it
+    /// again after an interruption finishes the job.
+    Delete {
+        name: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
     /// The first owner of a deployment (`make deploy` runs it): creates the user with a
     /// password unless it has one, then prints the connector URL and where to paste it.
     /// Re-running it changes nothing.
@@ -948,6 +959,10 @@ async fn user(command: UserCommand, target: &Target) -> anyhow::Result<ExitCode>
             name,
             password_stdin,
         } => (name, password_stdin, false),
+        UserCommand::List => return user_list(target).await,
+        UserCommand::Delete { name, yes } => {
+            return user_delete(&user_id(&name)?, yes, target).await;
+        }
     };
     let user = user_id(&name)?;
     let app = target.open(nib::config::OcrChoice::Off).await?;
@@ -959,6 +974,65 @@ async fn user(command: UserCommand, target: &Target) -> anyhow::Result<ExitCode>
     eprintln!(
         "{} the password of user {user}",
         if create { "set" } else { "changed" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nib user list`: one line per user, the same on both back ends.
+async fn user_list(target: &Target) -> anyhow::Result<ExitCode> {
+    let app = target.open(nib::config::OcrChoice::Off).await?;
+    let users = app.accounts().list().await?;
+    println!(
+        "{:<24} {:<10} {:<5} {:<8} {:>6} {:>6} {:>6}",
+        "USER", "CREATED", "OWNER", "PASSWORD", "PAGES", "TOKENS", "GRANTS"
+    );
+    for u in users {
+        let created = if u.deleting {
+            "deleting".to_owned()
+        } else {
+            u.created_at.map(date).unwrap_or_default()
+        };
+        println!(
+            "{:<24} {:<10} {:<5} {:<8} {:>6} {:>6} {:>6}",
+            u.user.as_str(),
+            created,
+            if u.owner { "yes" } else { "no" },
+            if u.has_password { "yes" } else { "no" },
+            u.pages,
+            u.tokens,
+            u.grants
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nib user delete`: asks for the user's name again unless `--yes`, then deletes step by step.
+async fn user_delete(user: &UserId, yes: bool, target: &Target) -> anyhow::Result<ExitCode> {
+    let app = target.open(nib::config::OcrChoice::Off).await?;
+    if !yes {
+        eprint!(
+            "This deletes user {user} for good: the data key first, then the password, tokens, \
+             grants, pages, tasks and page images. Type the user name to confirm: "
+        );
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("cannot read the confirmation")?;
+        anyhow::ensure!(
+            line.trim() == user.as_str(),
+            "not confirmed: nothing deleted (pass --yes to skip the question)"
+        );
+    }
+    let done = app
+        .accounts()
+        .delete(user, |step| eprintln!("{user}: {}", step.describe()))
+        .await
+        .with_context(|| {
+            format!("the deletion of user {user} stopped; run `nib user delete {user}` again to finish it")
+        })?;
+    println!(
+        "deleted user {user}: {} credentials, {} page images, {} data keys, {} items",
+        done.credentials, done.assets, done.keys, done.items
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -1375,6 +1449,8 @@ async fn ensure_owner(
             Err(e) => return Err(e.into()),
         }
     }
+    app.ensure_user(user).await?;
+    app.accounts().set_owner(user).await?;
     if let Some(url) = connector {
         println!("connector URL: {url}");
         println!(

@@ -5,6 +5,7 @@
 mod helpers;
 
 mod access;
+mod account;
 mod aws;
 mod bundle;
 mod cli;

@@ -176,6 +176,29 @@ impl EmbeddedStore {
         self
     }
 
+    /// Every key in the store, live or expired: the items' (pk, sk), then the index entries'
+    /// (gsi1pk, gsi1sk). Tests use it to scan the whole store (the `Store` port has no scan).
+    #[cfg(any(test, feature = "testing"))]
+    pub async fn all_keys(&self) -> Result<Vec<Vec<String>>, StoreError> {
+        use redb::ReadableTable;
+        self.blocking(|db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let mut out = Vec::new();
+            let items = txn.open_table(ITEMS).map_err(db_err)?;
+            for entry in items.iter().map_err(db_err)? {
+                let (key, _) = entry.map_err(db_err)?;
+                out.push(decode_key(key.value()).ok_or_else(|| corrupt("item key"))?);
+            }
+            let gsi = txn.open_table(GSI1).map_err(db_err)?;
+            for entry in gsi.iter().map_err(db_err)? {
+                let (key, _) = entry.map_err(db_err)?;
+                out.push(decode_key(key.value()).ok_or_else(|| corrupt("gsi1 key"))?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     /// Runs blocking redb reads off the async runtime.
     async fn blocking<T, F>(&self, work: F) -> Result<T, StoreError>
     where
