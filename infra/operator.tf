@@ -4,12 +4,15 @@
 # the operator's role (or user) yourself, and list that role in operator_role_arns, without
 # which the data key's policy admits nobody but the class functions (kms.tf).
 #
-# - The table: users' partitions (U#: pages, tasks, data keys, passwords' user records), API
-#   tokens (TOK#), the OAuth records the admin commands list and revoke (CLIENT#, GRANT#, RT#,
-#   USER#), and nothing else: no SECRET# (the commands load no server secret), no Scan. Describe
-#   calls for `nib doctor`.
+# - The table: users' partitions (U#: pages, tasks, data keys, profiles, the access record that
+#   `nib access list` reads), the user index
+#   (USERS, the gsi1 partition `nib user list` reads), API tokens (TOK#), the OAuth records the
+#   admin commands list, revoke and, for `nib user delete`, remove (CLIENT#, GRANT#, RT#, USER#),
+#   and nothing else: no SECRET# (the commands load no server secret), no Scan. Describe calls
+#   for `nib doctor`.
 # - The bucket: page images (u/) and uploads (uploads/, `nib import --via-upload`), plus the
-#   bucket settings `nib doctor` reads.
+#   bucket settings `nib doctor` reads; listing versions only under u/ and uploads/ and
+#   deleting them (`nib user delete` removes a user's objects with every version).
 # - The data key: GenerateDataKey and Decrypt under the {"user_id": ...} context only.
 # - The storage key only through DynamoDB and S3.
 
@@ -30,7 +33,7 @@ data "aws_iam_policy_document" "operator" {
     condition {
       test     = "ForAllValues:StringLike"
       variable = "dynamodb:LeadingKeys"
-      values   = ["U#*", "TOK#*", "CLIENT#*", "GRANT#*", "RT#*", "USER#*"]
+      values   = ["U#*", "USERS", "TOK#*", "CLIENT#*", "GRANT#*", "RT#*", "USER#*"]
     }
   }
 
@@ -44,8 +47,20 @@ data "aws_iam_policy_document" "operator" {
   statement {
     sid       = "PageImagesAndUploads"
     effect    = "Allow"
-    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"]
     resources = [local.pages_objects, local.upload_objects]
+  }
+
+  statement {
+    sid       = "ListUsersObjects"
+    effect    = "Allow"
+    actions   = ["s3:ListBucketVersions"]
+    resources = [aws_s3_bucket.pages.arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["u/*", "uploads/*"]
+    }
   }
 
   statement {

@@ -137,6 +137,27 @@ enum Command {
         #[command(subcommand)]
         command: NotionCommand,
     },
+    /// Who opened a user's notebook: the access record (kept 90 days).
+    Access {
+        #[command(subcommand)]
+        command: AccessCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AccessCommand {
+    /// List the access record, newest first: when, which tool, which token or client, and the
+    /// ids of the pages and tasks opened.
+    List {
+        #[arg(long, default_value = DEFAULT_USER)]
+        user: String,
+        /// Only records from this day on (YYYY-MM-DD, UTC).
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        since: Option<String>,
+        /// One JSON object per line (the fields of the list_access tool).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Which user a `nib notion` command works on (the back end is the global `--backend`).
@@ -187,6 +208,17 @@ enum UserCommand {
         name: String,
         #[arg(long)]
         password_stdin: bool,
+    },
+    /// List the users: name, created, owner, password, pages, active tokens and grants.
+    List,
+    /// Delete a user's account: its data key first (what remains cannot be opened), then its
+    /// password, tokens, grants, pages, tasks and page images. Cannot be undone; running it
+    /// again after an interruption finishes the job.
+    Delete {
+        name: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
     },
     /// The first owner of a deployment (`make deploy` runs it): creates the user with a
     /// password unless it has one, then prints the connector URL and where to paste it.
@@ -456,6 +488,9 @@ async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Reindex { user } => reindex(&user_id(&user)?, target).await,
+        Command::Access {
+            command: AccessCommand::List { user, since, json },
+        } => access_list(&user_id(&user)?, since.as_deref(), json, target).await,
         Command::Export { out, user, format } => {
             export(&out, &user_id(&user)?, format, target).await
         }
@@ -609,6 +644,13 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
     .with_graceful_shutdown(shutdown())
     .await
     .context("server failed")?;
+    // The access records still waiting in memory (the flusher writes them every 0.5 s).
+    match app.notebook.access_log().flush().await {
+        Ok(n) => tracing::info!(records = n, "access records written at shutdown"),
+        Err(e) => {
+            tracing::error!(error = %nib::telemetry::chain(&e), "could not write the last access records")
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -941,6 +983,10 @@ async fn user(command: UserCommand, target: &Target) -> anyhow::Result<ExitCode>
             name,
             password_stdin,
         } => (name, password_stdin, false),
+        UserCommand::List => return user_list(target).await,
+        UserCommand::Delete { name, yes } => {
+            return user_delete(&user_id(&name)?, yes, target).await;
+        }
     };
     let user = user_id(&name)?;
     let app = target.open(nib::config::OcrChoice::Off).await?;
@@ -952,6 +998,65 @@ async fn user(command: UserCommand, target: &Target) -> anyhow::Result<ExitCode>
     eprintln!(
         "{} the password of user {user}",
         if create { "set" } else { "changed" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nib user list`: one line per user, the same on both back ends.
+async fn user_list(target: &Target) -> anyhow::Result<ExitCode> {
+    let app = target.open(nib::config::OcrChoice::Off).await?;
+    let users = app.accounts().list().await?;
+    println!(
+        "{:<24} {:<10} {:<5} {:<8} {:>6} {:>6} {:>6}",
+        "USER", "CREATED", "OWNER", "PASSWORD", "PAGES", "TOKENS", "GRANTS"
+    );
+    for u in users {
+        let created = if u.deleting {
+            "deleting".to_owned()
+        } else {
+            u.created_at.map(date).unwrap_or_default()
+        };
+        println!(
+            "{:<24} {:<10} {:<5} {:<8} {:>6} {:>6} {:>6}",
+            u.user.as_str(),
+            created,
+            if u.owner { "yes" } else { "no" },
+            if u.has_password { "yes" } else { "no" },
+            u.pages,
+            u.tokens,
+            u.grants
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nib user delete`: asks for the user's name again unless `--yes`, then deletes step by step.
+async fn user_delete(user: &UserId, yes: bool, target: &Target) -> anyhow::Result<ExitCode> {
+    let app = target.open(nib::config::OcrChoice::Off).await?;
+    if !yes {
+        eprint!(
+            "This deletes user {user} for good: the data key first, then the password, tokens, \
+             grants, pages, tasks and page images. Type the user name to confirm: "
+        );
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("cannot read the confirmation")?;
+        anyhow::ensure!(
+            line.trim() == user.as_str(),
+            "not confirmed: nothing deleted (pass --yes to skip the question)"
+        );
+    }
+    let done = app
+        .accounts()
+        .delete(user, |step| eprintln!("{user}: {}", step.describe()))
+        .await
+        .with_context(|| {
+            format!("the deletion of user {user} stopped; run `nib user delete {user}` again to finish it")
+        })?;
+    println!(
+        "deleted user {user}: {} credentials, {} page images, {} data keys, {} items",
+        done.credentials, done.assets, done.keys, done.items
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -1029,6 +1134,63 @@ async fn client(command: ClientCommand, target: &Target) -> anyhow::Result<ExitC
                 "no client with id {client_id}"
             );
             println!("removed {client_id}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn access_list(
+    user: &UserId,
+    since: Option<&str>,
+    json: bool,
+    target: &Target,
+) -> anyhow::Result<ExitCode> {
+    let since_ms = match since {
+        Some(s) => {
+            let day = nib::domain::Date::parse(s)
+                .map_err(|_| anyhow::anyhow!("--since must be a date, YYYY-MM-DD (got {s:?})"))?;
+            Some(day.inner().midnight().assume_utc().unix_timestamp() * 1000)
+        }
+        None => None,
+    };
+    let app = target.open(nib::config::OcrChoice::Off).await?;
+    let log = app.notebook.access_log();
+    if !json {
+        println!(
+            "{:<24} {:<18} {:<40} {:<24} IDS",
+            "AT (UTC)", "TOOL", "CREDENTIAL", "CLIENT"
+        );
+    }
+    let mut before = None;
+    loop {
+        let (records, more) = log.list(user, since_ms, before, 200).await?;
+        for (_, r) in &records {
+            if json {
+                println!("{}", nib::tools::access_record_json(r));
+                continue;
+            }
+            let ids: Vec<String> = r
+                .page_ids
+                .iter()
+                .map(|p| format!("page:{p}"))
+                .chain(r.task_ids.iter().map(|t| format!("task:{t}")))
+                .collect();
+            println!(
+                "{:<24} {:<18} {:<40} {:<24} {}",
+                nib::tools::rfc3339_ms(r.at_ms),
+                r.tool,
+                r.credential_id,
+                r.client.as_deref().unwrap_or("-"),
+                if ids.is_empty() {
+                    "-".to_owned()
+                } else {
+                    ids.join(",")
+                }
+            );
+        }
+        match records.last() {
+            Some((position, _)) if more => before = Some(*position),
+            _ => break,
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -1311,6 +1473,8 @@ async fn ensure_owner(
             Err(e) => return Err(e.into()),
         }
     }
+    app.ensure_user(user).await?;
+    app.accounts().set_owner(user).await?;
     if let Some(url) = connector {
         println!("connector URL: {url}");
         println!(

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use zeroize::Zeroizing;
 
+use crate::account::Accounts;
 use crate::adapters::aws::{AwsClients, CallCounter};
 use crate::adapters::embedded::EmbeddedStore;
 use crate::adapters::local_assets::LocalAssets;
@@ -31,7 +32,7 @@ use crate::domain::UserId;
 use crate::http::{HttpConfig, HttpState};
 use crate::mcp::NibMcp;
 use crate::notebook::{Notebook, NotebookConfig};
-use crate::ports::{Assets, Clock, Cond, Item, Keys, RateLimiter, Store, StoreError, SystemClock};
+use crate::ports::{Assets, Clock, Keys, RateLimiter, Store, StoreError, SystemClock};
 use crate::tools::InProcess;
 
 /// The user a fresh data directory starts with.
@@ -60,6 +61,8 @@ pub enum AppError {
     Secret(#[from] crate::adapters::aws::kms::SecretError),
     #[error("user failure")]
     Users(#[from] UserError),
+    #[error(transparent)]
+    Account(#[from] crate::account::AccountError),
     #[error("cannot load the OAuth keys")]
     OAuthKeys(#[from] crate::adapters::aws::signing::OAuthKeysError),
     #[error(
@@ -311,24 +314,20 @@ impl App {
         })
     }
 
-    /// Creates the user (its record and data key) unless it exists. True when created.
+    /// Creates the user (its profile, indexed for `nib user list`, and data key) unless it
+    /// exists. True when created. Refuses a user being deleted (`nib user delete`).
     pub async fn ensure_user(&self, user: &UserId) -> Result<bool, AppError> {
-        let item = Item {
-            pk: format!("U#{user}"),
-            sk: "USER".into(),
-            gsi1: None,
-            version: 1,
-            expires_at: None,
-            body: serde_json::to_vec(&serde_json::json!({ "created_at": self.clock.unix() }))
-                .expect("json"),
-        };
-        let created = match self.store.put(item, Cond::NotExists).await {
-            Ok(()) => true,
-            Err(StoreError::ConditionFailed { .. }) => false,
-            Err(e) => return Err(e.into()),
-        };
-        self.vault.user_keys(user).await?;
-        Ok(created)
+        Ok(self.accounts().ensure(user).await?)
+    }
+
+    /// The user index and account deletion (`nib user list`, `nib user delete`).
+    pub fn accounts(&self) -> Accounts {
+        Accounts::new(
+            self.store.clone(),
+            self.assets.clone(),
+            self.vault.clone(),
+            self.clock.clone(),
+        )
     }
 
     /// On first start: creates the default user and, while it has no live token (a fresh data

@@ -79,6 +79,10 @@ pub async fn check_aws(config: &AwsConfig, app: &App) -> Vec<Check> {
         "table round trip (write, read, delete)",
         round_trip(app).await,
     ));
+    checks.push(Check::new(
+        "a user can sign in (user index)",
+        sign_in_user(app).await,
+    ));
     match &config.public_url {
         None => checks.push(Check::new(
             "connector",
@@ -90,6 +94,22 @@ pub async fn check_aws(config: &AwsConfig, app: &App) -> Vec<Check> {
         Some(url) => checks.extend(connector(url, app).await),
     }
     checks
+}
+
+/// Some indexed user has a sign-in password (the owner `make deploy` creates), so the consent
+/// page can let someone in; listing users also proves the operator reaches the `USERS` index.
+async fn sign_in_user(app: &App) -> Result<(), (String, String)> {
+    match app.accounts().list().await {
+        Ok(users) if users.iter().any(|u| u.has_password && !u.deleting) => Ok(()),
+        Ok(_) => fail(
+            "no user has a sign-in password, so nobody can connect a client",
+            "nib --from-terraform user ensure-owner (the last step of make deploy)",
+        ),
+        Err(e) => fail(
+            format!("cannot list the users: {}", crate::telemetry::chain(&e)),
+            "attach the operator policy (its LeadingKeys include USERS) to this caller's role",
+        ),
+    }
 }
 
 fn sdk_error(e: &(dyn std::error::Error + 'static)) -> String {
@@ -522,9 +542,40 @@ async fn connector(public_url: &str, app: &App) -> Vec<Check> {
     checks
 }
 
-/// The `resource_metadata` URL of a 401's `WWW-Authenticate` challenge (RFC 9728).
+/// The `resource_metadata` URL of a 401's `WWW-Authenticate` challenge (RFC 9728), or of the
+/// `x-amzn-Remapped-WWW-Authenticate` header API Gateway may rename it to (clients then find
+/// the same document at its well-known URL; the challenge is still what the front sent).
 pub(crate) fn resource_metadata(headers: &reqwest::header::HeaderMap) -> Option<String> {
-    let header = headers.get("www-authenticate")?.to_str().ok()?;
-    let rest = header.split("resource_metadata=\"").nth(1)?;
-    rest.split('"').next().map(str::to_owned)
+    ["www-authenticate", "x-amzn-remapped-www-authenticate"]
+        .into_iter()
+        .find_map(|name| {
+            let header = headers.get(name)?.to_str().ok()?;
+            let rest = header.split("resource_metadata=\"").nth(1)?;
+            rest.split('"').next().map(str::to_owned)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_metadata_is_read_from_the_challenge_or_api_gateways_remapped_one() {
+        let challenge = r#"Bearer resource_metadata="https://n.example/.well-known/oauth-protected-resource/mcp""#;
+        for name in ["WWW-Authenticate", "x-amzn-Remapped-WWW-Authenticate"] {
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                challenge.parse().unwrap(),
+            );
+            assert_eq!(
+                resource_metadata(&headers).as_deref(),
+                Some("https://n.example/.well-known/oauth-protected-resource/mcp"),
+                "{name}"
+            );
+        }
+        let mut other = reqwest::header::HeaderMap::new();
+        other.insert("x-other", challenge.parse().unwrap());
+        assert_eq!(resource_metadata(&other), None);
+    }
 }

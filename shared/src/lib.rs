@@ -11,6 +11,7 @@
 //! - [`adapters`]: implementations of the ports (`embedded` redb store, local key file, local
 //!   asset directory, and `aws`: DynamoDB, S3, KMS).
 //! - [`config`]: the typed configuration of the AWS back end, read from the environment.
+//! - [`account`]: the user index (`nib user list`) and account deletion by key destruction.
 //! - [`notebook`]: the application services: import, pages, tasks, search, over the ports.
 //! - [`tools`]: the tool catalog (one definition per tool) and one module per tool.
 //! - [`mcp`]: the MCP server handler on top of `rmcp`: lifecycle, tools/list, tools/call.
@@ -21,6 +22,7 @@
 //!
 //! ARCHITECTURE.md at the top of the repository has the code map and the invariants.
 
+pub mod account;
 pub mod adapters;
 pub mod app;
 pub mod auth;

@@ -388,6 +388,15 @@ pub trait Assets: Send + Sync {
         kind: AssetKind,
         ttl_seconds: u64,
     ) -> Result<String, AssetsError>;
+    /// Deletes every asset of the user, under all of the user's prefixes (page images, and
+    /// uploads where the back end has them); the number deleted. Deleting nothing is not an
+    /// error, so it can run again (account deletion, `crate::account`).
+    async fn delete_user(&self, user: &UserId) -> Result<u64, AssetsError> {
+        let _ = user;
+        Err(AssetsError::Unavailable(
+            "this asset store cannot delete a user's assets".into(),
+        ))
+    }
 }
 
 /// One fixed window of a rate limit: at most `max` hits per `secs` seconds.

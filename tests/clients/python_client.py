@@ -40,6 +40,12 @@ EXPECTED_TOOLS = {
     "update_task_status",
     "search",
     "fetch",
+    "delete_page",
+    "restore_page",
+    "delete_task",
+    "restore_task",
+    "list_trash",
+    "list_access",
 }
 # The SDK's connect modes: "legacy" forces the initialize handshake (2025-11-25); "auto" probes
 # server/discover first and must end up on the stateless 2026-07-28 era, which nib supports.

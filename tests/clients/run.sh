@@ -11,7 +11,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/server.sh"
 
 PYTHON="$ROOT/.venv/bin/python"
-EXPECTED_TOOLS="list_pages get_page search_pages list_tasks create_task update_task_status search fetch"
+EXPECTED_TOOLS="list_pages get_page search_pages list_tasks create_task update_task_status search fetch delete_page restore_page delete_task restore_task list_trash list_access"
 
 nib_require_bin
 nib_require_node

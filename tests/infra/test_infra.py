@@ -639,7 +639,7 @@ def test_the_readme_claims_what_the_key_policy_allows(infra: Infra) -> None:
 # ---------------------------------------------------------------------------------------------
 # The operator policy (infra/operator.tf): what nib's admin commands use, nothing more
 
-OPERATOR_PARTITIONS = {"U#*", "TOK#*", "CLIENT#*", "GRANT#*", "RT#*", "USER#*"}
+OPERATOR_PARTITIONS = {"U#*", "USERS", "TOK#*", "CLIENT#*", "GRANT#*", "RT#*", "USER#*"}
 
 
 def test_the_operator_policy_is_a_managed_policy_of_its_document(infra: Infra) -> None:
@@ -681,9 +681,12 @@ def test_the_operator_reaches_only_page_images_and_uploads(infra: Infra) -> None
     for s in statements(infra, "operator"):
         if not s.touches("s3"):
             continue
-        objects = [a for a in s.actions if a.endswith("Object")]
+        objects = [a for a in s.actions if a.endswith(("Object", "ObjectVersion"))]
         if objects:
             assert s.resources and all(r.endswith(("/u/*", "/uploads/*")) or "pages_objects" in r or "upload_objects" in r for r in s.resources), s
+        elif s.actions == ["s3:ListBucketVersions"]:
+            # `nib user delete` lists a user's objects: only under u/ and uploads/.
+            assert set(s.condition("StringLike", "s3:prefix") or []) == {"u/*", "uploads/*"}, s
         else:
             assert all(a.startswith("s3:Get") for a in s.actions), s
 

@@ -30,10 +30,15 @@ mod resources {
     crate::resources::resource_tests!(crate::helpers::Options::aws());
 }
 
+mod trash {
+    crate::trash::trash_tests!(crate::helpers::Options::aws());
+}
+
 // ---- Requests per tool call -----------------------------------------------------------------
 
 /// Calls a tool the way a Lambda class function runs it (verified principal, tool name,
-/// arguments; no HTTP, no token lookup) and returns its result and the AWS requests it sent.
+/// arguments; no HTTP, no token lookup; the access record written before the reply) and
+/// returns its result and the AWS requests it sent.
 async fn tool(app: &TestApp, name: &str, args: Value) -> (Value, CallCounts) {
     let calls = app.app.aws_calls.clone().expect("an AWS back end");
     let dispatch = InProcess {
@@ -43,14 +48,24 @@ async fn tool(app: &TestApp, name: &str, args: Value) -> (Value, CallCounts) {
         user: UserId::parse("default").unwrap(),
         scope: Scope::Admin,
         credential_id: "test".into(),
+        client: None,
     };
     let args: Map<String, Value> = args.as_object().cloned().unwrap_or_default();
+    // What earlier calls (over HTTP) left in the access buffer is not this call's.
+    dispatch.settle().await.unwrap();
     let before = calls.snapshot();
     let result = dispatch
         .call(&principal, name, args)
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"));
+    dispatch.settle().await.unwrap();
     (result, calls.since(&before))
+}
+
+/// Writes the access records waiting in memory (the local flusher's job, done now so that
+/// what a test counts or scans next is only its own).
+async fn flush_access(app: &TestApp) {
+    app.app.notebook.access_log().flush().await.unwrap();
 }
 
 fn counts(expected: &[(&str, &str, u64)]) -> CallCounts {
@@ -82,52 +97,109 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     let app = TestApp::spawn_with(Options::aws()).await;
     // The import left the default user's keyring in the vault's cache.
 
+    // Every call that opens the notebook ends with its access record: one PutItem.
     let (pages, calls) = tool(&app, "list_pages", json!({})).await;
     assert_eq!(pages["pages"].as_array().unwrap().len(), 7);
-    assert_eq!(calls, counts(&[("DynamoDB", "Query", 1)]), "list_pages");
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 1), // the notebook's revision
+            ("DynamoDB", "Query", 1),
+            ("DynamoDB", "PutItem", 1) // the access record
+        ]),
+        "list_pages"
+    );
+    // The same call with its revision: the revision item alone, and no record.
+    let (same, calls) = tool(
+        &app,
+        "list_pages",
+        json!({ "if_revision": pages["revision"] }),
+    )
+    .await;
+    assert_eq!(same["unchanged"], true, "{same}");
+    assert_eq!(
+        calls,
+        counts(&[("DynamoDB", "GetItem", 1)]),
+        "list_pages, unchanged"
+    );
 
-    // A page without task lines: one GetItem; the key is cached, so no KMS; the ink URL is
-    // presigned locally, so no S3.
+    // A page without task lines: the page and the notebook's revision in one BatchGetItem;
+    // the key is cached, so no KMS; the ink URL is presigned locally, so no S3.
     let ink_only = app.page_of("2026-06-20").await;
     let (page, calls) = tool(&app, "get_page", json!({ "page_id": ink_only })).await;
     assert!(page["png_url"].is_string());
-    assert_eq!(calls, counts(&[("DynamoDB", "GetItem", 1)]), "get_page");
+    let page_read = counts(&[("DynamoDB", "BatchGetItem", 1), ("DynamoDB", "PutItem", 1)]);
+    assert_eq!(calls, page_read, "get_page");
     let text_only = app.page_of("2026-06-18").await;
     let (page, calls) = tool(&app, "get_page", json!({ "page_id": text_only })).await;
     assert!(page["ocr_text"].is_string());
-    assert_eq!(calls, counts(&[("DynamoDB", "GetItem", 1)]), "get_page");
+    assert_eq!(calls, page_read, "get_page");
+    let (same, calls) = tool(
+        &app,
+        "get_page",
+        json!({ "page_id": text_only, "if_revision": page["revision"] }),
+    )
+    .await;
+    assert_eq!(same["unchanged"], true, "{same}");
+    assert_eq!(
+        calls,
+        counts(&[("DynamoDB", "BatchGetItem", 1)]),
+        "get_page, unchanged"
+    );
 
-    // A page with task lines also reads its tasks' statuses, in one BatchGetItem.
+    // A page with task lines also reads its tasks' statuses, in a second BatchGetItem.
     let with_tasks = app.page_of("2026-06-16").await;
     let (_, calls) = tool(&app, "get_page", json!({ "page_id": with_tasks })).await;
     assert_eq!(
         calls,
-        counts(&[("DynamoDB", "GetItem", 1), ("DynamoDB", "BatchGetItem", 1)]),
+        counts(&[("DynamoDB", "BatchGetItem", 2), ("DynamoDB", "PutItem", 1)]),
         "get_page with task lines"
     );
 
-    // With the key not cached (a cold process): the key items and one Decrypt first.
+    // With the key not cached (a cold process): the key items and one Decrypt after the
+    // page; an unchanged answer opens nothing, so it needs neither.
     app.app.vault.forget(&UserId::parse("default").unwrap());
+    let (same, calls) = tool(
+        &app,
+        "get_page",
+        json!({ "page_id": text_only, "if_revision": page["revision"] }),
+    )
+    .await;
+    assert_eq!(same["unchanged"], true, "{same}");
+    assert_eq!(
+        calls,
+        counts(&[("DynamoDB", "BatchGetItem", 1)]),
+        "get_page, unchanged, cold key cache"
+    );
     let (_, calls) = tool(&app, "get_page", json!({ "page_id": ink_only })).await;
     assert_eq!(
         calls,
         counts(&[
             ("DynamoDB", "Query", 1),
             ("KMS", "Decrypt", 1),
-            ("DynamoDB", "GetItem", 1)
+            ("DynamoDB", "BatchGetItem", 1),
+            ("DynamoDB", "PutItem", 1)
         ]),
         "get_page, cold key cache"
     );
 
     let (open, calls) = tool(&app, "list_tasks", json!({})).await;
-    assert_eq!(calls, counts(&[("DynamoDB", "Query", 1)]), "list_tasks");
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 1),
+            ("DynamoDB", "Query", 1),
+            ("DynamoDB", "PutItem", 1)
+        ]),
+        "list_tasks"
+    );
     let task = open["tasks"][0]["task_link_id"]
         .as_str()
         .unwrap()
         .to_owned();
 
-    // update_task_status: the task and the Notion connection (none here), one conditional
-    // write.
+    // update_task_status: the task and the Notion connection (none here), one transaction
+    // (the task, conditional on its version, and the notebook's new revision), the record.
     let (_, calls) = tool(
         &app,
         "update_task_status",
@@ -137,7 +209,11 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     assert!(writes(&calls) <= 2, "{calls:?}");
     assert_eq!(
         calls,
-        counts(&[("DynamoDB", "GetItem", 2), ("DynamoDB", "PutItem", 1)]),
+        counts(&[
+            ("DynamoDB", "GetItem", 2),
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1)
+        ]),
         "update_task_status"
     );
     // Setting the status it has writes nothing (the connection is still read: a call drains
@@ -150,8 +226,8 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     .await;
     assert_eq!(
         calls,
-        counts(&[("DynamoDB", "GetItem", 2)]),
-        "a no-op update"
+        counts(&[("DynamoDB", "GetItem", 2), ("DynamoDB", "PutItem", 1)]),
+        "a no-op update (recorded: it showed the task)"
     );
 
     // create_task on a new date, happy path: one TransactWriteItems (page, stem, task, dedup
@@ -163,7 +239,7 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     )
     .await;
     assert_eq!(created["created"], true);
-    assert_eq!(writes(&calls), 1, "{calls:?}");
+    assert_eq!(writes(&calls), 2, "{calls:?}");
     assert_eq!(
         calls,
         counts(&[
@@ -175,6 +251,7 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
             // the dedup items of the page's task lines
             ("DynamoDB", "BatchGetItem", 1),
             ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1),
         ]),
         "create_task"
     );
@@ -188,7 +265,7 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     assert_eq!(again["reused_existing_task"], true);
     assert_eq!(
         calls,
-        counts(&[("DynamoDB", "GetItem", 3)]),
+        counts(&[("DynamoDB", "GetItem", 3), ("DynamoDB", "PutItem", 1)]),
         "create_task, reused"
     );
 
@@ -198,8 +275,77 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
     assert!(!hits["results"].as_array().unwrap().is_empty());
     assert_eq!(
         calls,
-        counts(&[("DynamoDB", "Query", 1), ("DynamoDB", "BatchGetItem", 2)]),
+        counts(&[
+            ("DynamoDB", "Query", 1),
+            ("DynamoDB", "BatchGetItem", 2),
+            ("DynamoDB", "PutItem", 1)
+        ]),
         "search_pages"
+    );
+
+    // list_access reads the record (one Query) and is itself not recorded.
+    let (access, calls) = tool(&app, "list_access", json!({})).await;
+    assert!(!access["records"].as_array().unwrap().is_empty());
+    assert_eq!(calls, counts(&[("DynamoDB", "Query", 1)]), "list_access");
+}
+
+/// The trash tools' requests (`ARCHITECTURE.md`, the table under "The AWS back end"): the page
+/// of 2026-06-17, whose tasks are all on other pages too, and one task.
+#[tokio::test]
+async fn each_trash_tool_sends_the_expected_aws_requests() {
+    let app = TestApp::spawn_with(Options::aws()).await;
+    let page = app.page_of("2026-06-17").await;
+    let (_, calls) = tool(&app, "delete_page", json!({ "page_id": page })).await;
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 4), // + its vector block
+            ("DynamoDB", "BatchGetItem", 1),
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1)
+        ]),
+        "delete_page"
+    );
+    let (_, calls) = tool(&app, "list_trash", json!({})).await;
+    assert_eq!(
+        calls,
+        counts(&[("DynamoDB", "Query", 1), ("DynamoDB", "PutItem", 1)]),
+        "list_trash"
+    );
+    let (_, calls) = tool(&app, "restore_page", json!({ "page_id": page })).await;
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 5), // + its vector block
+            ("DynamoDB", "BatchGetItem", 1),
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1)
+        ]),
+        "restore_page"
+    );
+    let (open, _) = tool(&app, "list_tasks", json!({})).await;
+    let task = open["tasks"][0]["task_link_id"].clone();
+    let (_, calls) = tool(&app, "delete_task", json!({ "task_link_id": task })).await;
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 1),
+            ("DynamoDB", "BatchGetItem", 1),
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1)
+        ]),
+        "delete_task"
+    );
+    let (_, calls) = tool(&app, "restore_task", json!({ "task_link_id": task })).await;
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 2),
+            ("DynamoDB", "BatchGetItem", 1),
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1)
+        ]),
+        "restore_task"
     );
 }
 
@@ -210,13 +356,19 @@ async fn over_http_the_front_adds_its_token_lookup() {
     let app = TestApp::spawn_with(Options::aws()).await;
     let calls = app.app.aws_calls.clone().unwrap();
     app.call("list_pages", json!({})).await; // `last_used_at` is written once an hour at most
+    flush_access(&app).await;
     let before = calls.snapshot();
     app.call("list_pages", json!({})).await;
+    flush_access(&app).await;
     let mut sent = calls.since(&before);
     sent.remove(&("DynamoDB".to_owned(), "UpdateItem".to_owned()));
     assert_eq!(
         sent,
-        counts(&[("DynamoDB", "GetItem", 1), ("DynamoDB", "Query", 1)])
+        counts(&[
+            ("DynamoDB", "GetItem", 2), // the token, the notebook's revision
+            ("DynamoDB", "Query", 1),
+            ("DynamoDB", "PutItem", 1) // the access record
+        ])
     );
 }
 
@@ -335,6 +487,7 @@ async fn a_kms_failure_mid_request_is_a_clean_error_and_writes_nothing() {
     let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "list_pages", "arguments": {} } });
     assert_eq!(app.rpc_with(&token, list).await.0, 200);
+    flush_access(&app).await;
     faults.fail("KMS", "GenerateDataKey");
     let before = scan(&config).await;
     let (status, body) = app.rpc_with(&token, create_task("Renew the lease")).await;
@@ -351,6 +504,7 @@ async fn a_kms_failure_mid_request_is_a_clean_error_and_writes_nothing() {
     );
 
     // A cold key cache with KMS failing on Decrypt: the same clean error, nothing written.
+    flush_access(&app).await;
     app.app.vault.forget(&mallory);
     faults.fail("KMS", "Decrypt");
     let before = scan(&config).await;
@@ -366,6 +520,7 @@ async fn a_dynamodb_failure_mid_request_is_a_clean_error_and_writes_nothing() {
     let app = with_faults(&config, &faults).await;
     // A first request records the token's use (once an hour): not part of what is checked.
     app.call("list_pages", json!({})).await;
+    flush_access(&app).await;
     // Every read of create_task succeeds; its one transaction fails.
     faults.fail("DynamoDB", "TransactWriteItems");
     let before = scan(&config).await;
@@ -373,10 +528,12 @@ async fn a_dynamodb_failure_mid_request_is_a_clean_error_and_writes_nothing() {
     assert_clean_internal_error(status, &body);
     assert_eq!(changes(&before, &scan(&config).await), Vec::<String>::new());
 
-    // The same for a single conditional write.
+    // The same for a task status update.
     let open = app.call("list_tasks", json!({})).await;
     let task = open["tasks"][0]["task_link_id"].clone();
-    faults.fail("DynamoDB", "PutItem");
+    flush_access(&app).await;
+    // The task's write (with the notebook's revision) is one transaction.
+    faults.fail("DynamoDB", "TransactWriteItems");
     let before = scan(&config).await;
     let (status, body) = app
         .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {

@@ -462,6 +462,15 @@ mod notebook {
     crate::notebook::notebook_tests!(crate::helpers::Options::lambda());
 }
 
+/// One trash round trip through the functions: delete_page and restore_page (pages function),
+/// the tasks reconciled without the page and back, list_trash.
+#[tokio::test]
+async fn a_page_goes_to_the_trash_and_back_through_the_functions() {
+    let app = TestApp::spawn_with(Options::lambda()).await;
+    crate::trash::deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_what_was_there(&app)
+        .await;
+}
+
 mod resources {
     crate::resources::resource_tests!(crate::helpers::Options::lambda());
 }
@@ -923,4 +932,48 @@ async fn an_ink_only_upload_is_read_by_textract_into_text_and_tasks() {
     );
     let hits = app.call("search_pages", json!({ "query": "Wonka" })).await;
     assert_eq!(hits["results"][0]["page_id"], json!(page_id));
+}
+
+/// The pages function writes a call's access record before it replies: the next call (on any
+/// instance) sees it, with the front's verified credential and its name, and no flush.
+#[tokio::test]
+async fn the_class_functions_write_the_access_record_before_replying() {
+    let app = TestApp::spawn_with(Options::lambda()).await;
+    let page = app.page_of("2026-06-18").await;
+    let got = app.call("get_page", json!({ "page_id": page })).await;
+    let tasks = app.call("list_tasks", json!({ "status": "all" })).await;
+    let access = app.call("list_access", json!({})).await;
+    let records = access["records"].as_array().unwrap();
+    let tools: Vec<&str> = records
+        .iter()
+        .map(|r| r["tool"].as_str().unwrap())
+        .collect();
+    // Newest first: list_tasks (the tasks function), get_page, list_pages (page_of).
+    assert_eq!(tools, ["list_tasks", "get_page", "list_pages"], "{access}");
+    assert_eq!(records[1]["page_ids"], json!([page]));
+    assert_eq!(records[1]["client"], "created on first start");
+    assert!(
+        records[1]["credential_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("tok_"),
+        "{access}"
+    );
+    let first_task = &tasks["tasks"][0]["task_link_id"];
+    assert!(
+        records[0]["task_ids"]
+            .as_array()
+            .unwrap()
+            .contains(first_task)
+    );
+    // An unchanged read through the functions: the short answer, and no record.
+    let same = app
+        .call(
+            "get_page",
+            json!({ "page_id": page, "if_revision": got["revision"] }),
+        )
+        .await;
+    assert_eq!(same["unchanged"], true, "{same}");
+    let again = app.call("list_access", json!({})).await;
+    assert_eq!(again["records"], access["records"]);
 }

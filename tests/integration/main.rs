@@ -4,6 +4,8 @@
 
 mod helpers;
 
+mod access;
+mod account;
 mod aws;
 mod bundle;
 mod cli;
@@ -19,3 +21,4 @@ mod ratelimit;
 mod resources;
 mod search;
 mod storage;
+mod trash;

@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 
 use crate::helpers::{LATEST_LEGACY, Options, TestApp, initialize};
 
-const PASSWORD: &str = "correct horse battery staple";
+pub(crate) const PASSWORD: &str = "correct horse battery staple";
 const VERIFIER: &str = "nib-test-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
 const REDIRECT: &str = "http://127.0.0.1:45678/callback";
 
@@ -51,7 +51,7 @@ fn challenge(verifier: &str) -> String {
 
 /// A server with a test clock, a password for the default user, and an HTTP client that does
 /// not follow redirects.
-struct Env {
+pub(crate) struct Env {
     app: TestApp,
     clock: Arc<TestClock>,
     http: reqwest::Client,
@@ -115,6 +115,20 @@ impl Env {
             .set_password(&user, PASSWORD, true)
             .await
             .unwrap();
+        Env {
+            app,
+            clock: Arc::new(TestClock::default()),
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            _data: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Around a system served and bootstrapped elsewhere (the deploy rehearsal in
+    /// `operate.rs`), whose default user has [`PASSWORD`]; the system clock.
+    pub(crate) fn around(app: TestApp) -> Env {
         Env {
             app,
             clock: Arc::new(TestClock::default()),
@@ -537,7 +551,9 @@ async fn a_client_connects_through_the_lambda_functions() {
     connects_calls_a_tool_and_refreshes(&Env::lambda().await).await;
 }
 
-async fn connects_calls_a_tool_and_refreshes(env: &Env) {
+/// The owner connects a public client (registration, consent with the password, code
+/// exchange), calls a tool with the access token and with the API token, and refreshes.
+pub(crate) async fn connects_calls_a_tool_and_refreshes(env: &Env) {
     let client = env.public_client().await;
     let params = env.params(&client);
     let (_, _, html) = env.consent(&params).await;

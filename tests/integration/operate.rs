@@ -531,6 +531,7 @@ async fn doctor_passes_a_sound_deployment_and_names_what_is_broken() {
         "bucket upload notification: ok",
         "data key usable (GenerateDataKey): ok",
         "table round trip (write, read, delete): ok",
+        "a user can sign in (user index): ok",
         "connector answers 401 with resource_metadata: ok",
         "well-known documents and issuer: ok",
         "a temporary read token lists the tools: ok",
@@ -686,4 +687,350 @@ async fn smoke_checks_a_live_connector_and_names_what_fails() {
     );
     assert!(out.contains("OAuth metadata chain: ok"), "{out}");
     drop(server);
+}
+
+/// `nib user list` and `nib user delete` through the binary, on one back end: the list's
+/// lines, and what the deletion and its refusals print.
+async fn user_commands(nib: impl Fn(&[&str]) -> Command) -> Vec<String> {
+    let folder = pages_dir();
+    let mut transcript = Vec::new();
+    let (ok, out, err) = run(
+        nib(&["import", folder.path().to_str().unwrap(), "--ocr", "off"]),
+        None,
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(
+        nib(&["user", "ensure-owner", "--password-stdin"]),
+        Some("owner secret\n"),
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(
+        nib(&["user", "create", "alice", "--password-stdin"]),
+        Some("alice secret\n"),
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = run(
+        nib(&["token", "create", "--scope", "read", "--user", "alice"]),
+        None,
+    )
+    .await;
+    assert!(ok, "{err}");
+    let (ok, list, err) = run(nib(&["user", "list"]), None).await;
+    assert!(ok, "{err}");
+    transcript.push(list);
+
+    // Not confirmed, unknown: refused, nothing deleted.
+    let (ok, _, err) = run(nib(&["user", "delete", "default"]), Some("alice\n")).await;
+    assert!(
+        !ok && err.contains("not confirmed: nothing deleted"),
+        "{err}"
+    );
+    let (ok, _, err) = run(nib(&["user", "delete", "ghost", "--yes"]), None).await;
+    assert!(!ok && err.contains("there is no user ghost"), "{err}");
+    let (ok, list, _) = run(nib(&["user", "list"]), None).await;
+    assert!(ok && list == transcript[0], "{list}");
+
+    // Confirmed by typing the name: gone from the list, its password no longer works.
+    let (ok, out, err) = run(nib(&["user", "delete", "default"]), Some("default\n")).await;
+    assert!(ok, "{out}{err}");
+    assert!(err.contains("default: destroyed the data key"), "{err}");
+    transcript.push(out);
+    let (ok, list, _) = run(nib(&["user", "list"]), None).await;
+    assert!(ok, "{list}");
+    transcript.push(list);
+    let (ok, _, err) = run(nib(&["user", "delete", "default", "--yes"]), None).await;
+    assert!(!ok && err.contains("there is no user default"), "{err}");
+    transcript
+}
+
+#[tokio::test]
+async fn user_list_and_delete_print_the_same_on_both_back_ends() {
+    let config = emulator().await.fresh().await.unwrap();
+    let aws_data = tempfile::tempdir().unwrap();
+    let aws = user_commands(|a| args(nib_aws(&config, aws_data.path()), a)).await;
+    let local_data = tempfile::tempdir().unwrap();
+    let local = user_commands(|a| args(nib_local(local_data.path()), a)).await;
+    assert_eq!(aws, local);
+
+    let today = time::OffsetDateTime::now_utc().date().to_string();
+    let list: Vec<Vec<&str>> = local[0]
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        list,
+        [
+            vec![
+                "USER", "CREATED", "OWNER", "PASSWORD", "PAGES", "TOKENS", "GRANTS"
+            ],
+            vec!["alice", &today, "no", "yes", "0", "1", "0"],
+            vec!["default", &today, "yes", "yes", "3", "0", "0"],
+        ]
+    );
+    assert!(
+        local[1].starts_with("deleted user default: 1 credentials, 1 page images, 1 data keys"),
+        "{}",
+        local[1]
+    );
+    assert_eq!(local[2].lines().count(), 2, "{}", local[2]);
+    assert!(local[2].lines().nth(1).unwrap().starts_with("alice "));
+    // Nothing went to the local data directory on AWS.
+    assert_eq!(std::fs::read_dir(aws_data.path()).unwrap().count(), 0);
+}
+
+/// The deploy rehearsal (issue 13): an account provisioned as infra/ would (the table with its
+/// index and TTL, the bucket with its public-access block, encryption and upload
+/// notification, a data key and a signing key), the functions under `cargo lambda watch`
+/// behind the API Gateway stand-in, then only what an operator runs, every setting from
+/// Terraform's outputs: `make deploy`'s `nib user ensure-owner`, an import and tokens; the
+/// owner signs in through OAuth and calls tools through the functions; `nib doctor` and `nib
+/// smoke` pass; and `doctor` names a broken TTL, then a bucket without its public-access
+/// block, with exit code 1.
+#[tokio::test]
+async fn a_deploy_rehearsal_goes_from_an_empty_account_to_a_working_connector() {
+    use crate::helpers::{Backend, TestApp};
+    use crate::oauth::{Env, PASSWORD, connects_calls_a_tool_and_refreshes};
+    use std::sync::Arc;
+
+    // Provision as infra/ would.
+    let emulator = emulator().await;
+    let mut config = emulator.fresh().await.unwrap();
+    let (key_id, public_pem) = emulator.create_signing_key().await.unwrap();
+    config.signing_key_id = Some(key_id);
+    config.signing_public_key_pem = Some(public_pem);
+    let clients = AwsClients::connect(&config).await;
+    nib::adapters::aws::emulator::provision_bucket_like_infra(
+        &clients.s3,
+        &config.bucket,
+        &config.kms_key_id,
+        "arn:aws:lambda:us-east-1:123456789012:function:nib-ingest",
+    )
+    .await
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    config.public_url = Some(base.clone());
+    let stack = Arc::new(
+        crate::lambda::LambdaStack::start(&config, &base, nib::http::RateLimits::OFF).await,
+    );
+    tokio::spawn(crate::lambda::gateway(listener, stack.clone()));
+
+    // The operator's commands, with the settings from `terraform output -json` only.
+    let infra = tempfile::tempdir().unwrap();
+    let bin = fake_terraform(&terraform_outputs(&config, &base), infra.path());
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let data = tempfile::tempdir().unwrap();
+    let nib = |a: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+        c.arg("--data-dir")
+            .arg(data.path())
+            .arg(format!("--from-terraform={}", infra.path().display()))
+            .args(a)
+            .env("PATH", &path)
+            .env("AWS_ENDPOINT_URL", config.endpoint_url.as_ref().unwrap())
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_PROFILE")
+            .env_remove("NIB_BACKEND")
+            .env_remove("NIB_PUBLIC_URL")
+            .env_remove("NIB_SMOKE_TOKEN");
+        for v in ["NIB_TABLE", "NIB_BUCKET", "NIB_KMS_KEY_ID"] {
+            c.env_remove(v);
+        }
+        c
+    };
+
+    // `make deploy`'s bootstrap: the first owner, once.
+    let owner = format!("{PASSWORD}\n");
+    let (ok, out, err) = run(
+        nib(&["user", "ensure-owner", "--password-stdin"]),
+        Some(&owner),
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    assert!(out.contains(&format!("connector URL: {base}/mcp")), "{out}");
+    let (ok, again, _) = run(
+        nib(&["user", "ensure-owner", "--password-stdin"]),
+        Some("another password\n"),
+    )
+    .await;
+    assert!(ok && again.contains("nothing changed"), "{again}");
+    let folder = pages_dir();
+    let (ok, out, err) = run(
+        nib(&["import", folder.path().to_str().unwrap(), "--ocr", "off"]),
+        None,
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let token = |scope: &str| {
+        let c = nib(&["token", "create", "--scope", scope, "--label", "rehearsal"]);
+        async move {
+            let (ok, token, err) = run(c, None).await;
+            assert!(ok, "{err}");
+            token.trim().to_owned()
+        }
+    };
+    let admin = token("admin").await;
+    let read = token("read").await;
+    let (ok, users, _) = run(nib(&["user", "list"]), None).await;
+    let owner_line = users.lines().nth(1).unwrap_or_default();
+    let fields: Vec<&str> = owner_line.split_whitespace().collect();
+    assert!(
+        ok && fields[0] == "default"
+            && fields[2] == "yes"
+            && fields[3] == "yes"
+            && fields[4] == "3",
+        "{users}"
+    );
+
+    // The owner signs in through OAuth and calls tools, through the functions.
+    let app = TestApp {
+        url: format!("{base}/mcp"),
+        base: base.clone(),
+        token: admin,
+        app: Arc::new(
+            App::open_aws_admin(config.clone(), nib::config::OcrChoice::Off)
+                .await
+                .unwrap(),
+        ),
+        client: reqwest::Client::new(),
+        dir: tempfile::tempdir().unwrap(),
+        backend: Backend::Lambda,
+        aws_config: Some(config.clone()),
+        lambda: Some(stack),
+    };
+    let listed = app.call("list_pages", serde_json::json!({})).await;
+    assert_eq!(
+        listed["pages"].as_array().map(Vec::len),
+        Some(3),
+        "{listed}"
+    );
+    connects_calls_a_tool_and_refreshes(&Env::around(app)).await;
+
+    // `nib doctor`: all ok.
+    let (ok, out, err) = run(nib(&["doctor"]), None).await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(failing_lines(&out), Vec::<&str>::new(), "{out}");
+    assert!(out.lines().count() >= 10, "{out}");
+
+    // `nib smoke` with the read token: every check ok but the tampered image URL, which
+    // answers 200 because moto checks no presigned signature (real S3 answers 403; the
+    // local smoke test checks it against nib's own signed URLs).
+    let mcp = format!("{base}/mcp");
+    let (_, out, err) = run(nib(&["smoke", &mcp, "--token", &read]), None).await;
+    for check in [
+        "OAuth metadata chain: ok",
+        "initialize 2025-03-26: ok",
+        "initialize 2025-06-18: ok",
+        "initialize 2025-11-25: ok",
+        "server/discover 2026-07-28: ok",
+        "tools/list: ok",
+        "list_pages: ok",
+        "get_page: ok",
+        "search_pages: ok",
+    ] {
+        assert!(out.contains(check), "{check} missing in\n{out}{err}");
+    }
+    assert_eq!(
+        failing_lines(&out),
+        [
+            "signed page image (200, then 403 tampered): FAIL: a tampered image URL answered 200 OK, not 403 -> page images must be reachable only through signed URLs: block public access on the bucket"
+        ],
+        "{out}"
+    );
+
+    // Break one thing at a time: doctor names it, exit code 1.
+    let ttl = |enabled: bool| {
+        clients
+            .dynamodb
+            .update_time_to_live()
+            .table_name(&config.table)
+            .time_to_live_specification(
+                aws_sdk_dynamodb::types::TimeToLiveSpecification::builder()
+                    .enabled(enabled)
+                    .attribute_name("expires_at")
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+    };
+    ttl(false).await.unwrap();
+    let (ok, out, _) = run(nib(&["doctor"]), None).await;
+    assert!(!ok, "{out}");
+    let failing = failing_lines(&out);
+    assert_eq!(failing.len(), 1, "{out}");
+    assert!(
+        failing[0].starts_with("table TTL on expires_at: FAIL: "),
+        "{out}"
+    );
+    ttl(true).await.unwrap();
+    clients
+        .s3
+        .delete_public_access_block()
+        .bucket(&config.bucket)
+        .send()
+        .await
+        .unwrap();
+    let (ok, out, _) = run(nib(&["doctor"]), None).await;
+    assert!(!ok, "{out}");
+    let failing = failing_lines(&out);
+    assert_eq!(failing.len(), 1, "{out}");
+    assert!(
+        failing[0].starts_with("bucket public-access block: FAIL: "),
+        "{out}"
+    );
+}
+
+/// `nib export` (both formats) and `nib import --bundle` over the AWS back end: a bundle from
+/// one table imports into another (again: nothing new), and the Markdown exports agree.
+#[tokio::test]
+async fn export_and_bundle_import_work_on_the_aws_back_end() {
+    let a = emulator().await.fresh().await.unwrap();
+    let b = emulator().await.fresh().await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let folder = pages_dir();
+    let (ok, out, err) = run(
+        args(
+            nib_aws(&a, data.path()),
+            &["import", folder.path().to_str().unwrap(), "--ocr", "off"],
+        ),
+        None,
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let bundle = files.path().join("notebook.zip");
+    let bundle = bundle.to_str().unwrap();
+    let (ok, out, err) = run(args(nib_aws(&a, data.path()), &["export", bundle]), None).await;
+    assert!(ok && out.contains("exported 3 pages"), "{out}{err}");
+    for expect in ["imported 3 pages", "imported 0 pages"] {
+        let (ok, out, err) = run(
+            args(nib_aws(&b, data.path()), &["import", "--bundle", bundle]),
+            None,
+        )
+        .await;
+        assert!(ok && out.contains(expect), "{expect}: {out}{err}");
+    }
+    let markdown = |config: &AwsConfig, name: &str| {
+        let path = files.path().join(name);
+        let c = args(
+            nib_aws(config, data.path()),
+            &["export", "--format", "markdown", path.to_str().unwrap()],
+        );
+        async move {
+            let (ok, out, err) = run(c, None).await;
+            assert!(ok, "{out}{err}");
+            std::fs::read(path).unwrap()
+        }
+    };
+    assert_eq!(markdown(&a, "a.zip").await, markdown(&b, "b.zip").await);
+    assert_eq!(std::fs::read_dir(data.path()).unwrap().count(), 0);
 }

@@ -1,6 +1,7 @@
 //! Search by meaning (issue 15) over both back ends: paraphrases found in hybrid and meaning
 //! modes and not by keywords, dates applied inside the ranking, phrases still required,
-//! vectors sealed at rest, and `nib reindex`.
+//! vectors sealed at rest, a trashed page in no mode's results (its vectors leave with it and
+//! come back on restore), and `nib reindex`.
 
 use std::path::Path;
 
@@ -18,6 +19,7 @@ macro_rules! search_tests {
             quoted_phrases_are_required_in_every_mode,
             modes_are_checked_and_cursors_keep_their_ranking,
             vectors_are_sealed_in_the_store,
+            a_trashed_page_is_in_no_mode_and_its_vectors_leave_with_it,
         );
     };
     (@each $options:expr; $($name:ident),* $(,)?) => {
@@ -327,6 +329,76 @@ pub async fn vectors_are_sealed_in_the_store(app: &TestApp) {
         )
         .await;
     assert!(dates(&r).contains(&"2026-03-02"), "{r}");
+}
+
+/// The page ids of each mode's hits and of the ChatGPT `search` tool, for `query`.
+async fn every_mode(app: &TestApp, query: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for mode in ["keyword", "meaning", "hybrid"] {
+        let r = app
+            .call(
+                "search_pages",
+                json!({ "query": query, "mode": mode, "limit": 8 }),
+            )
+            .await;
+        out.push((mode.to_owned(), r["results"].clone()));
+    }
+    let r = app.call("search", json!({ "query": query })).await;
+    out.push(("search".to_owned(), r["results"].clone()));
+    out
+}
+
+/// The byte length of every vector block, by key.
+async fn block_sizes(app: &TestApp) -> Vec<(String, usize)> {
+    app.app
+        .store
+        .query(&Query::table("U#default", "VEC#"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|i| (i.sk.clone(), i.body.len()))
+        .collect()
+}
+
+pub async fn a_trashed_page_is_in_no_mode_and_its_vectors_leave_with_it(app: &TestApp) {
+    // Found by meaning alone: no word in common with the checkup page.
+    let query = "the medical visit for my breathing";
+    let checkup = app.page_of("2026-03-02").await;
+    let before = every_mode(app, query).await;
+    assert_eq!(before[0].1, json!([]), "keyword: {:?}", before[0]);
+    for (mode, hits) in &before[1..] {
+        let ids: Vec<&str> = hits
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["page_id"].as_str().or(h["id"].as_str()).unwrap())
+            .collect();
+        assert!(ids.contains(&checkup.as_str()), "{mode}: {hits}");
+    }
+    let sizes = block_sizes(app).await;
+
+    app.call("delete_page", json!({ "page_id": checkup })).await;
+    for (mode, hits) in every_mode(app, query).await {
+        assert!(!hits.to_string().contains(&checkup), "{mode}: {hits}");
+    }
+    // Its entry left its block in the delete's transaction: one block is shorter by at least
+    // a chunk's vector, the others are unchanged (nothing of the page is left to purge).
+    let trashed = block_sizes(app).await;
+    let shrunk: Vec<_> = sizes.iter().zip(&trashed).filter(|(a, b)| a != b).collect();
+    assert_eq!(shrunk.len(), 1, "{sizes:?} -> {trashed:?}");
+    let ((sk, was), (sk2, now)) = shrunk[0];
+    assert_eq!(sk, sk2);
+    assert!(
+        *now + nib::embed::model().unwrap().dims() <= *was,
+        "{sk}: {was} -> {now}"
+    );
+
+    // Restored: the same answers in every mode, the block its old size again.
+    app.call("restore_page", json!({ "page_id": checkup }))
+        .await;
+    assert_eq!(every_mode(app, query).await, before);
+    assert_eq!(block_sizes(app).await, sizes);
 }
 
 /// `nib reindex` through the binary: on a notebook whose vectors are current it reads every

@@ -176,6 +176,29 @@ impl EmbeddedStore {
         self
     }
 
+    /// Every key in the store, live or expired: the items' (pk, sk), then the index entries'
+    /// (gsi1pk, gsi1sk). Tests use it to scan the whole store (the `Store` port has no scan).
+    #[cfg(any(test, feature = "testing"))]
+    pub async fn all_keys(&self) -> Result<Vec<Vec<String>>, StoreError> {
+        use redb::ReadableTable;
+        self.blocking(|db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let mut out = Vec::new();
+            let items = txn.open_table(ITEMS).map_err(db_err)?;
+            for entry in items.iter().map_err(db_err)? {
+                let (key, _) = entry.map_err(db_err)?;
+                out.push(decode_key(key.value()).ok_or_else(|| corrupt("item key"))?);
+            }
+            let gsi = txn.open_table(GSI1).map_err(db_err)?;
+            for entry in gsi.iter().map_err(db_err)? {
+                let (key, _) = entry.map_err(db_err)?;
+                out.push(decode_key(key.value()).ok_or_else(|| corrupt("gsi1 key"))?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     /// Runs blocking redb reads off the async runtime.
     async fn blocking<T, F>(&self, work: F) -> Result<T, StoreError>
     where
@@ -205,8 +228,27 @@ impl EmbeddedStore {
     }
 }
 
+/// How often (store-clock seconds between writes) the writer sweeps expired items away.
+pub const SWEEP_EVERY_SECONDS: i64 = 3600;
+
+impl EmbeddedStore {
+    /// Deletes every expired item (and its index entry) now, by the store's clock; returns how
+    /// many. The writer also sweeps by itself: with the first write after the store opens,
+    /// then with the first write each [`SWEEP_EVERY_SECONDS`] after (expired items read as
+    /// absent meanwhile, so a sweep changes what is stored, never what is seen).
+    pub async fn sweep_expired(&self) -> Result<usize, StoreError> {
+        let now = self.clock.unix();
+        self.write(|reply| Job::Sweep { now, reply }).await
+    }
+}
+
 /// A write waiting for the writer thread, with where to send its outcome.
 enum Job {
+    /// Delete every item expired at `now`.
+    Sweep {
+        now: i64,
+        reply: oneshot::Sender<Result<usize, StoreError>>,
+    },
     Transact {
         writes: Vec<Write>,
         /// The store clock's time when the write was asked for.
@@ -227,6 +269,7 @@ enum Job {
 enum Outcome {
     Transact(Result<(), StoreError>),
     Increment(Result<u64, StoreError>),
+    Sweep(Result<usize, StoreError>),
 }
 
 impl Outcome {
@@ -235,7 +278,8 @@ impl Outcome {
     fn or_fatal(self) -> Result<Outcome, StoreError> {
         match self {
             Outcome::Transact(Err(e @ StoreError::Unavailable(_)))
-            | Outcome::Increment(Err(e @ StoreError::Unavailable(_))) => Err(e),
+            | Outcome::Increment(Err(e @ StoreError::Unavailable(_)))
+            | Outcome::Sweep(Err(e @ StoreError::Unavailable(_))) => Err(e),
             other => Ok(other),
         }
     }
@@ -248,6 +292,8 @@ struct GroupFailed(#[source] Arc<StoreError>);
 
 /// The writer thread: takes the queued jobs, applies them in one write transaction and commits.
 fn write_loop(db: &Database, queue: &mpsc::Receiver<Job>) {
+    // The store-clock time of the last sweep; the first write after opening sweeps.
+    let mut swept: Option<i64> = None;
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -256,7 +302,12 @@ fn write_loop(db: &Database, queue: &mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        match apply_group(db, &group) {
+        let now = group.iter().map(Job::now).max().unwrap_or(i64::MIN);
+        let sweep = swept.is_none_or(|at| now >= at.saturating_add(SWEEP_EVERY_SECONDS));
+        if sweep {
+            swept = Some(now);
+        }
+        match apply_group(db, &group, sweep.then_some(now)) {
             Ok(outcomes) => {
                 for (job, outcome) in group.into_iter().zip(outcomes) {
                     // A caller that stopped waiting does not matter: the write is committed.
@@ -265,6 +316,9 @@ fn write_loop(db: &Database, queue: &mpsc::Receiver<Job>) {
                             let _ = reply.send(r);
                         }
                         (Job::Increment { reply, .. }, Outcome::Increment(r)) => {
+                            let _ = reply.send(r);
+                        }
+                        (Job::Sweep { reply, .. }, Outcome::Sweep(r)) => {
                             let _ = reply.send(r);
                         }
                         _ => unreachable!("outcomes follow the jobs' order and kinds"),
@@ -283,6 +337,9 @@ fn write_loop(db: &Database, queue: &mpsc::Receiver<Job>) {
                         Job::Increment { reply, .. } => {
                             let _ = reply.send(Err(failed()));
                         }
+                        Job::Sweep { reply, .. } => {
+                            let _ = reply.send(Err(failed()));
+                        }
                     }
                 }
             }
@@ -293,16 +350,29 @@ fn write_loop(db: &Database, queue: &mpsc::Receiver<Job>) {
 /// Applies a group in one write transaction. A job whose condition fails gets its own
 /// `ConditionFailed` and writes nothing, while the others go ahead; a storage failure fails the
 /// whole group, and then nothing of it is committed.
-fn apply_group(db: &Database, group: &[Job]) -> Result<Vec<Outcome>, StoreError> {
+fn apply_group(
+    db: &Database,
+    group: &[Job],
+    sweep: Option<i64>,
+) -> Result<Vec<Outcome>, StoreError> {
     let mut txn = db.begin_write().map_err(db_err)?;
     txn.set_durability(Durability::Immediate)
         .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
     let outcomes = {
         let mut items = txn.open_table(ITEMS).map_err(db_err)?;
         let mut gsi = txn.open_table(GSI1).map_err(db_err)?;
+        if let Some(now) = sweep {
+            // Expired items are absent to every read and condition already; this only frees
+            // their space.
+            let n = sweep_in(&mut items, &mut gsi, now)?;
+            if n > 0 {
+                tracing::info!(items = n, "swept expired items");
+            }
+        }
         let mut outcomes = Vec::with_capacity(group.len());
         for job in group {
             let outcome = match job {
+                Job::Sweep { now, .. } => Outcome::Sweep(sweep_in(&mut items, &mut gsi, *now)),
                 Job::Transact { writes, now, .. } => {
                     Outcome::Transact(transact_in(&mut items, &mut gsi, writes, *now))
                 }
@@ -329,6 +399,44 @@ fn apply_group(db: &Database, group: &[Job]) -> Result<Vec<Outcome>, StoreError>
     };
     txn.commit().map_err(db_err)?;
     Ok(outcomes)
+}
+
+impl Job {
+    /// The store-clock time the job was asked at.
+    fn now(&self) -> i64 {
+        match self {
+            Job::Sweep { now, .. } | Job::Transact { now, .. } | Job::Increment { now, .. } => *now,
+        }
+    }
+}
+
+/// Deletes every item expired at `now`, with its index entry; returns how many.
+fn sweep_in(
+    items: &mut redb::Table<&'static [u8], &'static [u8]>,
+    gsi: &mut redb::Table<&'static [u8], ()>,
+    now: i64,
+) -> Result<usize, StoreError> {
+    // Only the value's header is looked at (`format | version | flags | [expires_at]`), so
+    // a sweep reads no body it keeps.
+    let expiry = |v: &[u8]| -> Option<i64> {
+        (v.len() >= 18 && v[0] == VALUE_FORMAT && v[9] & FLAG_EXPIRES != 0)
+            .then(|| i64::from_be_bytes(v[10..18].try_into().expect("8 bytes")))
+    };
+    let mut expired = Vec::new();
+    for entry in redb::ReadableTable::iter(&*items).map_err(db_err)? {
+        let (key, value) = entry.map_err(db_err)?;
+        if !crate::ports::is_live(expiry(value.value()), now) {
+            expired.push(key.value().to_vec());
+        }
+    }
+    for key in &expired {
+        let mut parts = decode_key(key).ok_or_else(|| corrupt("item key"))?;
+        let (Some(sk), Some(pk)) = (parts.pop(), parts.pop()) else {
+            return Err(corrupt("item key"));
+        };
+        delete_item(items, gsi, &pk, &sk)?;
+    }
+    Ok(expired.len())
 }
 
 /// One transaction inside the group's write transaction: every condition first, against the

@@ -296,6 +296,39 @@ impl Assets for LocalAssets {
             self.base_url
         ))
     }
+
+    /// Removes the folder `u/{user}/` (page images, and any temporary file of a write cut
+    /// short); the number of files it held.
+    async fn delete_user(&self, user: &UserId) -> Result<u64, AssetsError> {
+        let folder = self.dir.join("u").join(user.as_str());
+        tokio::task::spawn_blocking(move || {
+            fn count(dir: &Path) -> io::Result<u64> {
+                let mut n = 0;
+                for entry in std::fs::read_dir(dir)? {
+                    let entry = entry?;
+                    n += if entry.file_type()?.is_dir() {
+                        count(&entry.path())?
+                    } else {
+                        1
+                    };
+                }
+                Ok(n)
+            }
+            let n = match count(&folder) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+                Err(e) => return Err(e),
+            };
+            match std::fs::remove_dir_all(&folder) {
+                Ok(()) => Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(n),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+        .map_err(|e| AssetsError::Unavailable(Box::new(e)))?
+        .map_err(|e| AssetsError::Unavailable(Box::new(e)))
+    }
 }
 
 #[cfg(test)]

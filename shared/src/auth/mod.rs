@@ -58,4 +58,8 @@ pub struct Principal {
     pub scope: Scope,
     /// The id of the credential (token id), for rate limits and logs. Never the secret.
     pub credential_id: String,
+    /// The credential's name for the access record: the OAuth client's name, or the API
+    /// token's label (none when it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }

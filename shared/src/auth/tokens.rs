@@ -180,6 +180,7 @@ impl Tokens {
             user: record.user,
             scope: record.scope,
             credential_id: record.token_id,
+            client: record.label,
         })
     }
 

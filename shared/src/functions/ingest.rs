@@ -199,7 +199,8 @@ impl Ingest {
             .map(|s| vec![s]);
         match saved {
             Ok(saved) => Ok(IngestOutcome::Imported(saved)),
-            Err(NotebookError::Invalid(reason)) => {
+            // The page is in the trash: it stays there (a delivery that must not be retried).
+            Err(NotebookError::Invalid(reason) | NotebookError::InTrash(reason)) => {
                 Ok(IngestOutcome::Rejected(ImportFailure::refused(key, reason)))
             }
             Err(e) => Err(IngestError::Store(e)),

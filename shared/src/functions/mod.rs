@@ -90,7 +90,8 @@ pub const OAUTH_PARTITIONS: &[Partition] = &[
 /// The partitions each function's code reaches, by function name (`infra/locals.tf`): the one
 /// list its IAM role must match. mcp: API tokens, the counters of per-credential limits (any
 /// key: token ids and grant ids), grants (revocation checks); the class functions and ingest:
-/// users' partitions.
+/// users' partitions (the access records the class functions write are `U#{user}` items, and
+/// the grant's client name comes with the principal, so they reach no `GRANT#`).
 pub const PARTITIONS: [(&str, &[Partition]); 5] = [
     (
         "mcp",
@@ -354,6 +355,8 @@ pub struct ClassFunction {
 
 impl ClassFunction {
     pub fn new(class: ToolClass, notebook: Arc<Notebook>) -> Self {
+        // Records are written before each reply (`invocation::serve`), never in the background.
+        notebook.access_log().flush_per_call();
         ClassFunction {
             class,
             dispatch: InProcess { notebook },

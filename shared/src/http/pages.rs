@@ -203,6 +203,7 @@ async fn page(
         user,
         scope: Scope::Read,
         credential_id: "page_session".into(),
+        client: Some("page link (signed in)".into()),
     };
     let args = json!({ "page_id": page_id });
     let Value::Object(args) = args else {

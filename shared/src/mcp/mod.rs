@@ -37,7 +37,7 @@ pub const TOOLS_PAGE_SIZE: usize = 50;
 /// How long a client may keep a `tools/list` result (2026-07-28 caching hints).
 const TOOLS_TTL_MS: u64 = 300_000;
 
-const INSTRUCTIONS: &str = "nib serves the user's handwritten notebook: pages (OCR text, markdown, structured lines, signed links to the page images) and the tasks written on them. Use search_pages or list_pages to find pages, get_page to read one, list_tasks / create_task / update_task_status for tasks. Pages are also resources (nib://pages/{page_id}, its image nib://pages/{page_id}/image.png, tasks nib://tasks/{task_link_id}); the prompts daily_review, weekly_review and carry_forward review the notebook.";
+const INSTRUCTIONS: &str = "nib serves the user's handwritten notebook: pages (OCR text, markdown, structured lines, signed links to the page images) and the tasks written on them. Use search_pages or list_pages to find pages, get_page to read one, list_tasks / create_task / update_task_status for tasks, list_access for who read the notebook. delete_page and delete_task move an item to the trash (list_trash), restorable for 30 days with restore_page / restore_task. get_page, list_pages and list_tasks answer a revision: pass it back as if_revision to hear {unchanged: true} when nothing changed. Pages are also resources (nib://pages/{page_id}, its image nib://pages/{page_id}/image.png, tasks nib://tasks/{task_link_id}); the prompts daily_review, weekly_review and carry_forward review the notebook.";
 
 /// nib's icon: a notebook page with ruled lines and a ticked box, as an SVG data URI (no host
 /// to fetch it from, so it shows behind any CSP that allows `data:` images).

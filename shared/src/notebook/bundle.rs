@@ -644,6 +644,7 @@ impl Notebook {
                     Cond::NotExists,
                 ));
             }
+            writes.push(records::revision_write(&pk));
             match self.store.transact(writes).await {
                 Ok(()) => done.tasks += 1,
                 Err(StoreError::ConditionFailed { .. })
@@ -758,6 +759,7 @@ impl Notebook {
                 i64::from(doc_len),
             ));
         }
+        writes.push(records::revision_write(&pk));
         let postings = search::posting_writes(user, &page.page_id, &tf, doc_len, page.rev);
         if writes.len() + postings.len() <= MAX_TRANSACTION_ITEMS {
             writes.extend(postings);

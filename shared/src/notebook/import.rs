@@ -341,7 +341,10 @@ impl Notebook {
 /// An import's failure as the caller shows it (the file's name), logged once with ids only.
 fn import_failure(first: &Path, user: &UserId, e: NotebookError) -> ImportFailure {
     match e {
-        NotebookError::Invalid(reason) => ImportFailure::refused(first, reason),
+        // A page in the trash stays there: the import says so, and how to restore it.
+        NotebookError::Invalid(reason) | NotebookError::InTrash(reason) => {
+            ImportFailure::refused(first, reason)
+        }
         other => {
             // The caller shows the file's name; the log line has ids only.
             let chain = crate::telemetry::chain(&other);

@@ -8,6 +8,7 @@
 //! task links, their dedup keys, the stem mapping and the index statistics change together or
 //! not at all, under optimistic concurrency (item versions), retried on conflict.
 
+mod access;
 mod bundle;
 mod import;
 mod notion;
@@ -16,12 +17,15 @@ mod ocr;
 mod pages;
 mod records;
 mod resources;
+mod revision;
 mod search;
 mod tasks;
+mod trash;
 mod vectors;
 
 use std::sync::Arc;
 
+pub use access::{ACCESS_TTL_SECS, AccessLog, AccessPosition, AccessRecord};
 pub use bundle::{BUNDLE_FORMAT, BUNDLE_VERSION, BundleError, BundleImport, ExportReport};
 pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
@@ -30,11 +34,13 @@ pub use import::{
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
 pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
 pub use resources::{PageImage, TaskResource};
+pub use revision::{Revised, revision_token};
 pub use search::{
     HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, SearchHit, SearchMode,
     SearchOptions,
 };
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
+pub use trash::{Restored, TRASH_DAYS, TrashEntry, TrashKind, Trashed, trash_cursor_key};
 pub use vectors::ReindexReport;
 
 use crate::crypto::{CryptoError, Vault};
@@ -48,6 +54,10 @@ pub enum NotebookError {
     /// The thing asked for does not exist for this user (another user's ids land here too).
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// The item asked for is in the trash: the message says since when, how to restore it
+    /// and until when.
+    #[error("{0}")]
+    InTrash(String),
     /// Input that cannot be stored, naming what was wrong with it.
     #[error("{0}")]
     Invalid(String),
@@ -99,6 +109,8 @@ pub struct Notebook {
     ocr: Option<Arc<dyn crate::ports::Ocr>>,
     /// Pushes tasks to the users' connected Notion databases (`with_notion`); `None`: never.
     notion: Option<Arc<crate::adapters::notion::NotionApi>>,
+    /// Who opened what (`access`): buffered records of tool calls.
+    access: Arc<AccessLog>,
 }
 
 impl Notebook {
@@ -110,6 +122,7 @@ impl Notebook {
         config: NotebookConfig,
     ) -> Self {
         Notebook {
+            access: Arc::new(AccessLog::new(store.clone(), clock.clone())),
             store,
             vault,
             assets,
@@ -118,6 +131,11 @@ impl Notebook {
             ocr: None,
             notion: None,
         }
+    }
+
+    /// The access record's writer.
+    pub fn access_log(&self) -> &Arc<AccessLog> {
+        &self.access
     }
 
     pub fn config(&self) -> &NotebookConfig {

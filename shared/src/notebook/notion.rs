@@ -747,7 +747,12 @@ impl Notebook {
                 version: item.version + 1,
                 ..item.clone()
             };
-            match self.store.put(new, Cond::Version(item.version)).await {
+            // The link shows in list_tasks and get_page: a new notebook revision.
+            let writes = vec![
+                Write::put(new, Cond::Version(item.version)),
+                records::revision_write(&pk),
+            ];
+            match self.store.transact(writes).await {
                 Ok(()) => return Ok(()),
                 Err(e) if is_retryable(&e) => super::backoff(attempt).await,
                 Err(e) => return Err(e.into()),

@@ -232,6 +232,13 @@ impl Notebook {
             Some(id) => self.load_page(user, &keys, id).await?,
             None => None,
         };
+        // The files of a page in the trash: it stays there (restore_page brings it back).
+        if existing.is_none()
+            && known.is_some()
+            && let Some(e) = self.page_in_trash(user, &page_id).await?
+        {
+            return Err(e);
+        }
         if existing.is_none() && draft.date.is_none() {
             return Err(NotebookError::Invalid(NO_DATE.into()));
         }
@@ -559,6 +566,19 @@ impl Notebook {
             }
         }
 
+        // Texts whose task link was deleted on its own (`delete_task`): the lines stay on the
+        // trashed link (shown without a status) instead of making a new task, unless this is
+        // the create_task of that text.
+        let missing: Vec<TaskLinkId> = dedup
+            .iter()
+            .filter(|(key, (_, id))| {
+                !tasks_by_id.contains_key(id)
+                    && content.new_task.as_ref().is_none_or(|n| &n.key != *key)
+            })
+            .map(|(_, (_, id))| id.clone())
+            .collect();
+        let trashed = self.trashed_task_ids(user, &missing).await?;
+
         if let Some(new) = &content.new_task
             && dedup.get(&new.key).map(|(_, id)| id) != new.replaces.as_ref()
         {
@@ -574,6 +594,10 @@ impl Notebook {
                     && tasks_by_id.get(id).is_some_and(|(_, t)| &t.key == key)
             });
             if let Some((_, id)) = reusable {
+                key_task.insert(key.clone(), id.clone());
+                continue;
+            }
+            if let Some((_, id)) = dedup.get(key).filter(|(_, id)| trashed.contains(id)) {
                 key_task.insert(key.clone(), id.clone());
                 continue;
             }
@@ -782,6 +806,7 @@ impl Notebook {
             },
             cond,
         ));
+        writes.push(records::revision_write(&pk));
 
         // Its vectors, in its block, rewritten in the same transaction (conditional on the
         // version read, so concurrent commits into one block retry like any other conflict).
@@ -899,11 +924,31 @@ impl Notebook {
         user: &UserId,
         page_id: &PageId,
     ) -> Result<PageView, NotebookError> {
+        let Some(page) = self.load_page_head(user, page_id).await? else {
+            return Err(self.page_missing(user, page_id).await);
+        };
+        self.page_view(user, page).await
+    }
+
+    /// The error of a read of a page that is not there: in the trash (and how to restore it),
+    /// or not found.
+    pub(super) async fn page_missing(&self, user: &UserId, page_id: &PageId) -> NotebookError {
+        match self.page_in_trash(user, page_id).await {
+            Ok(Some(e)) => e,
+            Ok(None) => NotebookError::NotFound("page"),
+            Err(e) => e,
+        }
+    }
+
+    /// The whole page of an item read: opens the user's keys, the page's sealed fields and its
+    /// tasks' statuses, and signs its ink URLs.
+    pub(super) async fn page_view(
+        &self,
+        user: &UserId,
+        page: PageHead,
+    ) -> Result<PageView, NotebookError> {
         let keys = self.vault.user_keys(user).await?;
-        let page = self
-            .load_page_head(user, page_id)
-            .await?
-            .ok_or(NotebookError::NotFound("page"))?;
+        let page_id = page.page_id.clone();
         let lines = open_page_lines(user, &keys, &page.page_id, &page.lines)?;
         let ocr = open_page_ocr(user, &keys, &page.page_id, page.ocr.as_deref())?;
         let pk = user_pk(user);
@@ -990,7 +1035,8 @@ impl Notebook {
                     status_source,
                     completed_date,
                     notion_url,
-                    task_link_id: l.task_link_id,
+                    // A line whose task link is in the trash shows no link.
+                    task_link_id: l.task_link_id.filter(|id| statuses.contains_key(id)),
                     ocr_confidence,
                 }
             })
@@ -999,7 +1045,7 @@ impl Notebook {
         let pdf_url = if page.has_pdf {
             Some(
                 self.assets
-                    .signed_url(user, page_id, AssetKind::Pdf, ttl)
+                    .signed_url(user, &page_id, AssetKind::Pdf, ttl)
                     .await?,
             )
         } else {
@@ -1008,7 +1054,7 @@ impl Notebook {
         let png_url = if page.has_png {
             Some(
                 self.assets
-                    .signed_url(user, page_id, AssetKind::Png, ttl)
+                    .signed_url(user, &page_id, AssetKind::Png, ttl)
                     .await?,
             )
         } else {

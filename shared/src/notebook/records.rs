@@ -41,6 +41,44 @@ pub const STATS_LEN_SK: &str = "STATS#LEN";
 /// The statistics as one versioned record (`StatsRecord`), as stores written before the
 /// counters hold them; the next page commit folds it into the counters and deletes it.
 pub const LEGACY_STATS_SK: &str = "STATS";
+/// The notebook's revision (`RevisionRecord`): a random value every write of the notebook
+/// replaces inside its own transaction ([`revision_write`]), so `list_pages`/`list_tasks` can
+/// answer "unchanged" from this one item, without reading or opening anything else.
+pub const REVISION_SK: &str = "REVISION";
+
+/// The body of the revision item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevisionRecord {
+    pub rev: u64,
+}
+
+/// The write that gives the user's notebook a new revision. Every write that can change what a
+/// tool shows (page commits, bundle imports, task status updates, Notion links, trash) pushes
+/// this into its transaction: one line, `writes.push(records::revision_write(&pk))`.
+/// Unconditional, so writers of different items never fail each other's conditions.
+pub fn revision_write(pk: &str) -> crate::ports::Write {
+    crate::ports::Write::put(
+        crate::ports::Item {
+            pk: pk.to_owned(),
+            sk: REVISION_SK.to_owned(),
+            gsi1: None,
+            version: 1,
+            expires_at: None,
+            body: encode(&RevisionRecord {
+                rev: rand::random(),
+            }),
+        },
+        crate::ports::Cond::None,
+    )
+}
+
+/// The notebook revision an item read at [`REVISION_SK`] holds; 0 when there is none yet (a
+/// notebook never written) or it does not decode.
+pub fn revision_of(item: Option<&crate::ports::Item>) -> u64 {
+    item.and_then(|i| serde_json::from_slice::<RevisionRecord>(&i.body).ok())
+        .map_or(0, |r| r.rev)
+}
+
 pub fn pages_partition(user: &UserId) -> String {
     format!("U#{user}#PAGES")
 }
@@ -55,6 +93,22 @@ pub fn task_gsi_sk(first_seen: Date, task: &TaskLinkId) -> String {
 }
 pub fn term_partition(user: &UserId, blind: &str) -> String {
     format!("U#{user}#T#{blind}")
+}
+/// A page in the trash (`notebook::trash`): its record as it was, until it is purged.
+pub fn trash_page_sk(page: &PageId) -> String {
+    format!("TRASH#P#{page}")
+}
+/// A task link in the trash, deleted on its own or with the page it was only on.
+pub fn trash_task_sk(task: &TaskLinkId) -> String {
+    format!("TRASH#T#{task}")
+}
+/// The index partition of `list_trash`, newest deletion first.
+pub fn trash_partition(user: &UserId) -> String {
+    format!("U#{user}#TRASH")
+}
+/// A trash entry's sort key in [`trash_partition`]: `{deleted_at:012}#{p|t}#{id}`.
+pub fn trash_gsi_sk(deleted_at: i64, kind: char, id: &str) -> String {
+    format!("{deleted_at:012}#{kind}#{id}")
 }
 
 /// Base64 for sealed bytes inside JSON bodies.
@@ -301,6 +355,28 @@ impl TaskRecord {
     pub fn last_update(&self) -> Option<TaskStatus> {
         self.history.updates.last().map(|u| u.status)
     }
+}
+
+/// A trashed page's item body (`TRASH#P#{page}`): the page record exactly as it was (its
+/// sealed fields still bound to `PAGE#{page}`, where restore puts it back), and the task links
+/// that were only on this page, trashed with it (`TRASH#T#{task}`, `with_page` set).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrashedPage {
+    pub page: PageRecord,
+    pub deleted_at: i64,
+    pub purge_at: i64,
+    pub tasks: Vec<TaskLinkId>,
+}
+
+/// A trashed task link's item body (`TRASH#T#{task}`): the task record exactly as it was.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrashedTask {
+    pub task: TaskRecord,
+    pub deleted_at: i64,
+    pub purge_at: i64,
+    /// Trashed along with this page (it was on no other): restored with it, not on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_page: Option<PageId>,
 }
 
 /// A dedup item's body: which task link holds the normalized text.

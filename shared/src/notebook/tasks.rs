@@ -12,7 +12,7 @@ use super::records::{
 use super::{MAX_ATTEMPTS, MAX_TEXT_CHARS, Notebook, NotebookError, backoff, is_retryable};
 use crate::domain::tasks;
 use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
-use crate::ports::{Cond, Item, Query};
+use crate::ports::{Cond, Item, Query, Write};
 
 /// Which tasks `list_tasks` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,18 +245,36 @@ impl Notebook {
             // import of a file named after the date will update.
             let mut q = Query::gsi1(pages_partition(user), format!("{date}#"));
             q.limit = 1;
-            let page_id = match self.store.query(&q).await?.items.first() {
-                Some(item) => decode::<records::PageRecord>("page", &item.body)?.page_id,
+            let (page_id, from_stem) = match self.store.query(&q).await?.items.first() {
+                Some(item) => (
+                    decode::<records::PageRecord>("page", &item.body)?.page_id,
+                    false,
+                ),
                 None => match self
                     .store
                     .get(&pk, &stem_sk(&keys.blind("stem", &date.to_string())))
                     .await?
                 {
-                    Some(item) => decode::<records::StemRecord>("stem", &item.body)?.page_id,
-                    None => PageId::new(),
+                    Some(item) => (
+                        decode::<records::StemRecord>("stem", &item.body)?.page_id,
+                        true,
+                    ),
+                    None => (PageId::new(), false),
                 },
             };
-            let existing = self.load_page(user, &keys, &page_id).await?;
+            let mut existing = self.load_page(user, &keys, &page_id).await?;
+            let mut page_id = page_id;
+            // The date's page is in the trash: the task goes on a new page of the date (the
+            // date's file stem stays with the trashed page).
+            let mut stem_free = true;
+            if from_stem
+                && existing.is_none()
+                && self.page_in_trash(user, &page_id).await?.is_some()
+            {
+                page_id = PageId::new();
+                existing = None;
+                stem_free = false;
+            }
             let (mut lines, has_pdf, has_png, ocr) = match &existing {
                 Some(p) => {
                     let ocr = self.open_ocr(user, &keys, &p.record)?;
@@ -285,8 +303,7 @@ impl Notebook {
                 has_png,
                 ocr,
                 lines,
-                stem: existing
-                    .is_none()
+                stem: (existing.is_none() && stem_free)
                     .then(|| keys.blind("stem", &date.to_string())),
                 new_task: Some(NewTask {
                     key: key.clone(),
@@ -329,11 +346,12 @@ impl Notebook {
         let pk = user_pk(user);
         let sk = task_sk(id);
         for attempt in 0..MAX_ATTEMPTS {
-            let item = self
-                .store
-                .get(&pk, &sk)
-                .await?
-                .ok_or(NotebookError::NotFound("task"))?;
+            let Some(item) = self.store.get(&pk, &sk).await? else {
+                return Err(self
+                    .task_in_trash(user, id)
+                    .await?
+                    .unwrap_or(NotebookError::NotFound("task")));
+            };
             let mut t: TaskRecord = decode("task", &item.body)?;
             let text = records::open_string(&keys, user, &pk, &sk, "text", &t.text)?;
             let notion_page_id = t.notion.as_ref().map(|n| n.page_id.clone());
@@ -360,7 +378,11 @@ impl Notebook {
                 expires_at: None,
                 body: encode(&t),
             };
-            match self.store.put(new, Cond::Version(item.version)).await {
+            let writes = vec![
+                Write::put(new, Cond::Version(item.version)),
+                records::revision_write(&pk),
+            ];
+            match self.store.transact(writes).await {
                 Ok(()) => {
                     return Ok(UpdatedTask {
                         changed: t.status != before,

@@ -317,6 +317,30 @@ impl super::Notebook {
         Ok(block.write(keys, user, &pk, &sk, item.map(|i| i.version)))
     }
 
+    /// The write that takes `page`'s entry out of its block (read here), for the transaction
+    /// that moves the page to the trash: no vector of a trashed page is searched, and none
+    /// outlives its purge. `None` when the block holds no entry of the page.
+    pub(super) async fn vector_block_removal(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        page: &PageId,
+    ) -> Result<Option<Write>, NotebookError> {
+        let pk = records::user_pk(user);
+        let sk = block_sk(block_of(page));
+        let Some(item) = self.store.get(&pk, &sk).await? else {
+            return Ok(None);
+        };
+        let mut block = Block::open(keys, user, &item)?;
+        let id = page.to_string();
+        let before = block.entries.len();
+        block.entries.retain(|e| e.page != id);
+        if block.entries.len() == before {
+            return Ok(None);
+        }
+        Ok(Some(block.write(keys, user, &pk, &sk, Some(item.version))))
+    }
+
     /// Brings every vector block of `user` to this binary's model and the pages' current
     /// revisions: pages without vectors, with stale ones or with another model's are embedded
     /// again; entries of pages that no longer exist are dropped. Blocks already right are not
@@ -388,13 +412,10 @@ impl super::Notebook {
                 }
                 match self
                     .store
-                    .transact(vec![block.write(
-                        &keys,
-                        user,
-                        &pk,
-                        &sk,
-                        item.map(|i| i.version),
-                    )])
+                    .transact(vec![
+                        block.write(&keys, user, &pk, &sk, item.map(|i| i.version)),
+                        records::revision_write(&pk),
+                    ])
                     .await
                 {
                     Ok(()) => {

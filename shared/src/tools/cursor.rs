@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::ToolError;
 use crate::domain::{Date, PageId, TaskLinkId};
+use crate::notebook::AccessPosition;
 
 /// Where a list continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,10 @@ pub enum Cursor {
     Task(Date, TaskLinkId),
     /// `search_pages`: skip this many hits of the same query.
     Search { offset: usize, query: String },
+    /// `list_access`: before this record (newest first).
+    Access(AccessPosition),
+    /// `list_trash`: after this entry (its sort key `{deleted_at:012}#{p|t}#{id}`).
+    Trash(String),
 }
 
 /// A short fingerprint of a search query, so a cursor is not applied to another query.
@@ -42,6 +47,8 @@ impl Cursor {
             Cursor::Page(date, id) => format!("v1|p|{date}|{id}"),
             Cursor::Task(date, id) => format!("v1|t|{date}|{id}"),
             Cursor::Search { offset, query } => format!("v1|s|{offset}|{query}"),
+            Cursor::Access(p) => format!("v1|a|{}", p.encode()),
+            Cursor::Trash(key) => format!("v1|r|{key}"),
         };
         URL_SAFE_NO_PAD.encode(plain)
     }
@@ -68,6 +75,19 @@ impl Cursor {
                     offset: offset.parse().ok()?,
                     query: (*query).to_owned(),
                 })
+            }
+            ["v1", "a", position] => AccessPosition::parse(position).map(Cursor::Access),
+            ["v1", "r", key] => {
+                // `{deleted_at:012}#{p|t}#{id}`, each part parsed.
+                let mut parts = key.splitn(3, '#');
+                let (at, kind, id) = (parts.next()?, parts.next()?, parts.next()?);
+                let at: i64 = at.parse().ok().filter(|_| at.len() == 12)?;
+                match kind {
+                    "p" => PageId::parse(id).ok().map(|id| id.to_string()),
+                    "t" => TaskLinkId::parse(id).ok().map(|id| id.to_string()),
+                    _ => None,
+                }
+                .map(|id| Cursor::Trash(format!("{at:012}#{kind}#{id}")))
             }
             _ => None,
         }
@@ -104,6 +124,24 @@ pub fn task(s: Option<&str>) -> Result<Option<(Date, TaskLinkId)>, ToolError> {
     }
 }
 
+/// The `cursor` of `list_access`.
+pub fn access(s: Option<&str>) -> Result<Option<AccessPosition>, ToolError> {
+    match given(s) {
+        None => Ok(None),
+        Some(Some(Cursor::Access(p))) => Ok(Some(p)),
+        Some(_) => Err(refused()),
+    }
+}
+
+/// The `cursor` of `list_trash`: the sort key to continue after.
+pub fn trash(s: Option<&str>) -> Result<Option<String>, ToolError> {
+    match given(s) {
+        None => Ok(None),
+        Some(Some(Cursor::Trash(key))) => Ok(Some(key)),
+        Some(_) => Err(refused()),
+    }
+}
+
 /// The `cursor` of `search_pages` for `query`: the offset to continue at.
 pub fn search(s: Option<&str>, query: &str) -> Result<usize, ToolError> {
     match given(s) {
@@ -122,7 +160,7 @@ mod tests {
         let date = Date::parse("2026-06-19").unwrap();
         let page_id = PageId::new();
         let c = Cursor::Page(date, page_id.clone()).encode();
-        assert_eq!(page(Some(&c)).unwrap(), Some((date, page_id)));
+        assert_eq!(page(Some(&c)).unwrap(), Some((date, page_id.clone())));
         // Not a task cursor, nor a search cursor.
         assert!(task(Some(&c)).is_err());
         assert!(search(Some(&c), "x").is_err());
@@ -130,6 +168,19 @@ mod tests {
         let s = Cursor::search(20, "api spec").encode();
         assert_eq!(search(Some(&s), "api spec").unwrap(), 20);
         assert!(search(Some(&s), "other words").is_err());
+
+        let key = format!("{:012}#p#{page_id}", 1_780_000_000);
+        let r = Cursor::Trash(key.clone()).encode();
+        assert_eq!(trash(Some(&r)).unwrap(), Some(key));
+        assert!(page(Some(&r)).is_err() && trash(Some(&c)).is_err());
+        for bad in [
+            "v1|r|1780000000#p#x",
+            "v1|r|001780000000#q#0f9e8d7c-1234-4abc-8def-0123456789ab",
+            "v1|r|001780000000#p#../U#mallory",
+            "v1|r|1780000000000#p#0f9e8d7c-1234-4abc-8def-0123456789ab",
+        ] {
+            assert!(trash(Some(&URL_SAFE_NO_PAD.encode(bad))).is_err(), "{bad}");
+        }
 
         assert_eq!(page(Some("")).unwrap(), None, "empty is no cursor");
         for bad in [
@@ -142,7 +193,15 @@ mod tests {
             assert!(page(Some(bad)).is_err(), "{bad}");
             assert!(task(Some(bad)).is_err(), "{bad}");
             assert!(search(Some(bad), "x").is_err(), "{bad}");
+            assert!(access(Some(bad)).is_err(), "{bad}");
         }
+        let position = AccessPosition {
+            at_ms: 1_780_000_000_000,
+            nonce: 7,
+        };
+        let a = Cursor::Access(position).encode();
+        assert_eq!(access(Some(&a)).unwrap(), Some(position));
+        assert!(page(Some(&a)).is_err(), "not a page cursor");
         assert_eq!(page(None).unwrap(), None);
         assert!(
             refused().to_string().contains("'cursor'"),

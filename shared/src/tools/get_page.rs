@@ -3,8 +3,12 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, ToolClass, ToolDef, ToolError, nullable, object_schema};
+use super::{
+    Ctx, ToolClass, ToolDef, ToolError, if_revision_schema, nullable, object_schema, revisable,
+    unchanged, with_revision,
+};
 use crate::auth::Scope;
+use crate::notebook::Revised;
 
 pub fn def() -> ToolDef {
     let line = object_schema(
@@ -38,7 +42,7 @@ pub fn def() -> ToolDef {
     ToolDef {
         name: "get_page",
         title: "Read a notebook page",
-        description: "Read one page: its OCR text and markdown, its lines (section, notation, and for task lines the reconciled status, written like the page's own: open, done, cancelled, migrated), and signed links to its PDF/PNG that expire after signed_url_ttl_seconds.",
+        description: "Read one page: its OCR text and markdown, its lines (section, notation, and for task lines the reconciled status, written like the page's own: open, done, cancelled, migrated), and signed links to its PDF/PNG that expire after signed_url_ttl_seconds. Pass the revision of a page you already read as if_revision: if nothing on it changed, the answer is only {unchanged: true, revision}.",
         scope: Scope::Read,
         class: ToolClass::Pages,
         read_only: true,
@@ -46,10 +50,13 @@ pub fn def() -> ToolDef {
         idempotent: true,
         open_world: false,
         input_schema: object_schema(
-            json!({ "page_id": { "type": "string", "description": "A page_id from list_pages or search_pages." } }),
+            json!({
+                "page_id": { "type": "string", "description": "A page_id from list_pages or search_pages." },
+                "if_revision": if_revision_schema()
+            }),
             &["page_id"],
         ),
-        output_schema: object_schema(
+        output_schema: revisable(object_schema(
             json!({
                 "page_id": { "type": "string" },
                 "date": { "type": "string" },
@@ -76,15 +83,23 @@ pub fn def() -> ToolDef {
                 "signed_url_ttl_seconds",
                 "page_url",
             ],
-        ),
+        )),
         handler: |ctx| Box::pin(run(ctx)),
     }
 }
 
 async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
     let page_id = ctx.args.page_id("page_id")?;
-    let p = ctx.notebook.get_page(&ctx.principal.user, &page_id).await?;
-    Ok(json!({
+    let if_revision = ctx.args.opt_str("if_revision")?;
+    let (p, revision) = match ctx
+        .notebook
+        .get_page_if(&ctx.principal.user, &page_id, if_revision)
+        .await?
+    {
+        Revised::Unchanged { revision } => return Ok(unchanged(revision)),
+        Revised::Full { value, revision } => (value, revision),
+    };
+    let answer = json!({
         "page_id": p.page_id,
         "date": p.date,
         "has_ink": p.has_ink,
@@ -96,5 +111,6 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         "png_url": p.png_url,
         "signed_url_ttl_seconds": p.signed_url_ttl_seconds,
         "page_url": ctx.notebook.page_url(&p.page_id),
-    }))
+    });
+    Ok(with_revision(answer, revision))
 }

@@ -137,6 +137,11 @@ pub async fn serve(
         }
         _ => Err(ToolError::UnknownTool(tool.clone())),
     };
+    // The call's access record is written before its answer leaves: no answer without it.
+    let outcome = match (outcome, dispatch.settle().await) {
+        (Ok(_), Err(e)) => Err(e),
+        (outcome, _) => outcome,
+    };
     ToolReply::from_outcome(&tool, outcome)
 }
 
@@ -207,6 +212,7 @@ mod tests {
                 user: UserId::parse("alice").unwrap(),
                 scope: Scope::Read,
                 credential_id: "tok".into(),
+                client: None,
             },
             tool: tool.into(),
             arguments: arguments.as_object().cloned().unwrap(),

@@ -5,16 +5,17 @@ use serde_json::{Value, json};
 
 use super::cursor::{self, Cursor};
 use super::{
-    Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, cursor_schema, limit_schema, object_schema,
-    paged_object_schema,
+    Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, cursor_schema, if_revision_schema,
+    limit_schema, object_schema, paged_object_schema, revisable, unchanged, with_revision,
 };
 use crate::auth::Scope;
+use crate::notebook::revision_token;
 
 pub fn def() -> ToolDef {
     ToolDef {
         name: "list_pages",
         title: "List notebook pages",
-        description: "List the notebook's pages, newest first. `from` and `to` (YYYY-MM-DD, inclusive) narrow the dates; `limit` defaults to 50 (max 200; more counts as 200). When more pages follow, `next_cursor` is set: pass it as `cursor` to continue.",
+        description: "List the notebook's pages, newest first. `from` and `to` (YYYY-MM-DD, inclusive) narrow the dates; `limit` defaults to 50 (max 200; more counts as 200). When more pages follow, `next_cursor` is set: pass it as `cursor` to continue. Pass the revision of an answer you have to the same call as `if_revision`: if the notebook did not change, the answer is only {unchanged: true, revision}.",
         scope: Scope::Read,
         class: ToolClass::Pages,
         read_only: true,
@@ -26,11 +27,12 @@ pub fn def() -> ToolDef {
                 "from": { "type": "string", "pattern": DATE_PATTERN, "description": "First date, inclusive (YYYY-MM-DD)." },
                 "to": { "type": "string", "pattern": DATE_PATTERN, "description": "Last date, inclusive (YYYY-MM-DD)." },
                 "limit": limit_schema(50, 200),
-                "cursor": cursor_schema()
+                "cursor": cursor_schema(),
+                "if_revision": if_revision_schema()
             }),
             &[],
         ),
-        output_schema: paged_object_schema(
+        output_schema: revisable(paged_object_schema(
             json!({ "pages": { "type": "array", "items": object_schema(json!({
                 "page_id": { "type": "string" },
                 "date": { "type": "string" },
@@ -39,7 +41,7 @@ pub fn def() -> ToolDef {
                 "page_url": { "type": "string", "description": "The page's stable link: it shows the page to its owner after sign-in." }
             }), &["page_id", "date", "has_ink", "has_ocr", "page_url"]) } }),
             &["pages"],
-        ),
+        )),
         handler: |ctx| Box::pin(run(ctx)),
     }
 }
@@ -53,7 +55,22 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
     {
         return Err(ToolError::invalid("from", "must not be after 'to'"));
     }
-    let after = cursor::page(ctx.args.opt_str("cursor")?)?;
+    let cursor = ctx.args.opt_str("cursor")?;
+    let after = cursor::page(cursor)?;
+    // Read before the pages: a write in between gives an older revision with newer pages, so
+    // the next call gets the whole answer again (never a stale "unchanged").
+    let notebook = ctx.notebook.notebook_revision(&ctx.principal.user).await?;
+    let revision = revision_token(&[
+        "list_pages",
+        &notebook.to_string(),
+        &from.map(|d| d.to_string()).unwrap_or_default(),
+        &to.map(|d| d.to_string()).unwrap_or_default(),
+        &limit.to_string(),
+        cursor.unwrap_or_default(),
+    ]);
+    if ctx.args.opt_str("if_revision")? == Some(revision.as_str()) {
+        return Ok(unchanged(revision));
+    }
     let (pages, more) = ctx
         .notebook
         .list_pages_after(
@@ -80,5 +97,8 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
             })
         })
         .collect();
-    Ok(json!({ "pages": pages, "next_cursor": next_cursor, "limit_applied": limit }))
+    Ok(with_revision(
+        json!({ "pages": pages, "next_cursor": next_cursor, "limit_applied": limit }),
+        revision,
+    ))
 }

@@ -5,12 +5,18 @@
 mod args;
 mod create_task;
 mod cursor;
+mod delete_page;
+mod delete_task;
 mod fetch;
 mod get_page;
 pub mod invocation;
+mod list_access;
 mod list_pages;
 mod list_tasks;
+mod list_trash;
 pub mod resources;
+mod restore_page;
+mod restore_task;
 mod search;
 mod search_pages;
 mod update_task_status;
@@ -22,8 +28,10 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 pub use args::Args;
+pub use list_access::{record_json as access_record_json, rfc3339_ms};
 
 use crate::auth::{Principal, Scope};
+use crate::domain::{PageId, TaskLinkId};
 use crate::notebook::{Notebook, NotebookError};
 
 /// Why a tool call failed. `Invalid`/`NotFound` are business failures the model can act on
@@ -59,7 +67,7 @@ impl From<NotebookError> for ToolError {
     fn from(e: NotebookError) -> Self {
         match e {
             NotebookError::NotFound(what) => ToolError::NotFound(what),
-            NotebookError::Invalid(m) => ToolError::Rejected(m),
+            NotebookError::Invalid(m) | NotebookError::InTrash(m) => ToolError::Rejected(m),
             other => ToolError::Internal(other),
         }
     }
@@ -79,9 +87,10 @@ type Handler = for<'a> fn(Ctx<'a>) -> BoxFuture<'a, Result<Value, ToolError>>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolClass {
-    /// list_pages, get_page, search_pages, search, fetch.
+    /// list_pages, get_page, search_pages, search, fetch, delete_page, restore_page,
+    /// list_trash.
     Pages,
-    /// list_tasks, create_task, update_task_status.
+    /// list_tasks, create_task, update_task_status, delete_task, restore_task.
     Tasks,
 }
 
@@ -133,6 +142,12 @@ static CATALOG: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         update_task_status::def(),
         search::def(),
         fetch::def(),
+        delete_page::def(),
+        restore_page::def(),
+        delete_task::def(),
+        restore_task::def(),
+        list_trash::def(),
+        list_access::def(),
     ]
 });
 
@@ -163,6 +178,12 @@ pub trait Dispatch: Send + Sync {
         principal: &Principal,
         uri: &str,
     ) -> Result<Vec<Value>, ToolError>;
+
+    /// Writes what the calls so far left to write (their access records) before a reply
+    /// leaves: a class function calls it after each call. Nothing to do by default.
+    async fn settle(&self) -> Result<(), ToolError> {
+        Ok(())
+    }
 }
 
 /// The tool `name`, when `principal` may call it. The HTTP layer answers 403 before any
@@ -194,12 +215,16 @@ impl Dispatch for InProcess {
         let tool = permitted(principal, name)?;
         let args = Args::new(&args, tool.input_schema["properties"].as_object());
         args.check_known()?;
-        (tool.handler)(Ctx {
+        let result = (tool.handler)(Ctx {
             notebook: &self.notebook,
             principal,
             args,
         })
-        .await
+        .await?;
+        if let Some(opened) = opened(tool.name, &result) {
+            self.record(principal, tool.name, opened);
+        }
+        Ok(result)
     }
 
     async fn read_resource(
@@ -207,8 +232,109 @@ impl Dispatch for InProcess {
         principal: &Principal,
         uri: &str,
     ) -> Result<Vec<Value>, ToolError> {
-        resources::read(&self.notebook, principal, uri).await
+        let contents = resources::read(&self.notebook, principal, uri).await?;
+        let mut opened = Opened::default();
+        for c in &contents {
+            if let Some(uri) = c["uri"].as_str().and_then(resources::NibUri::parse) {
+                opened.add_uri(uri);
+            }
+        }
+        self.record(principal, resources::READ_RESOURCE, opened);
+        Ok(contents)
     }
+
+    async fn settle(&self) -> Result<(), ToolError> {
+        self.notebook
+            .access_log()
+            .flush()
+            .await
+            .map(drop)
+            .map_err(ToolError::Internal)
+    }
+}
+
+impl InProcess {
+    fn record(&self, principal: &Principal, tool: &str, opened: Opened) {
+        self.notebook.access_log().record(
+            &principal.user,
+            &principal.credential_id,
+            principal.client.as_deref(),
+            tool,
+            opened.pages,
+            opened.tasks,
+        );
+    }
+}
+
+/// The tools whose calls are not recorded: they open no notebook content (the access record
+/// itself is not the notebook).
+const UNRECORDED: &[&str] = &["list_access"];
+
+/// The pages and tasks a call opened, in the order its result names them.
+#[derive(Debug, Default, PartialEq)]
+pub struct Opened {
+    pub pages: Vec<PageId>,
+    pub tasks: Vec<TaskLinkId>,
+}
+
+impl Opened {
+    fn page(&mut self, id: PageId) {
+        if !self.pages.contains(&id) {
+            self.pages.push(id);
+        }
+    }
+
+    fn task(&mut self, id: TaskLinkId) {
+        if !self.tasks.contains(&id) {
+            self.tasks.push(id);
+        }
+    }
+
+    fn add_uri(&mut self, uri: resources::NibUri) {
+        match uri {
+            resources::NibUri::Page(id) | resources::NibUri::PageImage(id) => self.page(id),
+            resources::NibUri::Task(id) => self.task(id),
+        }
+    }
+
+    /// Every `page_id` (and `id`, the connector tools' page id) and `task_link_id` anywhere in
+    /// `value`.
+    fn collect(&mut self, value: &Value) {
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map {
+                    match (key.as_str(), v.as_str()) {
+                        ("page_id" | "id", Some(s)) => {
+                            if let Ok(id) = PageId::parse(s) {
+                                self.page(id);
+                            }
+                        }
+                        ("task_link_id", Some(s)) => {
+                            if let Ok(id) = TaskLinkId::parse(s) {
+                                self.task(id);
+                            }
+                        }
+                        _ => self.collect(v),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| self.collect(v)),
+            _ => {}
+        }
+    }
+}
+
+/// What a successful call of `tool` answering `result` opened, for the access record; `None`
+/// when it records nothing: an unchanged answer (nothing was opened), or a tool of
+/// [`UNRECORDED`]. Every other tool is recorded by construction, new ones included: the ids
+/// come from the result, which names what the call showed.
+pub fn opened(tool: &str, result: &Value) -> Option<Opened> {
+    if UNRECORDED.contains(&tool) || result["unchanged"] == Value::Bool(true) {
+        return None;
+    }
+    let mut opened = Opened::default();
+    opened.collect(result);
+    Some(opened)
 }
 
 /// `{"type":"object","properties":...,"required":[...],"additionalProperties":false}`.
@@ -269,4 +395,45 @@ pub(crate) fn paged_object_schema(mut properties: Value, required: &[&str]) -> V
         names.push(name);
     }
     object_schema(properties, &names)
+}
+
+/// The `if_revision` argument of a read that may answer "unchanged".
+pub(crate) fn if_revision_schema() -> Value {
+    serde_json::json!({
+        "type": "string",
+        "description": "The revision of an answer you already have to this same call: if nothing it shows has changed, the answer is only {\"unchanged\": true, \"revision\"}. Any other value gets the whole answer.",
+    })
+}
+
+/// The output schema of a read that may answer "unchanged": the whole answer (`schema`, an
+/// [`object_schema`]) with `unchanged: false` and its `revision`, or only
+/// `{"unchanged": true, "revision"}`.
+pub(crate) fn revisable(mut schema: Value) -> Value {
+    schema["properties"]["revision"] = serde_json::json!({
+        "type": "string",
+        "description": "This answer's revision: pass it as if_revision to the same call to hear whether anything changed.",
+    });
+    schema["properties"]["unchanged"] = serde_json::json!({
+        "type": "boolean",
+        "description": "true: nothing changed since the answer of if_revision, and only revision is sent.",
+    });
+    let full = schema["required"].take();
+    schema["required"] = serde_json::json!(["unchanged", "revision"]);
+    schema["anyOf"] = serde_json::json!([
+        { "properties": { "unchanged": { "const": false } }, "required": full },
+        { "properties": { "unchanged": { "const": true } } },
+    ]);
+    schema
+}
+
+/// The answer of a read whose `if_revision` is current.
+pub(crate) fn unchanged(revision: String) -> Value {
+    serde_json::json!({ "unchanged": true, "revision": revision })
+}
+
+/// A whole answer (`value`, an object) with `unchanged: false` and its `revision`.
+pub(crate) fn with_revision(mut value: Value, revision: String) -> Value {
+    value["unchanged"] = Value::Bool(false);
+    value["revision"] = Value::String(revision);
+    value
 }

@@ -75,17 +75,16 @@ pub async fn read(
             Scope::Read
         )));
     }
-    let not_found = |e: ToolError| match e {
-        ToolError::NotFound(_) => ToolError::NotFound("resource"),
-        other => other,
+    // A page or task in the trash is no resource either.
+    let not_found = |e: crate::notebook::NotebookError| match e {
+        crate::notebook::NotebookError::NotFound(_)
+        | crate::notebook::NotebookError::InTrash(_) => ToolError::NotFound("resource"),
+        other => other.into(),
     };
     let user = &principal.user;
     match NibUri::parse(uri).ok_or(ToolError::NotFound("resource"))? {
         NibUri::Page(id) => {
-            let p = notebook
-                .get_page(user, &id)
-                .await
-                .map_err(|e| not_found(e.into()))?;
+            let p = notebook.get_page(user, &id).await.map_err(not_found)?;
             // As written when the page came as markdown (or was read by OCR); else its lines
             // as markdown (a text page, or a page create_task made), else its plain text.
             let text = match p.ocr_markdown {
@@ -104,7 +103,7 @@ pub async fn read(
             let image = notebook
                 .page_image(user, &id, IMAGE_CAP_BYTES)
                 .await
-                .map_err(|e| not_found(e.into()))?;
+                .map_err(not_found)?;
             Ok(vec![match image {
                 PageImage::Png(bytes) => json!({
                     "uri": uri,
@@ -120,10 +119,7 @@ pub async fn read(
             }])
         }
         NibUri::Task(id) => {
-            let t = notebook
-                .get_task(user, &id)
-                .await
-                .map_err(|e| not_found(e.into()))?;
+            let t = notebook.get_task(user, &id).await.map_err(not_found)?;
             let mut value = serde_json::to_value(&t).map_err(|e| {
                 ToolError::Internal(crate::notebook::NotebookError::Corrupt(e.to_string()))
             })?;

@@ -1,4 +1,5 @@
-//! `update_task_status {task_link_id, status}` -> `{"updated","status","text","notion_updated"}`.
+//! `update_task_status {task_link_id, status}` ->
+//! `{"task_link_id","updated","status","text","notion_updated"}`.
 
 use serde_json::{Value, json};
 
@@ -26,12 +27,19 @@ pub fn def() -> ToolDef {
         ),
         output_schema: object_schema(
             json!({
+                "task_link_id": { "type": "string" },
                 "updated": { "type": "boolean" },
                 "status": { "type": "string", "enum": ["todo", "done", "cancelled"] },
                 "text": { "type": "string" },
                 "notion_updated": { "type": "boolean" }
             }),
-            &["updated", "status", "text", "notion_updated"],
+            &[
+                "task_link_id",
+                "updated",
+                "status",
+                "text",
+                "notion_updated",
+            ],
         ),
         handler: |ctx| Box::pin(run(ctx)),
     }
@@ -48,6 +56,6 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .update_task_status_pushed(&ctx.principal.user, &id, status)
         .await?;
     Ok(
-        json!({ "updated": true, "status": t.status, "text": t.text, "notion_updated": notion_updated }),
+        json!({ "task_link_id": id, "updated": true, "status": t.status, "text": t.text, "notion_updated": notion_updated }),
     )
 }

@@ -90,11 +90,23 @@ impl Grants {
 
     /// True when the grant exists, belongs to `user` and is neither revoked nor expired.
     pub async fn is_active(&self, grant_id: &str, user: &UserId) -> Result<bool, StoreError> {
+        Ok(self.active_client(grant_id, user).await?.is_some())
+    }
+
+    /// The client name of the grant when it exists, belongs to `user` and is neither revoked
+    /// nor expired (for the access record); `None` otherwise.
+    pub async fn active_client(
+        &self,
+        grant_id: &str,
+        user: &UserId,
+    ) -> Result<Option<String>, StoreError> {
         let Some(item) = self.store.get(&grant_pk(grant_id), "GRANT").await? else {
-            return Ok(false);
+            return Ok(None);
         };
         Ok(serde_json::from_slice::<GrantRecord>(&item.body)
-            .is_ok_and(|g| &g.user == user && g.is_active(self.clock.unix())))
+            .ok()
+            .filter(|g| &g.user == user && g.is_active(self.clock.unix()))
+            .map(|g| g.client_name))
     }
 
     /// The user's grants, oldest first (revoked ones too, until they expire).

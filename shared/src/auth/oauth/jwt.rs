@@ -324,13 +324,14 @@ impl Verifier {
             .filter_map(Scope::parse)
             .max()
             .ok_or(TokenError::Invalid)?;
-        if !self.grants.is_active(&c.gid, &user).await? {
+        let Some(client) = self.grants.active_client(&c.gid, &user).await? else {
             return Err(TokenError::Invalid);
-        }
+        };
         Ok(Principal {
             user,
             scope,
             credential_id: format!("grant_{}", c.gid),
+            client: Some(client),
         })
     }
 }

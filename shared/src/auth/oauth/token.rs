@@ -75,9 +75,9 @@ fn refresh_key(token: &str) -> String {
 
 fn refresh_item(pk: String, record: &RefreshRecord, version: u64) -> Item {
     Item {
+        gsi1: Some((format!("U#{}#RT", record.user), pk.clone())),
         pk,
         sk: "RT".into(),
-        gsi1: None,
         version,
         expires_at: Some(record.expires),
         body: serde_json::to_vec(record).expect("refresh record serializes"),

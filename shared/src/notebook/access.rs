@@ -1,0 +1,394 @@
+//! The access record (issue 14): which client or token opened which pages and tasks, when,
+//! with which tool. Records hold ids only, never content or secrets, and expire after
+//! [`ACCESS_TTL_SECS`] (the store's `expires_at`: DynamoDB TTL on AWS, `is_live` everywhere).
+//!
+//! Items: `U#{user}` / `ACCESS#{unix ms, 13 digits}#{16 hex digits}` (newest last in the
+//! partition; the random suffix keeps two records of one millisecond apart).
+//!
+//! Writing is batched: [`AccessLog::record`] only appends to a bounded buffer in memory;
+//! [`AccessLog::flush`] writes what is there (transactions of up to 100 records, sent
+//! concurrently). Locally a flusher task (started by the first record) flushes every
+//! [`FLUSH_EVERY`] or as soon as [`FLUSH_BATCH`] records wait, and `nib serve` flushes at
+//! shutdown; a class function on Lambda turns the flusher off ([`AccessLog::flush_per_call`])
+//! and flushes before its reply leaves, so on AWS no answer leaves without its record.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::NotebookError;
+use super::records::{decode, encode, user_pk};
+use crate::domain::{PageId, TaskLinkId, UserId};
+use crate::ports::{Clock, Cond, Item, MAX_TRANSACTION_ITEMS, Query, Store, Write};
+
+/// How long a record is kept: 90 days.
+pub const ACCESS_TTL_SECS: i64 = 90 * 86_400;
+/// The sort-key prefix of access records.
+pub const ACCESS_PREFIX: &str = "ACCESS#";
+/// How often the local flusher writes what waits.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(500);
+/// How many waiting records wake the flusher before its interval.
+pub const FLUSH_BATCH: usize = 1_000;
+/// At most this many records wait in memory; more are dropped (and counted in a warning) while
+/// the store cannot take them.
+pub const BUFFER_CAP: usize = 20_000;
+/// At most this many ids of each kind per record (a list of 200 pages fits).
+pub const MAX_IDS: usize = 500;
+
+/// One access: when, by whom, with which tool, to which pages and tasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessRecord {
+    /// Unix milliseconds.
+    pub at_ms: i64,
+    /// The credential: an API token's id (`tok_...`), `grant_{id}` for an OAuth grant,
+    /// `page_session` for the page link's signed-in browser.
+    pub credential_id: String,
+    /// Its name: the OAuth client's name, or the API token's label, when it has one.
+    #[serde(default)]
+    pub client: Option<String>,
+    /// The tool (or `resources/read`).
+    pub tool: String,
+    #[serde(default)]
+    pub page_ids: Vec<PageId>,
+    #[serde(default)]
+    pub task_ids: Vec<TaskLinkId>,
+}
+
+/// The position of a record in its partition, for cursors: its sort key's two parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessPosition {
+    pub at_ms: i64,
+    pub nonce: u64,
+}
+
+fn access_sk(p: AccessPosition) -> String {
+    format!("{ACCESS_PREFIX}{:013}#{:016x}", p.at_ms.max(0), p.nonce)
+}
+
+fn parse_sk(sk: &str) -> Option<AccessPosition> {
+    let rest = sk.strip_prefix(ACCESS_PREFIX)?;
+    let (ms, nonce) = rest.split_once('#')?;
+    Some(AccessPosition {
+        at_ms: ms.parse().ok()?,
+        nonce: u64::from_str_radix(nonce, 16).ok()?,
+    })
+}
+
+/// The buffered writer of access records, one per notebook.
+pub struct AccessLog {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    pending: std::sync::Mutex<Vec<(UserId, AccessPosition, AccessRecord)>>,
+    /// Held across a whole flush, so a flush that returns has written everything that was
+    /// waiting when it was called (also what a concurrent flush had taken).
+    flushing: tokio::sync::Mutex<()>,
+    wake: tokio::sync::Notify,
+    /// Whether the first record starts the background flusher (local); off on Lambda.
+    background: AtomicBool,
+    started: AtomicBool,
+    dropped: AtomicU64,
+}
+
+impl AccessLog {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        AccessLog {
+            store,
+            clock,
+            pending: std::sync::Mutex::new(Vec::new()),
+            flushing: tokio::sync::Mutex::new(()),
+            wake: tokio::sync::Notify::new(),
+            background: AtomicBool::new(true),
+            started: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// No background flusher: the caller flushes after each call (a class function on
+    /// Lambda, where a frozen instance would hold records indefinitely).
+    pub fn flush_per_call(&self) {
+        self.background.store(false, Ordering::Relaxed);
+    }
+
+    /// Now, in unix milliseconds on the notebook's clock.
+    pub fn now_ms(&self) -> i64 {
+        self.clock
+            .now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// Appends a record of `user`'s notebook to the buffer (no I/O). Its time is now.
+    pub fn record(
+        self: &Arc<Self>,
+        user: &UserId,
+        credential_id: &str,
+        client: Option<&str>,
+        tool: &str,
+        mut page_ids: Vec<PageId>,
+        mut task_ids: Vec<TaskLinkId>,
+    ) {
+        page_ids.truncate(MAX_IDS);
+        task_ids.truncate(MAX_IDS);
+        let at_ms = self.now_ms();
+        let position = AccessPosition {
+            at_ms,
+            nonce: rand::random(),
+        };
+        let record = AccessRecord {
+            at_ms,
+            credential_id: credential_id.to_owned(),
+            client: client.map(str::to_owned),
+            tool: tool.to_owned(),
+            page_ids,
+            task_ids,
+        };
+        let waiting = {
+            let mut pending = self.pending.lock().expect("access buffer lock");
+            if pending.len() >= BUFFER_CAP {
+                drop(pending);
+                let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                if n.is_power_of_two() {
+                    tracing::warn!(%user, tool, dropped = n, "access record buffer full; records dropped");
+                }
+                return;
+            }
+            pending.push((user.clone(), position, record));
+            pending.len()
+        };
+        if self.background.load(Ordering::Relaxed) {
+            self.start_flusher();
+            if waiting >= FLUSH_BATCH {
+                self.wake.notify_one();
+            }
+        }
+    }
+
+    fn start_flusher(self: &Arc<Self>) {
+        if self.started.load(Ordering::Relaxed) || self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.started.store(false, Ordering::Release);
+            return;
+        };
+        // Weak between rounds: the task ends within a round of the notebook going away (after
+        // writing what it left).
+        let weak = Arc::downgrade(self);
+        runtime.spawn(async move {
+            loop {
+                let Some(log) = weak.upgrade() else { return };
+                let _ = tokio::time::timeout(FLUSH_EVERY, log.wake.notified()).await;
+                if let Err(e) = log.flush().await {
+                    tracing::warn!(error = %crate::telemetry::chain(&e), "could not write access records; keeping them for the next flush");
+                }
+            }
+        });
+    }
+
+    /// How many records wait.
+    pub fn pending(&self) -> usize {
+        self.pending.lock().expect("access buffer lock").len()
+    }
+
+    /// Writes every waiting record. On a failure the records not written go back into the
+    /// buffer (room permitting) and the error is returned.
+    pub async fn flush(&self) -> Result<usize, NotebookError> {
+        let _one = self.flushing.lock().await;
+        let batch = std::mem::take(&mut *self.pending.lock().expect("access buffer lock"));
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let chunks: Vec<Vec<(UserId, AccessPosition, AccessRecord)>> = batch
+            .chunks(MAX_TRANSACTION_ITEMS)
+            .map(<[_]>::to_vec)
+            .collect();
+        let results = futures::future::join_all(chunks.iter().map(|chunk| {
+            let writes = chunk
+                .iter()
+                .map(|(user, position, record)| {
+                    Write::put(
+                        Item {
+                            pk: user_pk(user),
+                            sk: access_sk(*position),
+                            gsi1: None,
+                            version: 1,
+                            expires_at: Some(record.at_ms / 1000 + ACCESS_TTL_SECS),
+                            body: encode(record),
+                        },
+                        Cond::None,
+                    )
+                })
+                .collect();
+            self.store.transact(writes)
+        }))
+        .await;
+        let mut written = 0;
+        let mut failed = Vec::new();
+        let mut error = None;
+        for (chunk, result) in chunks.into_iter().zip(results) {
+            match result {
+                Ok(()) => written += chunk.len(),
+                Err(e) => {
+                    failed.extend(chunk);
+                    error = Some(e);
+                }
+            }
+        }
+        if let Some(e) = error {
+            let mut pending = self.pending.lock().expect("access buffer lock");
+            let room = BUFFER_CAP.saturating_sub(pending.len());
+            let lost = failed.len().saturating_sub(room);
+            failed.truncate(room);
+            failed.append(&mut pending);
+            *pending = failed;
+            if lost > 0 {
+                self.dropped.fetch_add(lost as u64, Ordering::Relaxed);
+                tracing::warn!(dropped = lost, "access record buffer full; records dropped");
+            }
+            return Err(e.into());
+        }
+        Ok(written)
+    }
+
+    /// The user's records, newest first: those at or after `since_ms`, before `before` (the
+    /// last one of the previous call), at most `limit`, and whether more follow.
+    pub async fn list(
+        &self,
+        user: &UserId,
+        since_ms: Option<i64>,
+        before: Option<AccessPosition>,
+        limit: usize,
+    ) -> Result<(Vec<(AccessPosition, AccessRecord)>, bool), NotebookError> {
+        let mut query = Query::table(user_pk(user), ACCESS_PREFIX);
+        query.reverse = true;
+        query.from = since_ms.map(|ms| {
+            access_sk(AccessPosition {
+                at_ms: ms,
+                nonce: 0,
+            })
+        });
+        let skip = before.map(access_sk);
+        query.to = skip.clone();
+        let want = limit + 1;
+        query.limit = want + usize::from(skip.is_some());
+        let mut out = Vec::with_capacity(want);
+        loop {
+            let page = self.store.query(&query).await?;
+            for item in page.items {
+                if skip.as_deref() == Some(item.sk.as_str()) {
+                    continue;
+                }
+                let Some(position) = parse_sk(&item.sk) else {
+                    continue;
+                };
+                out.push((position, decode("access record", &item.body)?));
+            }
+            match page.next {
+                Some(next) if out.len() < want => {
+                    query.after = Some(next);
+                    query.limit = want - out.len();
+                }
+                _ => break,
+            }
+        }
+        let more = out.len() > limit;
+        out.truncate(limit);
+        Ok((out, more))
+    }
+}
+
+impl AccessPosition {
+    /// For cursors: `{at_ms}.{nonce hex}`.
+    pub fn encode(&self) -> String {
+        format!("{}.{:016x}", self.at_ms, self.nonce)
+    }
+
+    pub fn parse(s: &str) -> Option<AccessPosition> {
+        let (ms, nonce) = s.split_once('.')?;
+        if nonce.len() != 16 {
+            return None;
+        }
+        Some(AccessPosition {
+            at_ms: ms.parse().ok().filter(|ms: &i64| *ms >= 0)?,
+            nonce: u64::from_str_radix(nonce, 16).ok()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::embedded::EmbeddedStore;
+    use crate::ports::SystemClock;
+
+    fn log() -> (tempfile::TempDir, Arc<AccessLog>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(EmbeddedStore::open(&dir.path().join("s.redb")).unwrap());
+        (dir, Arc::new(AccessLog::new(store, Arc::new(SystemClock))))
+    }
+
+    #[tokio::test]
+    async fn records_wait_in_memory_until_flushed_then_list_newest_first() {
+        let (_dir, log) = log();
+        log.flush_per_call();
+        let alice = UserId::parse("alice").unwrap();
+        let bob = UserId::parse("bob").unwrap();
+        let page = PageId::new();
+        for tool in ["list_pages", "get_page", "search"] {
+            log.record(
+                &alice,
+                "tok_a",
+                Some("laptop"),
+                tool,
+                vec![page.clone()],
+                vec![],
+            );
+        }
+        log.record(&bob, "grant_b", None, "list_tasks", vec![], vec![]);
+        assert_eq!(log.list(&alice, None, None, 10).await.unwrap().0.len(), 0);
+        assert_eq!(log.pending(), 4);
+        assert_eq!(log.flush().await.unwrap(), 4);
+        assert_eq!(log.pending(), 0);
+        let (first, more) = log.list(&alice, None, None, 2).await.unwrap();
+        assert!(more);
+        assert_eq!(first.len(), 2);
+        let (rest, more) = log.list(&alice, None, Some(first[1].0), 2).await.unwrap();
+        assert!(!more);
+        assert_eq!(rest.len(), 1);
+        let all: Vec<_> = first.iter().chain(&rest).collect();
+        assert!(all.windows(2).all(|w| w[0].0.at_ms >= w[1].0.at_ms));
+        assert!(
+            all.iter()
+                .all(|(_, r)| r.client.as_deref() == Some("laptop"))
+        );
+        // Bob's record is in bob's partition only.
+        let bobs = log.list(&bob, None, None, 10).await.unwrap().0;
+        assert_eq!(bobs.len(), 1);
+        assert_eq!(bobs[0].1.tool, "list_tasks");
+        // Nothing since the future.
+        let later = log.now_ms() + 60_000;
+        assert!(
+            log.list(&alice, Some(later), None, 10)
+                .await
+                .unwrap()
+                .0
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn positions_round_trip_and_garbage_does_not_parse() {
+        let p = AccessPosition {
+            at_ms: 1_780_000_000_123,
+            nonce: 0xdead_beef,
+        };
+        assert_eq!(AccessPosition::parse(&p.encode()), Some(p));
+        assert_eq!(parse_sk(&access_sk(p)), Some(p));
+        for bad in ["", "1.2", "x.00000000deadbeef", "-1.00000000deadbeef", "1"] {
+            assert_eq!(AccessPosition::parse(bad), None, "{bad}");
+        }
+    }
+}
