@@ -296,7 +296,7 @@ impl Notebook {
     ) -> Result<Trashed, NotebookError> {
         let pk = user_pk(user);
         for attempt in 0..MAX_ATTEMPTS {
-            let Some(page) = self.load_page(user, &keys, page_id).await? else {
+            let Some(page) = self.load_page(user, keys, page_id).await? else {
                 if let Some(item) = self.store.get(&pk, &trash_page_sk(page_id)).await? {
                     let t: TrashedPage = decode("trashed page", &item.body)?;
                     return Ok(Trashed {
@@ -319,7 +319,7 @@ impl Notebook {
             let now = self.clock.unix();
             let purge_at = now + TRASH_DAYS * DAY_SECONDS;
             let (writes, postings, tasks) = self
-                .trash_page_writes(user, &keys, page, now, purge_at)
+                .trash_page_writes(user, keys, page, now, purge_at)
                 .await?;
             match self
                 .commit_with_postings(user, writes, postings, false)
