@@ -16,8 +16,8 @@
 #   no user's key is wrapped with. mcp has no statement on it.
 # - The storage key is usable by a role only through the service that encrypts with it
 #   (kms:ViaService): a role can read an encrypted item or object, never decrypt on its own.
-# - tasks has no S3 permission. pages may read page images (u/). ingest reads uploads/ and
-#   writes u/.
+# - tasks has no S3 permission. pages may read page images (u/) and re-tag them by copying
+#   them onto themselves (the trash). ingest reads uploads/ and writes u/.
 # - Only ingest may call Textract, and only textract:DetectDocumentText (the page goes in the
 #   request, so Textract reads nothing of the bucket and needs no S3 permission).
 # - Only mcp may invoke pages and tasks (no other role has lambda:InvokeFunction, and no
@@ -127,14 +127,23 @@ data "aws_iam_policy_document" "mcp" {
 }
 
 # ---------------------------------------------------------------------------------------------
-# pages: list_pages, get_page, search_pages, search, fetch. Reads; writes only a user's first
-# data-key item (the key vault creates it on first use, even on a read).
+# pages: list_pages, get_page, search_pages, search, fetch, and the trash tools delete_page,
+# restore_page, list_trash (their transactions put, delete, update and condition-check items
+# of the user's partitions), plus the access record and a user's first data-key item.
 
 data "aws_iam_policy_document" "pages" {
   statement {
-    sid       = "UserPartitions"
-    effect    = "Allow"
-    actions   = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem"]
+    sid    = "UserPartitions"
+    effect = "Allow"
+    actions = [
+      "dynamodb:BatchGetItem",
+      "dynamodb:ConditionCheckItem",
+      "dynamodb:DeleteItem",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+      "dynamodb:UpdateItem",
+    ]
     resources = local.table_and_index
     condition {
       test     = "ForAllValues:StringLike"
@@ -167,6 +176,29 @@ data "aws_iam_policy_document" "pages" {
     effect    = "Allow"
     actions   = ["s3:GetObject"]
     resources = [local.pages_objects]
+  }
+
+  # The trash marks a page's images by copying each onto itself with the tag nib-trash=1 (and
+  # back without it): GetObjectTagging to see the mark, PutObjectTagging for the copy's tags,
+  # and PutObject only as a copy of a page image (x-amz-copy-source in u/), so pages can
+  # re-tag images but never write new bytes.
+  statement {
+    sid       = "MarkTrashedPageImages"
+    effect    = "Allow"
+    actions   = ["s3:GetObjectTagging", "s3:PutObjectTagging"]
+    resources = [local.pages_objects]
+  }
+
+  statement {
+    sid       = "CopyPageImagesOntoThemselves"
+    effect    = "Allow"
+    actions   = ["s3:PutObject"]
+    resources = [local.pages_objects]
+    condition {
+      test     = "StringLike"
+      variable = "s3:x-amz-copy-source"
+      values   = ["${aws_s3_bucket.pages.bucket}/u/*"]
+    }
   }
 
   statement {

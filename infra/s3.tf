@@ -60,6 +60,30 @@ resource "aws_s3_bucket_lifecycle_configuration" "pages" {
     }
   }
 
+  # Trash: delete_page copies a page's images onto themselves tagged nib-trash=1 (a new current
+  # version, so the days count from the delete); restore_page copies them back untagged. 31 days
+  # = the trash's 30 (TRASH_DAYS) + 1, so the images outlive the restorable page
+  # (ASSET_PURGE_DAYS). The version that was current before the delete is noncurrent from then
+  # and goes with expire-old-versions (noncurrent_version_expiry_days); a tagged version that is
+  # no longer current (restored, or expired here) goes a day later, so no copy of a purged
+  # page's images outlives max(31 + 1, noncurrent_version_expiry_days) days after the delete.
+  rule {
+    id     = "purge-trashed-images"
+    status = "Enabled"
+    filter {
+      tag {
+        key   = "nib-trash"
+        value = "1"
+      }
+    }
+    expiration {
+      days = 31
+    }
+    noncurrent_version_expiration {
+      noncurrent_days = 1
+    }
+  }
+
   rule {
     id     = "expire-old-versions"
     status = "Enabled"

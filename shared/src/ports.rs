@@ -362,6 +362,12 @@ pub enum AssetsError {
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
+/// Trashed page files are deleted this many days after they were marked: a day after the
+/// trashed page itself expires, so a restore in its last hour still finds them (and the mark,
+/// set just before the delete's transaction, never runs out before the page does). S3: the
+/// lifecycle rule `purge-trashed-images` of `infra/s3.tf` (asserted equal by tests/infra).
+pub const ASSET_PURGE_DAYS: i64 = crate::notebook::TRASH_DAYS + 1;
+
 /// Page images: S3 in production, a directory in local mode. Never proxied through tool calls:
 /// readers get short-lived signed URLs.
 #[async_trait]
@@ -388,6 +394,34 @@ pub trait Assets: Send + Sync {
         kind: AssetKind,
         ttl_seconds: u64,
     ) -> Result<String, AssetsError>;
+    /// Marks the page's files of `kinds` as trashed (`delete_page`): the asset store deletes
+    /// them [`ASSET_PURGE_DAYS`] after the mark by itself (S3: a lifecycle rule on the tag
+    /// `nib-trash=1`; locally: the trash folder's sweep), unless [`Assets::untrash`] comes
+    /// first. A kind the page has no file of, or a file already marked, is no error.
+    async fn trash(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kinds: &[AssetKind],
+    ) -> Result<(), AssetsError> {
+        let _ = (user, page, kinds);
+        Err(AssetsError::Unavailable(
+            "this asset store cannot trash a page's files".into(),
+        ))
+    }
+    /// Takes the trash mark off the page's files of `kinds` (`restore_page`, and its retry):
+    /// files not marked, or missing, are left as they are.
+    async fn untrash(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kinds: &[AssetKind],
+    ) -> Result<(), AssetsError> {
+        let _ = (user, page, kinds);
+        Err(AssetsError::Unavailable(
+            "this asset store cannot restore a page's files".into(),
+        ))
+    }
     /// Deletes every asset of the user, under all of the user's prefixes (page images, and
     /// uploads where the back end has them); the number deleted. Deleting nothing is not an
     /// error, so it can run again (account deletion, `crate::account`).

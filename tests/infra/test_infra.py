@@ -374,10 +374,16 @@ def test_mcp_and_oauth_have_no_s3(role_statements) -> None:
 
 
 def test_s3_grants_are_per_prefix(role_statements) -> None:
-    # pages reads page images; ingest reads uploads and writes page images. Nothing lists,
-    # deletes, or touches the bucket itself.
+    # pages reads page images and re-tags them by copying them onto themselves (the trash);
+    # ingest reads uploads and writes page images. Nothing lists, deletes, or touches the
+    # bucket itself.
     expected = {
-        "pages": {("s3:GetObject", "${aws_s3_bucket.pages.arn}/u/*")},
+        "pages": {
+            ("s3:GetObject", "${aws_s3_bucket.pages.arn}/u/*"),
+            ("s3:GetObjectTagging", "${aws_s3_bucket.pages.arn}/u/*"),
+            ("s3:PutObjectTagging", "${aws_s3_bucket.pages.arn}/u/*"),
+            ("s3:PutObject", "${aws_s3_bucket.pages.arn}/u/*"),
+        },
         "ingest": {
             ("s3:GetObject", "${aws_s3_bucket.pages.arn}/uploads/*"),
             ("s3:PutObject", "${aws_s3_bucket.pages.arn}/u/*"),
@@ -387,6 +393,44 @@ def test_s3_grants_are_per_prefix(role_statements) -> None:
         got = {(a, r) for s in role_statements[fn] if s.touches("s3")
                for a in s.actions for r in s.resources}
         assert got == grants, fn
+
+
+def test_pages_writes_page_images_only_as_copies_of_page_images(role_statements) -> None:
+    # The trash's CopyObject onto the same key: pages never uploads bytes of its own.
+    puts = [s for s in role_statements["pages"] if "s3:PutObject" in s.actions]
+    assert puts
+    for s in puts:
+        assert s.actions == ["s3:PutObject"], s
+        assert s.condition("StringLike", "s3:x-amz-copy-source") == [
+            "${aws_s3_bucket.pages.bucket}/u/*"
+        ], s
+
+
+def trash_days() -> int:
+    source = (INFRA.parent / "shared/src/notebook/trash.rs").read_text()
+    m = re.search(r"pub const TRASH_DAYS: i64 = (\d+);", source)
+    assert m, "TRASH_DAYS in shared/src/notebook/trash.rs"
+    return int(m.group(1))
+
+
+def test_trashed_page_images_expire_a_day_after_the_trash(infra: Infra) -> None:
+    # delete_page tags a page's images nib-trash=1 by copying them onto themselves (the days
+    # count from the delete); they must outlive the 30 restorable days (ASSET_PURGE_DAYS =
+    # TRASH_DAYS + 1), and their tagged noncurrent versions go soon after.
+    rules = as_list(infra.resource("aws_s3_bucket_lifecycle_configuration", "pages")["rule"])
+    tagged = [
+        r for r in rules
+        if r["status"] == "Enabled" and as_list(r.get("filter"))
+        and as_list(as_list(r["filter"])[0].get("tag")) == [{"key": "nib-trash", "value": "1"}]
+    ]
+    assert len(tagged) == 1, rules
+    rule = tagged[0]
+    assert as_list(rule["expiration"])[0]["days"] == trash_days() + 1
+    assert as_list(rule["noncurrent_version_expiration"])[0]["noncurrent_days"] == 1
+    # The rule on every object removes the version current before the delete, and the delete
+    # markers, in time too.
+    everything = [r for r in rules if as_list(r.get("filter")) in ([], [{}])]
+    assert everything and "noncurrent_version_expiration" in everything[0], rules
 
 
 def test_bucket_blocks_public_access(infra: Infra) -> None:

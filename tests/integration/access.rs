@@ -491,21 +491,7 @@ pub async fn nib_access_list_shows_the_record(app: TestApp) {
         }
         _ => {
             let config = app.aws_config.as_ref().unwrap();
-            cmd.arg("--data-dir")
-                .arg(data.path())
-                .arg("--backend")
-                .arg("aws")
-                .env("NIB_TABLE", &config.table)
-                .env("NIB_BUCKET", &config.bucket)
-                .env("NIB_KMS_KEY_ID", &config.kms_key_id)
-                .env("NIB_PUBLIC_URL", "https://nib.example.com")
-                .env("AWS_ENDPOINT_URL", config.endpoint_url.as_ref().unwrap())
-                .env("AWS_REGION", "us-east-1")
-                .env("AWS_ACCESS_KEY_ID", "testing")
-                .env("AWS_SECRET_ACCESS_KEY", "testing")
-                .env_remove("NIB_BACKEND")
-                .env_remove("NIB_TERRAFORM_DIR")
-                .env_remove("AWS_PROFILE");
+            cmd = crate::operate::nib_aws(config, data.path());
         }
     }
     let today = time::OffsetDateTime::now_utc().date().to_string();

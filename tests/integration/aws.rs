@@ -290,7 +290,8 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
 }
 
 /// The trash tools' requests (`ARCHITECTURE.md`, the table under "The AWS back end"): the page
-/// of 2026-06-17, whose tasks are all on other pages too, and one task.
+/// of 2026-06-17, whose tasks are all on other pages too and which has no ink, the page of
+/// 2026-06-19 with its PDF and PNG, and one task.
 #[tokio::test]
 async fn each_trash_tool_sends_the_expected_aws_requests() {
     let app = TestApp::spawn_with(Options::aws()).await;
@@ -322,6 +323,34 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
             ("DynamoDB", "PutItem", 1)
         ]),
         "restore_page"
+    );
+    // A page with ink (a PDF and a PNG): its images are marked before the transaction (one
+    // CopyObject each) and unmarked after the restore's (GetObjectTagging, CopyObject each).
+    let ink = app.page_of("2026-06-19").await;
+    let (_, calls) = tool(&app, "delete_page", json!({ "page_id": ink })).await;
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 3),
+            ("DynamoDB", "BatchGetItem", 2), // + the dedup key of its task, on no other page
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1),
+            ("S3", "CopyObject", 2)
+        ]),
+        "delete_page with ink"
+    );
+    let (_, calls) = tool(&app, "restore_page", json!({ "page_id": ink })).await;
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 4),
+            ("DynamoDB", "BatchGetItem", 3), // + that task and its dedup key
+            ("DynamoDB", "TransactWriteItems", 1),
+            ("DynamoDB", "PutItem", 1),
+            ("S3", "GetObjectTagging", 2),
+            ("S3", "CopyObject", 2)
+        ]),
+        "restore_page with ink"
     );
     let (open, _) = tool(&app, "list_tasks", json!({})).await;
     let task = open["tasks"][0]["task_link_id"].clone();

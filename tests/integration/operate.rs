@@ -14,7 +14,7 @@ use crate::helpers::{emulator, sample_dir};
 
 /// `nib --backend aws` over the table, bucket and key of `config`, with no data directory
 /// that could be used by mistake (it is an empty temporary one, checked afterwards).
-fn nib_aws(config: &AwsConfig, data: &Path) -> Command {
+pub(crate) fn nib_aws(config: &AwsConfig, data: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
     c.arg("--data-dir")
         .arg(data)

@@ -26,6 +26,7 @@ macro_rules! trash_tests {
             deleting_a_task_hides_it_on_every_page_and_restore_gives_it_back,
             a_reimport_of_a_trashed_pages_files_leaves_it_in_the_trash,
             list_trash_pages_through_a_cursor,
+            a_deleted_pages_images_are_marked_and_restore_unmarks_them,
         );
     };
     (@each $options:expr; $($name:ident),* $(,)?) => {
@@ -277,6 +278,134 @@ pub async fn deleting_a_page_hides_it_everywhere_and_restore_gives_back_exactly_
     assert_eq!(again["restored"], false);
 }
 
+/// Where a page image is: live (served), marked trashed (kept for the purge), or not there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mark {
+    Live,
+    Trashed,
+    Missing,
+}
+
+/// The state of the default user's page images of `page` (PDF, PNG), as the asset store has
+/// them: locally the files under `pages/` and `trash/`, on AWS the object and its tags.
+pub(crate) async fn image_marks(app: &TestApp, page: &str) -> [Mark; 2] {
+    let mut out = [Mark::Missing; 2];
+    for (i, ext) in ["pdf", "png"].into_iter().enumerate() {
+        out[i] = match &app.aws_config {
+            None => {
+                let user = app.dir.path().join("assets/u/default");
+                let name = format!("{page}.{ext}");
+                let live = user.join("pages").join(&name).exists();
+                let trashed = std::fs::read_dir(user.join("trash"))
+                    .map(|d| {
+                        d.flatten().any(|e| {
+                            e.file_name()
+                                .to_str()
+                                .is_some_and(|f| f.starts_with(&format!("{name}.")))
+                        })
+                    })
+                    .unwrap_or(false);
+                match (live, trashed) {
+                    (true, false) => Mark::Live,
+                    (false, true) => Mark::Trashed,
+                    (false, false) => Mark::Missing,
+                    (true, true) => panic!("{name} both live and trashed"),
+                }
+            }
+            Some(config) => {
+                let clients = nib::adapters::aws::AwsClients::connect(config).await;
+                let key = format!("u/default/pages/{page}.{ext}");
+                match clients
+                    .s3
+                    .get_object_tagging()
+                    .bucket(&config.bucket)
+                    .key(&key)
+                    .send()
+                    .await
+                {
+                    Ok(tags) => {
+                        let tags: Vec<(String, String)> = tags
+                            .tag_set()
+                            .iter()
+                            .map(|t| (t.key().to_owned(), t.value().to_owned()))
+                            .collect();
+                        if tags == [("nib-trash".to_owned(), "1".to_owned())] {
+                            Mark::Trashed
+                        } else {
+                            assert!(tags.is_empty(), "{key}: {tags:?}");
+                            Mark::Live
+                        }
+                    }
+                    Err(e) => {
+                        assert!(
+                            e.as_service_error()
+                                .and_then(aws_sdk_s3::error::ProvideErrorMetadata::code)
+                                == Some("NoSuchKey"),
+                            "{key}: {e:?}"
+                        );
+                        Mark::Missing
+                    }
+                }
+            }
+        };
+    }
+    out
+}
+
+/// GETs a signed URL: its status and bytes.
+async fn download(app: &TestApp, url: &Value) -> (u16, Vec<u8>) {
+    let r = app
+        .client
+        .get(url.as_str().unwrap_or_else(|| panic!("no URL: {url}")))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.bytes().await.unwrap().to_vec())
+}
+
+/// The page of 2026-06-19 has a PDF and a PNG. Deleting it marks both trashed (locally moved
+/// to the trash folder, where its URLs no longer reach them; on S3 tagged `nib-trash=1`), and
+/// keeps them; restoring it unmarks them, and the URLs of `get_page` serve the same bytes.
+pub async fn a_deleted_pages_images_are_marked_and_restore_unmarks_them(app: &TestApp) {
+    let page = app.page_of("2026-06-19").await;
+    assert_eq!(image_marks(app, &page).await, [Mark::Live, Mark::Live]);
+    let before = app.call("get_page", json!({ "page_id": page })).await;
+    let (status, pdf) = download(app, &before["pdf_url"]).await;
+    assert_eq!(status, 200);
+    let (status, png) = download(app, &before["png_url"]).await;
+    assert_eq!(status, 200);
+
+    app.call("delete_page", json!({ "page_id": page })).await;
+    assert_eq!(
+        image_marks(app, &page).await,
+        [Mark::Trashed, Mark::Trashed]
+    );
+    if app.aws_config.is_none() {
+        let (status, _) = download(app, &before["png_url"]).await;
+        assert_eq!(status, 404, "a trashed page's image is not served");
+    }
+    // A page without ink is deleted and restored without touching the asset store.
+    let plain = app.page_of("2026-06-16").await;
+    app.call("delete_page", json!({ "page_id": plain })).await;
+    assert_eq!(
+        image_marks(app, &plain).await,
+        [Mark::Missing, Mark::Missing]
+    );
+
+    let restored = app.call("restore_page", json!({ "page_id": page })).await;
+    assert_eq!(restored["restored"], true, "{restored}");
+    app.call("restore_page", json!({ "page_id": plain })).await;
+    assert_eq!(image_marks(app, &page).await, [Mark::Live, Mark::Live]);
+    let after = app.call("get_page", json!({ "page_id": page })).await;
+    assert_eq!(download(app, &after["pdf_url"]).await, (200, pdf));
+    assert_eq!(download(app, &after["png_url"]).await, (200, png.clone()));
+    // Restoring again changes nothing.
+    let again = app.call("restore_page", json!({ "page_id": page })).await;
+    assert_eq!(again["restored"], false);
+    assert_eq!(image_marks(app, &page).await, [Mark::Live, Mark::Live]);
+    assert_eq!(download(app, &after["png_url"]).await, (200, png));
+}
+
 /// "Follow up on API spec" is on two pages: deleting it hides it from list_tasks and leaves both
 /// pages' lines without a status or a link; a re-import of the pages does not bring it back as
 /// a new task; restore gives back every answer as it was.
@@ -460,6 +589,8 @@ struct Purge {
     /// The same embedded database with the clock of the deletion: it still sees expired items
     /// until they are swept.
     early: Option<EmbeddedStore>,
+    /// The asset folder (local back end), on the test clock.
+    local_assets: Option<Arc<nib::adapters::local_assets::LocalAssets>>,
     _dir: tempfile::TempDir,
     _app: Option<nib::app::App>,
 }
@@ -472,6 +603,7 @@ impl Purge {
             .as_secs() as i64;
         let clock = Arc::new(TestClock(AtomicI64::new(start)));
         let dir = tempfile::tempdir().unwrap();
+        let mut local_assets = None;
         let (store, vault, assets, early, app): (Arc<dyn Store>, _, _, _, _) = match backend {
             Backend::Local => {
                 let embedded = EmbeddedStore::open(&dir.path().join("nib.redb")).unwrap();
@@ -491,13 +623,17 @@ impl Purge {
                     16,
                     Duration::from_secs(3600),
                 ));
-                let assets: Arc<dyn nib::ports::Assets> =
-                    Arc::new(nib::adapters::local_assets::LocalAssets::new(
+                let local = Arc::new(
+                    nib::adapters::local_assets::LocalAssets::new(
                         dir.path().join("assets"),
                         "http://127.0.0.1".into(),
                         [1; 32],
                         [2; 32],
-                    ));
+                    )
+                    .with_clock(clock.clone()),
+                );
+                local_assets = Some(local.clone());
+                let assets: Arc<dyn nib::ports::Assets> = local;
                 (store, vault, assets, Some(early), None)
             }
             Backend::Aws | Backend::Lambda => {
@@ -527,6 +663,7 @@ impl Purge {
             clock,
             store,
             early,
+            local_assets,
             _dir: dir,
             _app: app,
         }
@@ -727,6 +864,75 @@ async fn items_purge_after_thirty_days_with_everything_derived_aws() {
     purge_after_thirty_days(Backend::Aws).await;
 }
 
+/// Imports `md` with a PNG of the page (`{date}.md`, `{date}.png`), as `nib import` does.
+async fn import_with_ink(notebook: &Notebook, date: &str, md: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(format!("{date}.md")), md).unwrap();
+    std::fs::copy(
+        sample_dir().join("2026-06-20.png"),
+        dir.path().join(format!("{date}.png")),
+    )
+    .unwrap();
+    let (pages, _) = nib::notebook::group_dir(dir.path()).unwrap();
+    let user = UserId::parse("default").unwrap();
+    let saved = notebook.import_files(&user, &pages[0]).await.unwrap();
+    saved.page_id.to_string()
+}
+
+/// Locally a trashed page's image stays in the trash folder through the 30 days and the
+/// page's purge, and the asset folder's own sweep deletes it a day after (ASSET_PURGE_DAYS):
+/// by itself, with the first asset call an hour after the last sweep (here `get_page` of
+/// another page with ink signing its URL).
+#[tokio::test]
+async fn a_purged_pages_images_are_swept_from_the_asset_folder_a_day_later_local() {
+    let p = Purge::new(Backend::Local).await;
+    let assets = p.local_assets.clone().unwrap();
+    let page = import_with_ink(&p.notebook, "2026-05-04", "- Passport photos\n").await;
+    let other = import_with_ink(&p.notebook, "2026-05-05", "- Plumber notes\n").await;
+    let folder = p._dir.path().join("assets/u/default");
+    let files = |sub: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(folder.join(sub))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let mut both = vec![format!("{page}.png"), format!("{other}.png")];
+    both.sort();
+    assert_eq!(files("pages"), both);
+
+    p.call("delete_page", json!({ "page_id": page }))
+        .await
+        .unwrap();
+    let deleted_at = p.clock.unix();
+    assert_eq!(files("pages"), vec![format!("{other}.png")]);
+    assert_eq!(files("trash"), vec![format!("{page}.png.{deleted_at}")]);
+
+    // The page purges after 30 days; its image stays a day longer.
+    p.clock.advance(30 * DAY + 1);
+    assert_eq!(
+        p.call("list_trash", json!({})).await.unwrap()["items"],
+        json!([])
+    );
+    assert_eq!(assets.sweep_trash().await.unwrap(), 0);
+    assert_eq!(files("trash").len(), 1);
+
+    // A day after the page: the first asset call sweeps it away, the live image stays.
+    p.clock.advance(DAY);
+    let shown = p
+        .call("get_page", json!({ "page_id": other }))
+        .await
+        .unwrap();
+    assert!(shown["png_url"].is_string(), "{shown}");
+    assert_eq!(files("trash"), Vec::<String>::new());
+    assert_eq!(files("pages"), vec![format!("{other}.png")]);
+    assert_eq!(assets.sweep_trash().await.unwrap(), 0, "nothing left");
+}
+
 // ---- A crash between the steps of a delete and of a restore (AWS) ---------------------------
 
 /// A page with more index terms than one transaction holds: its postings go in transactions of
@@ -816,6 +1022,71 @@ async fn a_crash_between_the_steps_of_a_restore_leaves_nothing_half_done_on_aws(
     assert_eq!(snapshot(&app).await, before);
     let hits = app.call("search_pages", query).await;
     assert_eq!(page_ids(&hits, "results", "page_id"), vec![big]);
+}
+
+/// The asset step of a delete and of a restore failing on S3 leaves nothing half done: a
+/// delete whose second image copy fails answers an error, and the page is live with both
+/// images unmarked (the first one's mark taken off again); a restore whose unmark fails after
+/// its transaction answers an error, and the next `restore_page` (the page live) unmarks it.
+#[tokio::test]
+async fn a_failed_image_step_of_a_delete_or_restore_leaves_nothing_half_done_on_aws() {
+    use nib::adapters::aws::AwsClients;
+    use nib::adapters::aws::emulator::Faults;
+
+    let mut config = emulator().await.fresh().await.unwrap();
+    let faults = Faults::new();
+    let clients = AwsClients::connect_with(&config, vec![faults.interceptor()]).await;
+    let app = nib::app::App::open_aws_with(config.clone(), clients)
+        .await
+        .unwrap();
+    let mut app = TestApp::spawn_over(app, crate::helpers::Options::aws()).await;
+    config.public_url = Some(app.base.clone());
+    app.aws_config = Some(config);
+    let page = app.page_of("2026-06-19").await;
+    let before = snapshot(&app).await;
+
+    let nth_fails = |n: i64| {
+        let seen = Arc::new(AtomicI64::new(0));
+        move || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+            if seen.fetch_add(1, Ordering::SeqCst) + 1 == n {
+                return Err("injected: S3 is unavailable".into());
+            }
+            Ok(())
+        }
+    };
+    let internal_error = |tool: &str| {
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": tool, "arguments": { "page_id": page } } })
+    };
+    faults.on("S3", "CopyObject", nth_fails(2));
+    let (status, body) = app.rpc(internal_error("delete_page")).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (200, &json!(-32603)),
+        "{body}"
+    );
+    faults.clear();
+    assert_eq!(image_marks(&app, &page).await, [Mark::Live, Mark::Live]);
+    assert_eq!(snapshot(&app).await, before, "the page was not deleted");
+
+    app.call("delete_page", json!({ "page_id": page })).await;
+    assert_eq!(
+        image_marks(&app, &page).await,
+        [Mark::Trashed, Mark::Trashed]
+    );
+    faults.on("S3", "CopyObject", nth_fails(2));
+    let (status, body) = app.rpc(internal_error("restore_page")).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (200, &json!(-32603)),
+        "{body}"
+    );
+    faults.clear();
+    assert_eq!(image_marks(&app, &page).await, [Mark::Live, Mark::Trashed]);
+    let again = app.call("restore_page", json!({ "page_id": page })).await;
+    assert_eq!(again["restored"], false, "the page was back already");
+    assert_eq!(image_marks(&app, &page).await, [Mark::Live, Mark::Live]);
+    assert_eq!(snapshot(&app).await, before);
 }
 
 /// An upload of a trashed page's file on AWS: ingest leaves the page in the trash and rejects

@@ -6,13 +6,20 @@
 //! directory. Each file is written to a temporary name and renamed into place, so a reader never
 //! sees half a file.
 //!
+//! **Trash.** `trash` moves a page's files to `{dir}/u/{user}/trash/{page_id}.{ext}.{unix}` (the
+//! time of the mark, by the assets' clock; the bytes untouched, still bound to their page
+//! path), where no URL reaches them; `untrash` moves the newest back. [`LocalAssets::sweep_trash`]
+//! deletes the files marked [`ASSET_PURGE_DAYS`] days ago or more; it runs by itself with the
+//! first call of the port after opening, then with the first call each
+//! [`SWEEP_EVERY_SECONDS`] of the clock (as the embedded store sweeps its expired items).
+//!
 //! Readers get URLs like S3 presigned GETs: `{base_url}/assets/{path}?expires={unix}&sig={hex}`,
 //! where `sig` is HMAC-SHA256 over `{path}\n{expires}`. The HTTP layer hands the three query
 //! parts to [`LocalAssets::fetch`], which checks them and returns the decrypted bytes.
 
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
@@ -23,8 +30,9 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
+use crate::adapters::embedded::SWEEP_EVERY_SECONDS;
 use crate::domain::{PageId, UserId};
-use crate::ports::{AssetKind, Assets, AssetsError, Clock, SystemClock};
+use crate::ports::{ASSET_PURGE_DAYS, AssetKind, Assets, AssetsError, Clock, SystemClock};
 
 const NONCE_LEN: usize = 12;
 /// The first byte of every asset file; a new layout gets a new byte.
@@ -49,6 +57,8 @@ pub struct LocalAssets {
     signing_key: Zeroizing<[u8; 32]>,
     file_key: Zeroizing<[u8; 32]>,
     clock: Arc<dyn Clock>,
+    /// The clock's time of the last trash sweep (`None`: none since opening).
+    swept: Mutex<Option<i64>>,
 }
 
 impl std::fmt::Debug for LocalAssets {
@@ -101,6 +111,7 @@ impl LocalAssets {
             signing_key: Zeroizing::new(signing_key),
             file_key: Zeroizing::new(file_key),
             clock: Arc::new(SystemClock),
+            swept: Mutex::new(None),
         }
     }
 
@@ -108,6 +119,40 @@ impl LocalAssets {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> LocalAssets {
         self.clock = clock;
         self
+    }
+
+    /// Deletes every trashed file marked [`ASSET_PURGE_DAYS`] days ago or more, by the clock;
+    /// the number deleted.
+    pub async fn sweep_trash(&self) -> Result<u64, AssetsError> {
+        let now = self.clock.unix();
+        *self.swept.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
+        let users = self.dir.join("u");
+        blocking(move || sweep_trash_in(&users, now - ASSET_PURGE_DAYS * DAY_SECONDS)).await
+    }
+
+    /// The sweep, when none ran since opening or the last one is an hour old; a failure is
+    /// logged, never the caller's.
+    async fn maybe_sweep(&self) {
+        let now = self.clock.unix();
+        let due = self
+            .swept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none_or(|at| now >= at.saturating_add(SWEEP_EVERY_SECONDS));
+        if !due {
+            return;
+        }
+        match self.sweep_trash().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(files = n, "swept purged page images"),
+            Err(e) => {
+                tracing::warn!(error = %crate::telemetry::chain(&e), "could not sweep trashed page images")
+            }
+        }
+    }
+
+    fn trash_dir(&self, user: &UserId) -> PathBuf {
+        self.dir.join("u").join(user.as_str()).join("trash")
     }
 
     fn signature(&self, path: &str, expires: &str) -> [u8; 32] {
@@ -203,6 +248,120 @@ impl LocalAssets {
     }
 }
 
+const DAY_SECONDS: i64 = 86_400;
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> Result<T, AssetsError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| AssetsError::Unavailable(Box::new(e)))?
+        .map_err(|e| AssetsError::Unavailable(Box::new(e)))
+}
+
+/// The marked copies of the file `name` (`{page_id}.{ext}`) in `trash`, oldest first, with
+/// their mark times.
+fn marked(trash: &Path, name: &str) -> io::Result<Vec<(i64, PathBuf)>> {
+    let entries = match std::fs::read_dir(trash) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        if let Some(at) = file
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .and_then(mark_time)
+        {
+            out.push((at, entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The mark time of a trashed file's name suffix (plain decimal digits).
+fn mark_time(suffix: &str) -> Option<i64> {
+    if suffix.is_empty() || !suffix.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    suffix.parse().ok()
+}
+
+fn remove_if_there(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Moves `live` into `trash` marked `now`; older marked copies go (the live file is newer).
+/// Nothing to move (no such file, or marked already) is no error.
+fn trash_file(live: &Path, trash: &Path, name: &str, now: i64) -> io::Result<()> {
+    if !live.exists() {
+        return Ok(());
+    }
+    let older = marked(trash, name)?;
+    create_private_dir_all(trash)?;
+    std::fs::rename(live, trash.join(format!("{name}.{now}")))?;
+    for (at, path) in older {
+        if at != now {
+            remove_if_there(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves the newest marked copy back to `live`, unless a live file is there (it is newer);
+/// the other copies go.
+fn untrash_file(live: &Path, trash: &Path, name: &str) -> io::Result<()> {
+    let mut copies = marked(trash, name)?;
+    if !live.exists()
+        && let Some((_, newest)) = copies.pop()
+    {
+        std::fs::rename(&newest, live)?;
+    }
+    for (_, path) in copies {
+        remove_if_there(&path)?;
+    }
+    Ok(())
+}
+
+/// Deletes the files of `{users}/*/trash/` marked at or before `cutoff`; how many.
+fn sweep_trash_in(users: &Path, cutoff: i64) -> io::Result<u64> {
+    let entries = match std::fs::read_dir(users) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut n = 0;
+    for user in entries {
+        let trash = user?.path().join("trash");
+        let files = match std::fs::read_dir(&trash) {
+            Ok(files) => files,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for file in files {
+            let file = file?;
+            let name = file.file_name();
+            let at = name
+                .to_str()
+                .and_then(|n| n.rsplit_once('.'))
+                .and_then(|(_, t)| mark_time(t));
+            if at.is_some_and(|at| at <= cutoff) {
+                remove_if_there(&file.path())?;
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
 /// Writes `bytes` to `target` through a temporary file in the same directory and a rename, so
 /// the file is either the old one or the whole new one. The data is synced before the rename so
 /// a power cut cannot leave an empty file under the final name.
@@ -254,6 +413,7 @@ impl Assets for LocalAssets {
         kind: AssetKind,
         bytes: Vec<u8>,
     ) -> Result<(), AssetsError> {
+        self.maybe_sweep().await;
         let path = relative_path(user, page, kind);
         let target = self.dir.join(&path);
         let file = self.encrypt(&path, &bytes);
@@ -287,6 +447,7 @@ impl Assets for LocalAssets {
         kind: AssetKind,
         ttl_seconds: u64,
     ) -> Result<String, AssetsError> {
+        self.maybe_sweep().await;
         let path = relative_path(user, page, kind);
         let ttl = i64::try_from(ttl_seconds).unwrap_or(i64::MAX);
         let expires = self.clock.unix().saturating_add(ttl).to_string();
@@ -295,6 +456,39 @@ impl Assets for LocalAssets {
             "{}/assets/{path}?expires={expires}&sig={sig}",
             self.base_url
         ))
+    }
+
+    async fn trash(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kinds: &[AssetKind],
+    ) -> Result<(), AssetsError> {
+        self.maybe_sweep().await;
+        let now = self.clock.unix();
+        for kind in kinds {
+            let live = self.dir.join(relative_path(user, page, *kind));
+            let trash = self.trash_dir(user);
+            let name = format!("{page}.{}", kind.ext());
+            blocking(move || trash_file(&live, &trash, &name, now)).await?;
+        }
+        Ok(())
+    }
+
+    async fn untrash(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kinds: &[AssetKind],
+    ) -> Result<(), AssetsError> {
+        self.maybe_sweep().await;
+        for kind in kinds {
+            let live = self.dir.join(relative_path(user, page, *kind));
+            let trash = self.trash_dir(user);
+            let name = format!("{page}.{}", kind.ext());
+            blocking(move || untrash_file(&live, &trash, &name)).await?;
+        }
+        Ok(())
     }
 
     /// Removes the folder `u/{user}/` (page images, and any temporary file of a write cut

@@ -22,6 +22,11 @@
 //!   the page's lines with its revision (the same terms, frequencies and length), statistics,
 //!   stem, dedup keys (unless another task holds the text meanwhile), and the appearances of
 //!   the shared task links.
+//! - **Page images** (the asset store's PDF/PNG) are marked trashed before the delete's
+//!   transaction and unmarked after the restore's ([`crate::ports::Assets::trash`]); the asset
+//!   store purges marked files by itself a day after the page's own purge. A failed mark fails
+//!   the delete with nothing changed; a delete that fails after the mark takes it off again; a
+//!   restore whose unmark fails answers the error, and its retry (the page live again) unmarks.
 //! - **One transaction per operation** where it fits, through [`Notebook::trash_transact`];
 //!   postings that do not fit are written before a restore's transaction (they carry the
 //!   page's revision, and count only once the page is back) and deleted after a delete's (a
@@ -40,7 +45,7 @@ use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, search
 use crate::crypto::UserKeys;
 use crate::domain::tasks::Appearance;
 use crate::domain::{Date, PageId, PageStatus, TaskLinkId, UserId};
-use crate::ports::{Cond, Item, MAX_TRANSACTION_ITEMS, Query, Write};
+use crate::ports::{AssetKind, Cond, Item, MAX_TRANSACTION_ITEMS, Query, Write};
 
 /// How long a deleted item can be restored.
 pub const TRASH_DAYS: i64 = 30;
@@ -113,6 +118,17 @@ fn reexpire(item: &Item, expires_at: Option<i64>) -> Write {
         },
         Cond::Version(item.version),
     )
+}
+
+/// The ink files `record` has in the asset store.
+fn ink_kinds(record: &PageRecord) -> Vec<AssetKind> {
+    [
+        (AssetKind::Pdf, record.has_pdf),
+        (AssetKind::Png, record.has_png),
+    ]
+    .into_iter()
+    .filter_map(|(kind, has)| has.then_some(kind))
+    .collect()
 }
 
 fn task_item(pk: &str, user: &UserId, rec: &TaskRecord, version: u64) -> Item {
@@ -258,9 +274,31 @@ impl Notebook {
         page_id: &PageId,
     ) -> Result<Trashed, NotebookError> {
         let keys = self.vault.user_keys(user).await?;
+        let mut marked = Vec::new();
+        let result = self
+            .trash_page_marking(user, &keys, page_id, &mut marked)
+            .await;
+        if result.is_err() && !marked.is_empty() {
+            // The page stays live: its images must not purge.
+            if let Err(e) = self.assets.untrash(user, page_id, &marked).await {
+                tracing::error!(user = %user, page = %page_id, error = %crate::telemetry::chain(&e), "a failed delete left the page's images marked as trashed; restore_page unmarks them");
+            }
+        }
+        result
+    }
+
+    /// [`Notebook::trash_page`]'s attempts; `marked` gets the ink files marked trashed, each
+    /// before the transaction that trashes the page.
+    async fn trash_page_marking(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        page_id: &PageId,
+        marked: &mut Vec<AssetKind>,
+    ) -> Result<Trashed, NotebookError> {
         let pk = user_pk(user);
         for attempt in 0..MAX_ATTEMPTS {
-            let Some(page) = self.load_page(user, &keys, page_id).await? else {
+            let Some(page) = self.load_page(user, keys, page_id).await? else {
                 if let Some(item) = self.store.get(&pk, &trash_page_sk(page_id)).await? {
                     let t: TrashedPage = decode("trashed page", &item.body)?;
                     return Ok(Trashed {
@@ -271,10 +309,19 @@ impl Notebook {
                 }
                 return Err(NotebookError::NotFound("page"));
             };
+            let unmarked: Vec<AssetKind> = ink_kinds(&page.record)
+                .into_iter()
+                .filter(|k| !marked.contains(k))
+                .collect();
+            if !unmarked.is_empty() {
+                // Counted before the call: a mark that fails halfway is taken off too.
+                marked.extend(unmarked.iter().copied());
+                self.assets.trash(user, page_id, &unmarked).await?;
+            }
             let now = self.clock.unix();
             let purge_at = now + TRASH_DAYS * DAY_SECONDS;
             let (writes, postings, tasks) = self
-                .trash_page_writes(user, &keys, page, now, purge_at)
+                .trash_page_writes(user, keys, page, now, purge_at)
                 .await?;
             match self
                 .commit_with_postings(user, writes, postings, false)
@@ -467,7 +514,11 @@ impl Notebook {
         let keys = self.vault.user_keys(user).await?;
         let pk = user_pk(user);
         for attempt in 0..MAX_ATTEMPTS {
-            if self.store.get(&pk, &page_sk(page_id)).await?.is_some() {
+            if let Some(live) = self.store.get(&pk, &page_sk(page_id)).await? {
+                // Live already; a restore whose unmark failed left its images marked.
+                let record: PageRecord = decode("page", &live.body)?;
+                self.untrash_images(user, page_id, &ink_kinds(&record))
+                    .await?;
                 return Ok(Restored {
                     restored: false,
                     tasks: Vec::new(),
@@ -476,12 +527,14 @@ impl Notebook {
             let Some(trash) = self.store.get(&pk, &trash_page_sk(page_id)).await? else {
                 return Err(not_in_trash("page", &page_id.to_string()));
             };
+            let kinds = ink_kinds(&decode::<TrashedPage>("trashed page", &trash.body)?.page);
             let (writes, postings, tasks) = self.restore_page_writes(user, &keys, trash).await?;
             match self
                 .commit_with_postings(user, writes, postings, true)
                 .await
             {
                 Ok(()) => {
+                    self.untrash_images(user, page_id, &kinds).await?;
                     tracing::info!(user = %user, page = %page_id, tasks = tasks.len(), "page restored from the trash");
                     return Ok(Restored {
                         restored: true,
@@ -493,6 +546,20 @@ impl Notebook {
             }
         }
         Err(NotebookError::Contention)
+    }
+
+    /// Takes the trash mark off the page's images; a failure is the caller's error (the page
+    /// is live: a retry of `restore_page` unmarks them).
+    async fn untrash_images(
+        &self,
+        user: &UserId,
+        page_id: &PageId,
+        kinds: &[AssetKind],
+    ) -> Result<(), NotebookError> {
+        if kinds.is_empty() {
+            return Ok(());
+        }
+        Ok(self.assets.untrash(user, page_id, kinds).await?)
     }
 
     async fn restore_page_writes(

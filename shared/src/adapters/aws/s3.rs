@@ -6,6 +6,16 @@
 //! Uploads go straight to S3 under `uploads/{user}/...` through a presigned PUT whose signed
 //! `Content-Type` the uploader must send (the ingest function picks them up from there).
 //!
+//! **Trash.** `trash` copies each of a page's objects onto itself (`CopyObject`, same key,
+//! metadata and tags replaced: its content type again, the tag [`TRASH_TAG`]); the copy is a
+//! new current version with a new `LastModified`, so the bucket's lifecycle rule
+//! `purge-trashed-images` (`infra/s3.tf`: current versions tagged `nib-trash=1` expire
+//! [`crate::ports::ASSET_PURGE_DAYS`] days after their creation, noncurrent ones a day after
+//! they stop being current) counts from the delete. `untrash` reads the tags
+//! (`GetObjectTagging`) and, when the tag is there, copies the object onto itself again without
+//! tags (the trashed version becomes noncurrent and goes a day later). No process of ours runs
+//! for the purge.
+//!
 //! Presigning sends nothing: it runs on a second client built without the call counter, so
 //! counted calls are requests that really went out.
 
@@ -15,6 +25,7 @@ use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{MetadataDirective, TaggingDirective};
 
 use crate::domain::{PageId, UserId};
 use crate::ports::{AssetKind, Assets, AssetsError};
@@ -43,6 +54,14 @@ pub fn object_key(user: &UserId, page: &PageId, kind: AssetKind) -> String {
     format!("u/{user}/pages/{page}.{}", kind.ext())
 }
 
+/// The key and value of the tag that marks a trashed page's object (`nib-trash=1`).
+pub const TRASH_TAG: (&str, &str) = ("nib-trash", "1");
+
+/// Whether an S3 error says the object (or the copy's source) does not exist.
+fn is_missing<E: aws_sdk_s3::error::ProvideErrorMetadata>(e: &E) -> bool {
+    matches!(e.code(), Some("NoSuchKey" | "NotFound"))
+}
+
 fn unavailable(e: impl std::error::Error + Send + Sync + 'static) -> AssetsError {
     AssetsError::Unavailable(Box::new(e))
 }
@@ -52,6 +71,28 @@ fn presigning(ttl_seconds: u64) -> Result<PresigningConfig, AssetsError> {
 }
 
 impl S3Assets {
+    /// Copies the object onto itself with its content type and `tags` (a query string,
+    /// `""` for none), a new current version; `false` when there is no such object.
+    async fn retag(&self, key: &str, kind: AssetKind, tags: &str) -> Result<bool, AssetsError> {
+        let answer = self
+            .client
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .copy_source(format!("{}/{key}", self.bucket))
+            .metadata_directive(MetadataDirective::Replace)
+            .content_type(kind.content_type())
+            .tagging_directive(TaggingDirective::Replace)
+            .set_tagging((!tags.is_empty()).then(|| tags.to_owned()))
+            .send()
+            .await;
+        match answer {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(is_missing) => Ok(false),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
     /// Assets in `bucket`: `client` sends requests, `presigner` only signs URLs (give it a
     /// client without interceptors that count or fail requests).
     pub fn new(client: Client, presigner: Client, bucket: impl Into<String>) -> S3Assets {
@@ -176,6 +217,49 @@ impl Assets for S3Assets {
             .await
             .map_err(unavailable)?;
         Ok(request.uri().to_owned())
+    }
+
+    /// One `CopyObject` per kind (a missing object is skipped).
+    async fn trash(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kinds: &[AssetKind],
+    ) -> Result<(), AssetsError> {
+        let tag = format!("{}={}", TRASH_TAG.0, TRASH_TAG.1);
+        for kind in kinds {
+            self.retag(&object_key(user, page, *kind), *kind, &tag)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// One `GetObjectTagging` per kind, and a `CopyObject` for each object still marked.
+    async fn untrash(
+        &self,
+        user: &UserId,
+        page: &PageId,
+        kinds: &[AssetKind],
+    ) -> Result<(), AssetsError> {
+        for kind in kinds {
+            let key = object_key(user, page, *kind);
+            let tags = match self
+                .client
+                .get_object_tagging()
+                .bucket(&self.bucket)
+                .key(&key)
+                .send()
+                .await
+            {
+                Ok(tags) => tags,
+                Err(e) if e.as_service_error().is_some_and(is_missing) => continue,
+                Err(e) => return Err(unavailable(e)),
+            };
+            if tags.tag_set().iter().any(|t| t.key() == TRASH_TAG.0) {
+                self.retag(&key, *kind, "").await?;
+            }
+        }
+        Ok(())
     }
 
     /// Deletes every object under `u/{user}/` and `uploads/{user}/`, every version of it (a
