@@ -20,6 +20,7 @@ macro_rules! search_tests {
             modes_are_checked_and_cursors_keep_their_ranking,
             vectors_are_sealed_in_the_store,
             a_trashed_page_is_in_no_mode_and_its_vectors_leave_with_it,
+            another_process_sees_writes_made_after_it_opened_the_index,
         );
     };
     (@each $options:expr; $($name:ident),* $(,)?) => {
@@ -399,6 +400,61 @@ pub async fn a_trashed_page_is_in_no_mode_and_its_vectors_leave_with_it(app: &Te
         .await;
     assert_eq!(every_mode(app, query).await, before);
     assert_eq!(block_sizes(app).await, sizes);
+}
+
+/// A second process over the same store (another Lambda container) keeps its own open index:
+/// writes made through the server after it searched are in its next answers (the notebook's
+/// revision changed), in every mode.
+pub async fn another_process_sees_writes_made_after_it_opened_the_index(app: &TestApp) {
+    let a = &app.app;
+    let other = nib::notebook::Notebook::new(
+        a.store.clone(),
+        a.vault.clone(),
+        a.assets.clone(),
+        a.clock.clone(),
+        a.notebook.config().clone(),
+    );
+    let user = UserId::parse("default").unwrap();
+    let query = "soldering the broken kettle";
+    let search = |mode: &'static str| {
+        let opts = nib::notebook::SearchOptions {
+            mode: nib::notebook::SearchMode::parse(mode).unwrap(),
+            ..Default::default()
+        };
+        let (other, user) = (&other, &user);
+        async move {
+            let (hits, _) = other.search_with(user, query, &opts, 0, 10).await.unwrap();
+            hits.into_iter()
+                .map(|h| h.date.to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    for mode in ["hybrid", "meaning", "keyword"] {
+        assert!(
+            !search(mode).await.contains(&"2026-08-08".to_owned()),
+            "{mode}"
+        );
+    }
+    app.call(
+        "create_task",
+        json!({ "target_date": "2026-08-08", "text": "Soldering iron for the broken kettle" }),
+    )
+    .await;
+    for mode in ["hybrid", "meaning", "keyword"] {
+        assert_eq!(
+            search(mode).await.first().map(String::as_str),
+            Some("2026-08-08"),
+            "{mode}"
+        );
+    }
+    let page = app.page_of("2026-08-08").await;
+    app.call("delete_page", json!({ "page_id": page })).await;
+    for mode in ["hybrid", "meaning", "keyword"] {
+        assert!(
+            !search(mode).await.contains(&"2026-08-08".to_owned()),
+            "{mode}"
+        );
+    }
 }
 
 /// `nib reindex` through the binary: on a notebook whose vectors are current it reads every

@@ -19,6 +19,7 @@ mod records;
 mod resources;
 mod revision;
 mod search;
+mod search_index;
 mod tasks;
 mod trash;
 mod vectors;
@@ -111,6 +112,8 @@ pub struct Notebook {
     notion: Option<Arc<crate::adapters::notion::NotionApi>>,
     /// Who opened what (`access`): buffered records of tool calls.
     access: Arc<AccessLog>,
+    /// The users' open search indexes at their notebook's revision (`search_index`).
+    search_cache: Arc<search_index::SearchCache>,
 }
 
 impl Notebook {
@@ -130,6 +133,7 @@ impl Notebook {
             config,
             ocr: None,
             notion: None,
+            search_cache: Arc::default(),
         }
     }
 

@@ -8,12 +8,15 @@
 //! are in the user's sealed vector blocks (`vectors.rs`), read with the statistics in one
 //! batch.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::pages::open_page_lines;
 use super::records::{PageHead, StatsRecord, decode, page_sk, term_partition, user_pk};
+use super::search_index::{OpenBlock, Posting, PostingList, UserIndex, VectorIndex};
 use super::vectors::{self, Block};
 use super::{Notebook, NotebookError};
+use crate::crypto::UserKeys;
 use crate::domain::text::{self, Query as TextQuery};
 use crate::domain::{Date, PageId, UserId};
 use crate::embed;
@@ -126,13 +129,6 @@ pub(super) fn posting_writes(
         .collect()
 }
 
-#[derive(Clone, Copy)]
-struct Posting {
-    tf: u32,
-    len: u32,
-    rev: u32,
-}
-
 fn parse_posting(body: &[u8]) -> Option<Posting> {
     let b: &[u8; 12] = body.try_into().ok()?;
     let word = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes"));
@@ -144,7 +140,7 @@ fn parse_posting(body: &[u8]) -> Option<Posting> {
 }
 
 struct Candidate {
-    page: String,
+    page: Arc<str>,
     score: f64,
     /// The revision of the first matching posting, and of any later one that differs; the page
     /// is a hit only if its current revision is among them. (Usually all agree, so the vector
@@ -163,61 +159,69 @@ impl Candidate {
     }
 }
 
-/// The pages of the blocks (any model: the dates and revisions hold whatever the model), and
-/// each page's cosine with the query (its best chunk) over the blocks of this binary's model,
-/// in the date range.
-struct Vectors {
-    dates: HashMap<String, Date>,
-    scored: HashMap<String, Candidate>,
-}
-
+/// Each entry's cosine with the query (its best chunk) and that chunk, by entry number of the
+/// index; `None` for entries of another model, without vectors, or outside the date range.
 fn score_by_meaning(
-    blocks: &[Block],
+    index: &VectorIndex,
     query: Option<&[f32]>,
     model_id: &str,
     opts: &SearchOptions,
-) -> Vectors {
-    let mut dates = HashMap::new();
-    let mut scored = HashMap::new();
-    for block in blocks {
-        let usable = block.model == model_id && query.is_some_and(|q| q.len() == block.dims);
-        for e in &block.entries {
-            dates.insert(e.page.clone(), e.date);
-            if !usable || !opts.admits(e.date) {
+) -> Vec<Option<(f32, usize)>> {
+    let mut scores = vec![None; index.total];
+    let Some(query) = query else {
+        return scores;
+    };
+    let q = embed::query_weights(query);
+    for (b, open) in index.blocks.iter().enumerate() {
+        let Some(open) = open else { continue };
+        let block = &open.block;
+        if block.model != model_id || block.dims != q.len() {
+            continue;
+        }
+        let base = index.offsets[b];
+        for (e, entry) in block.entries.iter().enumerate() {
+            if !opts.admits(entry.date) {
                 continue;
             }
-            let q = query.expect("usable");
-            let best = e
-                .vectors
-                .chunks_exact(block.dims)
-                .enumerate()
-                .map(|(i, v)| (i, embed::cosine(q, v)))
-                .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
-            if let Some((chunk, cos)) = best {
-                scored.insert(
-                    e.page.clone(),
-                    Candidate {
-                        page: e.page.clone(),
-                        score: f64::from(cos),
-                        rev: e.rev,
-                        other_revs: Vec::new(),
-                        matched: 0,
-                        chunk: Some(chunk),
-                    },
-                );
+            let mut best: Option<(f32, usize)> = None;
+            for (i, v) in entry.vectors.chunks_exact(block.dims).enumerate() {
+                let cos = embed::weighted_cosine(&q, v);
+                if best.is_none_or(|(c, _)| cos > c) {
+                    best = Some((cos, i));
+                }
             }
+            scores[base + e] = best;
         }
     }
-    Vectors { dates, scored }
+    scores
+}
+
+/// The candidate of an entry found by meaning.
+fn meaning_candidate(index: &VectorIndex, g: usize, cos: f32, chunk: usize) -> Candidate {
+    let b = index.offsets.partition_point(|&o| o <= g) - 1;
+    let open = index.blocks[b].as_ref().expect("a scored entry's block");
+    let e = g - index.offsets[b];
+    Candidate {
+        page: open.pages[e].clone(),
+        score: f64::from(cos),
+        rev: open.block.entries[e].rev,
+        other_revs: Vec::new(),
+        matched: 0,
+        chunk: Some(chunk),
+    }
 }
 
 /// Hybrid scores: a page's cosine plus [`HYBRID_KEYWORD_WEIGHT`] times its BM25 relative to
 /// the best BM25 of the query. Candidates are the keyword matches and the pages at
 /// [`MEANING_FLOOR`] and [`HYBRID_RELATIVE_FLOOR`] or above; a fused candidate keeps the
 /// revisions of both sources.
-fn fuse(keyword: Vec<Candidate>, mut meaning: HashMap<String, Candidate>) -> Vec<Candidate> {
+fn fuse(
+    keyword: Vec<Candidate>,
+    index: &VectorIndex,
+    mut meaning: Vec<Option<(f32, usize)>>,
+) -> Vec<Candidate> {
     let best_bm25 = keyword.iter().map(|c| c.score).fold(0.0, f64::max);
-    let mut out = Vec::with_capacity(keyword.len() + meaning.len());
+    let mut out = Vec::with_capacity(keyword.len() + 16);
     for mut c in keyword {
         let relative = if best_bm25 > 0.0 {
             c.score / best_bm25
@@ -225,7 +229,10 @@ fn fuse(keyword: Vec<Candidate>, mut meaning: HashMap<String, Candidate>) -> Vec
             0.0
         };
         c.score = HYBRID_KEYWORD_WEIGHT * relative;
-        if let Some(m) = meaning.remove(&c.page) {
+        if let Some(g) = index.by_page.get(&c.page).copied()
+            && let Some((cos, chunk)) = meaning[g].take()
+        {
+            let m = meaning_candidate(index, g, cos, chunk);
             c.score += m.score;
             if !c.has_rev(m.rev) {
                 c.other_revs.push(m.rev);
@@ -236,10 +243,26 @@ fn fuse(keyword: Vec<Candidate>, mut meaning: HashMap<String, Candidate>) -> Vec
     }
     // A page found by meaning alone must also be near the best cosine of the query: a word
     // query ("printer") finds its pages by the word, and only close neighbours besides.
-    let best_cos = meaning.values().map(|m| m.score).fold(f64::MIN, f64::max);
+    let best_cos = meaning
+        .iter()
+        .flatten()
+        .map(|m| f64::from(m.0))
+        .fold(f64::MIN, f64::max);
     let floor = f64::from(MEANING_FLOOR).max(HYBRID_RELATIVE_FLOOR * best_cos);
-    out.extend(meaning.into_values().filter(|m| m.score >= floor));
+    out.extend(meaning_only(index, &meaning, floor));
     out
+}
+
+/// The candidates by meaning at `floor` or above.
+fn meaning_only<'a>(
+    index: &'a VectorIndex,
+    meaning: &'a [Option<(f32, usize)>],
+    floor: f64,
+) -> impl Iterator<Item = Candidate> + 'a {
+    meaning.iter().enumerate().filter_map(move |(g, m)| {
+        let (cos, chunk) = (*m)?;
+        (f64::from(cos) >= floor).then(|| meaning_candidate(index, g, cos, chunk))
+    })
 }
 
 /// Best first: higher score, then lower page id (so the order is deterministic).
@@ -250,11 +273,10 @@ fn best_first(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
 }
 
 /// Merges the terms' posting lists, each sorted by page id, into one candidate per page with
-/// its BM25 score: a k-way merge over the sorted lists (k = query terms), so no hashing and no
-/// second copy of the page ids.
-fn merge(mut lists: Vec<Vec<(String, Posting)>>, docs: u32, avg_len: f64) -> Vec<Candidate> {
+/// its BM25 score: a k-way merge over the sorted lists (k = query terms), so no hashing.
+fn merge(lists: &[PostingList], docs: u32, avg_len: f64) -> Vec<Candidate> {
     let df: Vec<u32> = lists.iter().map(|l| l.len() as u32).collect();
-    let mut ranked = Vec::with_capacity(lists.iter().map(Vec::len).max().unwrap_or(0));
+    let mut ranked = Vec::with_capacity(lists.iter().map(|l| l.len()).max().unwrap_or(0));
     // The position of each list's next posting.
     let mut heads = vec![0usize; lists.len()];
     // Each round takes the list whose next page id is the smallest: that page is the next
@@ -263,11 +285,10 @@ fn merge(mut lists: Vec<Vec<(String, Posting)>>, docs: u32, avg_len: f64) -> Vec
         .filter(|&i| heads[i] < lists[i].len())
         .min_by(|&a, &b| lists[a][heads[a]].0.cmp(&lists[b][heads[b]].0))
     {
-        let (page, p) = &mut lists[first][heads[first]];
-        let (page, p) = (std::mem::take(page), *p);
+        let (page, p) = &lists[first][heads[first]];
         heads[first] += 1;
         let mut c = Candidate {
-            page,
+            page: page.clone(),
             score: text::bm25(p.tf, df[first], docs, p.len, avg_len),
             rev: p.rev,
             other_revs: Vec::new(),
@@ -293,20 +314,25 @@ fn merge(mut lists: Vec<Vec<(String, Posting)>>, docs: u32, avg_len: f64) -> Vec
 }
 
 impl Notebook {
-    /// Every posting of one term, sorted by page id.
+    /// Every posting of one term, sorted by page id: from the open index, else read (and kept
+    /// in it).
     async fn postings(
         &self,
+        index: &UserIndex,
         user: &UserId,
         blind_term: String,
-    ) -> Result<Vec<(String, Posting)>, NotebookError> {
+    ) -> Result<PostingList, NotebookError> {
+        if let Some(list) = index.postings(&blind_term) {
+            return Ok(list);
+        }
         let mut q = Query::table(term_partition(user, &blind_term), "");
-        let mut postings = Vec::new();
+        let mut postings: Vec<(Arc<str>, Posting)> = Vec::new();
         loop {
             let page = self.store.query(&q).await?;
             postings.extend(
                 page.items
                     .into_iter()
-                    .filter_map(|i| parse_posting(&i.body).map(|p| (i.sk, p))),
+                    .filter_map(|i| parse_posting(&i.body).map(|p| (Arc::from(i.sk), p))),
             );
             match page.next {
                 Some(next) => q.after = Some(next),
@@ -318,7 +344,103 @@ impl Notebook {
             postings.sort_by(|a, b| a.0.cmp(&b.0));
             postings.dedup_by(|a, b| a.0 == b.0);
         }
-        Ok(postings)
+        let list: PostingList = postings.into();
+        index.keep_postings(blind_term, list.clone());
+        Ok(list)
+    }
+
+    /// The user's open search index at the notebook's current revision, with its vectors when
+    /// `vectors` (see `search_index`): the revision is read first; when this process has the
+    /// index at that revision nothing else is read.
+    async fn user_index(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        vectors: bool,
+    ) -> Result<Arc<UserIndex>, NotebookError> {
+        let revision = self.notebook_revision(user).await?;
+        let cached = self.search_cache.get(user);
+        if let Some(c) = &cached
+            && c.revision == revision
+        {
+            if c.vectors.is_some() || !vectors {
+                return Ok(c.clone());
+            }
+            let v = self.open_vectors(user, keys, None).await?;
+            let index = Arc::new(c.with_vectors(v));
+            self.search_cache.put(user, index.clone());
+            return Ok(index);
+        }
+        let pk = user_pk(user);
+        let mut batch = StatsRecord::keys(&pk);
+        let stats_len = batch.len();
+        if vectors {
+            batch.extend(vectors::block_keys(&pk));
+        }
+        let items = self.store.batch_get(&batch).await?;
+        let stats = StatsRecord::from_items(&items[..stats_len])?;
+        let v = if vectors {
+            let previous = cached.as_ref().and_then(|c| c.vectors.as_deref());
+            Some(self.vectors_from(user, keys, &items[stats_len..], previous)?)
+        } else {
+            None
+        };
+        let index = Arc::new(UserIndex::new(revision, stats.pages, stats.total_len, v));
+        self.search_cache.put(user, index.clone());
+        Ok(index)
+    }
+
+    /// Reads and opens the user's vector blocks.
+    async fn open_vectors(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        previous: Option<&VectorIndex>,
+    ) -> Result<Arc<VectorIndex>, NotebookError> {
+        let items = self
+            .store
+            .batch_get(&vectors::block_keys(&user_pk(user)))
+            .await?;
+        self.vectors_from(user, keys, &items, previous)
+    }
+
+    /// Opens the vector block items (in block order), reusing the blocks of `previous` whose
+    /// item version is unchanged.
+    fn vectors_from(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        items: &[Option<Item>],
+        previous: Option<&VectorIndex>,
+    ) -> Result<Arc<VectorIndex>, NotebookError> {
+        let mut blocks = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let Some(item) = item else {
+                blocks.push(None);
+                continue;
+            };
+            let kept = previous
+                .and_then(|p| p.blocks.get(i).cloned().flatten())
+                .filter(|b| b.version == item.version);
+            let open = match kept {
+                Some(b) => b,
+                None => {
+                    let block = Block::open(keys, user, item)?;
+                    let pages = block
+                        .entries
+                        .iter()
+                        .map(|e| Arc::from(e.page.as_str()))
+                        .collect();
+                    Arc::new(OpenBlock {
+                        version: item.version,
+                        block,
+                        pages,
+                    })
+                }
+            };
+            blocks.push(Some(open));
+        }
+        Ok(Arc::new(VectorIndex::new(blocks)))
     }
 
     /// Ranked pages for a query (hybrid: keywords and meaning). Loose terms are OR'ed and
@@ -386,56 +508,42 @@ impl Notebook {
     ) -> Result<Vec<SearchHit>, NotebookError> {
         let keys = self.vault.user_keys(user).await?;
         let pk = user_pk(user);
-        // The statistics and (unless keywords alone, without dates) the vector blocks: one
-        // batch read. The terms' partitions are read concurrently with it.
+        // The open index (statistics, and unless keywords alone without dates, the vectors),
+        // then the terms' posting lists not already in it, read concurrently.
         let use_vectors = opts.mode != SearchMode::Keyword || opts.has_dates();
         let use_terms = opts.mode != SearchMode::Meaning || !parsed.phrases.is_empty();
-        let mut batch = StatsRecord::keys(&pk);
-        let stats_len = batch.len();
-        if use_vectors {
-            batch.extend(vectors::block_keys(&pk));
-        }
-        let terms = async {
-            if use_terms {
-                futures::future::try_join_all(
-                    parsed
-                        .terms
-                        .iter()
-                        .map(|term| self.postings(user, keys.blind("term", term))),
-                )
-                .await
-            } else {
-                Ok(Vec::new())
-            }
-        };
-        let (items, lists) = futures::future::try_join(
-            async { Ok::<_, NotebookError>(self.store.batch_get(&batch).await?) },
-            terms,
-        )
-        .await?;
-        let stats = StatsRecord::from_items(&items[..stats_len])?;
-        if stats.pages == 0 {
+        let index = self.user_index(user, &keys, use_vectors).await?;
+        if index.docs == 0 {
             return Ok(Vec::new());
         }
-        let docs = stats.pages.max(1);
-        let avg_len = stats.total_len as f64 / docs as f64;
+        let lists = if use_terms {
+            futures::future::try_join_all(
+                parsed
+                    .terms
+                    .iter()
+                    .map(|term| self.postings(&index, user, keys.blind("term", term))),
+            )
+            .await?
+        } else {
+            Vec::new()
+        };
+        let docs = index.docs.max(1);
+        let avg_len = index.total_len as f64 / docs as f64;
 
-        let mut blocks = Vec::new();
-        for item in items[stats_len..].iter().flatten() {
-            blocks.push(Block::open(&keys, user, item)?);
-        }
-        let meaning = if opts.mode == SearchMode::Keyword {
-            score_by_meaning(&blocks, None, "", opts)
+        let no_vectors = VectorIndex::new(Vec::new());
+        let vectors = index.vectors.as_deref().unwrap_or(&no_vectors);
+        let mut meaning = if opts.mode == SearchMode::Keyword {
+            score_by_meaning(vectors, None, "", opts)
         } else {
             let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
             let qv = model.embed(query);
-            score_by_meaning(&blocks, qv.as_deref(), model.id(), opts)
+            score_by_meaning(vectors, qv.as_deref(), model.id(), opts)
         };
 
         // Phrase terms must all be present; loose terms are optional.
         let required: Vec<&String> = parsed.phrases.iter().flatten().collect();
         let mut keyword = if use_terms {
-            merge(lists, docs, avg_len)
+            merge(&lists, docs, avg_len)
         } else {
             Vec::new()
         };
@@ -450,27 +558,29 @@ impl Notebook {
         // Dates inside the ranking: pages the blocks date outside the range leave before any
         // cut (the page record's date is checked again below, for pages without vectors).
         if opts.has_dates() {
-            keyword.retain(|c| meaning.dates.get(&c.page).is_none_or(|d| opts.admits(*d)));
+            keyword.retain(|c| vectors.date_of(&c.page).is_none_or(|d| opts.admits(d)));
         }
-        let Vectors {
-            dates: _,
-            mut scored,
-        } = meaning;
         if !required.is_empty() {
             // A phrase still requires the phrase: only pages holding its terms.
-            let holders: std::collections::HashSet<&str> =
-                keyword.iter().map(|c| c.page.as_str()).collect();
-            scored.retain(|page, _| holders.contains(page.as_str()));
+            let mut holders = vec![false; meaning.len()];
+            for c in &keyword {
+                if let Some(&g) = vectors.by_page.get(&c.page) {
+                    holders[g] = true;
+                }
+            }
+            for (m, held) in meaning.iter_mut().zip(holders) {
+                if !held {
+                    *m = None;
+                }
+            }
         }
         let mut ranked = match opts.mode {
             SearchMode::Keyword => keyword,
-            SearchMode::Meaning => scored
-                .into_values()
-                .filter(|m| m.score >= f64::from(MEANING_FLOOR))
-                .collect(),
-            SearchMode::Hybrid => fuse(keyword, scored),
+            SearchMode::Meaning => {
+                meaning_only(vectors, &meaning, f64::from(MEANING_FLOOR)).collect()
+            }
+            SearchMode::Hybrid => fuse(keyword, vectors, meaning),
         };
-
         // Walk down the ranking, verifying revisions, dates and phrases on the decrypted pages.
         // Only the best `batch` candidates are put in order at a time (usually one batch gives
         // the hits), rather than sorting every page that matched a word.
