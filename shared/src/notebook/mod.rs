@@ -38,10 +38,11 @@ pub use resources::{PageImage, TaskResource};
 pub use revision::{Revised, revision_token};
 pub use search::{
     HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, SearchHit, SearchMode,
-    SearchOptions,
+    SearchOptions, hybrid_score,
 };
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
 pub use trash::{Restored, TRASH_DAYS, TrashEntry, TrashKind, Trashed, trash_cursor_key};
+pub use vectors::MAX_CHUNKS;
 pub use vectors::ReindexReport;
 
 use crate::crypto::{CryptoError, Vault};

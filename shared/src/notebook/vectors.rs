@@ -71,12 +71,12 @@ pub struct Block {
     pub entries: Vec<Entry>,
 }
 
-/// A page's chunk vectors (at most [`MAX_CHUNKS`]), flattened.
+/// A page's vectors, flattened: its chunks' (at most [`MAX_CHUNKS`]) and, for a page of more
+/// than one chunk, the whole page's last (`embed::page_texts`).
 pub fn page_vectors(model: &Model, lines: &[&str]) -> Vec<i8> {
     let text = lines.join("\n");
-    embed::chunks(&text)
+    embed::page_texts(&text, MAX_CHUNKS)
         .iter()
-        .take(MAX_CHUNKS)
         .filter_map(|c| model.embed(c))
         .flat_map(|v| embed::quantize(&v))
         .collect()
@@ -493,7 +493,8 @@ mod reindex_tests {
             Some(&ids[0])
         );
 
-        // The checkup's block as an older model wrote it: search no longer compares it.
+        // The checkup's block as an older model wrote it (with the notebook's revision, as
+        // every write does): search no longer compares it.
         let keys = app.vault.user_keys(&user).await.unwrap();
         let pk = records::user_pk(&user);
         let sk = block_sk(block_of(&ids[0]));
@@ -501,13 +502,10 @@ mod reindex_tests {
         let mut block = Block::open(&keys, &user, &item).unwrap();
         block.model = "an-older-model".into();
         app.store
-            .transact(vec![block.write(
-                &keys,
-                &user,
-                &pk,
-                &sk,
-                Some(item.version),
-            )])
+            .transact(vec![
+                block.write(&keys, &user, &pk, &sk, Some(item.version)),
+                records::revision_write(&pk),
+            ])
             .await
             .unwrap();
         assert!(!meaning_hits(&app, &user, query).await.contains(&ids[0]));
