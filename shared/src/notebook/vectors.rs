@@ -23,8 +23,8 @@ pub const BLOCKS: usize = 96;
 /// The most chunks kept per page (a page's first lines first): bounds a block's size.
 pub const MAX_CHUNKS: usize = 16;
 /// A block's sealed entries stay under this many bytes (DynamoDB's item limit is 400 KB):
-/// 96 blocks hold about 110,000 pages of three chunks; a page that would not fit keeps only
-/// its first chunk.
+/// 96 blocks hold about 44,000 pages of two windows and the whole page (three vectors), or
+/// 115,000 of one; a page that would not fit keeps only its whole page's vector.
 const MAX_BLOCK_BYTES: usize = 380_000;
 /// Entries without vectors stop here (the sealed block's overhead is under 100 bytes).
 const HARD_BLOCK_BYTES: usize = 400_000;
@@ -209,9 +209,11 @@ impl Block {
             .sum();
         let bare = entry.page.len() + 17;
         if size + bare + entry.vectors.len() > MAX_BLOCK_BYTES {
-            // A full block: the page keeps its first chunk, then none; past the hard limit it
-            // has no entry (keywords still find it, and its record gives its date).
-            entry.vectors.truncate(self.dims);
+            // A full block: the page keeps one vector, its last (the whole page's, for a page
+            // of several windows), then none; past the hard limit it has no entry (keywords
+            // still find it, and its record gives its date).
+            let last = entry.vectors.len().saturating_sub(self.dims);
+            entry.vectors.drain(..last);
             if size + bare + entry.vectors.len() > MAX_BLOCK_BYTES {
                 entry.vectors.clear();
             }
@@ -258,7 +260,8 @@ mod tests {
                     page: PageId::new().to_string(),
                     rev: 1,
                     date: Date::parse("2026-06-19").unwrap(),
-                    vectors: vec![1; model.dims() * 3],
+                    // two windows (1s), then the whole page (2s)
+                    vectors: [vec![1; model.dims() * 2], vec![2; model.dims()]].concat(),
                 },
             );
         }
@@ -266,6 +269,13 @@ mod tests {
         assert!(encoded <= HARD_BLOCK_BYTES + 80, "{encoded}");
         assert!(full.entries.len() < 2_000);
         assert!(full.entries.iter().any(|e| e.vectors.is_empty()));
+        // Pages that came when it was nearly full kept one vector: the whole page's.
+        let one: Vec<_> = full
+            .entries
+            .iter()
+            .filter(|e| e.vectors.len() == model.dims())
+            .collect();
+        assert!(!one.is_empty() && one.iter().all(|e| e.vectors.iter().all(|v| *v == 2)));
         assert_eq!(back, block);
         let blocks: std::collections::BTreeSet<usize> =
             (0..500).map(|_| block_of(&PageId::new())).collect();
