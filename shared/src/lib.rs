@@ -5,6 +5,7 @@
 //! - [`domain`]: pages, lines, task links, ids and dates, the structure parser, task
 //!   reconciliation and search text handling. Pure: no I/O, no JSON-RPC, no HTTP.
 //! - [`ports`]: the traits the core talks to (`Store`, `Keys`, `Assets`, `Clock`, `RateLimiter`).
+//! - [`embed`]: the static embedding model for search by meaning (built into the binary).
 //! - [`crypto`]: AES-256-GCM field sealing and the per-user key vault (the only place plaintext
 //!   data keys live).
 //! - [`adapters`]: implementations of the ports (`embedded` redb store, local key file, local
@@ -29,6 +30,7 @@ pub mod config;
 pub mod crypto;
 pub mod doctor;
 pub mod domain;
+pub mod embed;
 pub mod functions;
 pub mod http;
 pub mod mcp;

@@ -244,8 +244,8 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
         calls,
         counts(&[
             // the Notion connection (none), dedup key, stem of the date, the page, the index
-            // statistics
-            ("DynamoDB", "GetItem", 5),
+            // statistics, the page's vector block
+            ("DynamoDB", "GetItem", 6),
             // the page of the date
             ("DynamoDB", "Query", 1),
             // the dedup items of the page's task lines
@@ -269,18 +269,32 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
         "create_task, reused"
     );
 
-    // search_pages: the statistics in one batch, one Query per term, the matching pages in
-    // one batch.
+    // search_pages (hybrid): the notebook's revision, then (this process has not opened the
+    // index at it) the statistics and the vector blocks in one batch, one Query per term, the
+    // matching pages in one batch: 3 + terms reads whatever the notebook's size.
     let (hits, calls) = tool(&app, "search_pages", json!({ "query": "printer" })).await;
     assert!(!hits["results"].as_array().unwrap().is_empty());
     assert_eq!(
         calls,
         counts(&[
+            ("DynamoDB", "GetItem", 1),
             ("DynamoDB", "Query", 1),
             ("DynamoDB", "BatchGetItem", 2),
             ("DynamoDB", "PutItem", 1)
         ]),
         "search_pages"
+    );
+    // Again, nothing written since: the revision, and the pages returned (the index is open).
+    let (again, calls) = tool(&app, "search_pages", json!({ "query": "printer" })).await;
+    assert_eq!(again["results"], hits["results"]);
+    assert_eq!(
+        calls,
+        counts(&[
+            ("DynamoDB", "GetItem", 1),
+            ("DynamoDB", "BatchGetItem", 1),
+            ("DynamoDB", "PutItem", 1)
+        ]),
+        "search_pages, index open at the revision"
     );
 
     // list_access reads the record (one Query) and is itself not recorded.
@@ -300,7 +314,7 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
     assert_eq!(
         calls,
         counts(&[
-            ("DynamoDB", "GetItem", 3),
+            ("DynamoDB", "GetItem", 4), // + its vector block
             ("DynamoDB", "BatchGetItem", 1),
             ("DynamoDB", "TransactWriteItems", 1),
             ("DynamoDB", "PutItem", 1)
@@ -317,7 +331,7 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
     assert_eq!(
         calls,
         counts(&[
-            ("DynamoDB", "GetItem", 4),
+            ("DynamoDB", "GetItem", 5), // + its vector block
             ("DynamoDB", "BatchGetItem", 1),
             ("DynamoDB", "TransactWriteItems", 1),
             ("DynamoDB", "PutItem", 1)
@@ -331,7 +345,7 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
     assert_eq!(
         calls,
         counts(&[
-            ("DynamoDB", "GetItem", 3),
+            ("DynamoDB", "GetItem", 4),      // + its vector block
             ("DynamoDB", "BatchGetItem", 2), // + the dedup key of its task, on no other page
             ("DynamoDB", "TransactWriteItems", 1),
             ("DynamoDB", "PutItem", 1),
@@ -343,7 +357,7 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
     assert_eq!(
         calls,
         counts(&[
-            ("DynamoDB", "GetItem", 4),
+            ("DynamoDB", "GetItem", 5),      // + its vector block
             ("DynamoDB", "BatchGetItem", 3), // + that task and its dedup key
             ("DynamoDB", "TransactWriteItems", 1),
             ("DynamoDB", "PutItem", 1),

@@ -19,5 +19,6 @@ mod pages;
 mod protocol;
 mod ratelimit;
 mod resources;
+mod search;
 mod storage;
 mod trash;

@@ -257,8 +257,13 @@ pub async fn missing_and_foreign_pages_look_the_same(app: &TestApp) {
 }
 
 pub async fn search_ranks_matches_with_snippets_and_phrases(app: &TestApp) {
+    // Keywords alone: exactly the pages with the word (hybrid, the default, adds pages near
+    // in meaning; tests/integration/search.rs).
     let r = app
-        .call("search_pages", json!({ "query": "printer" }))
+        .call(
+            "search_pages",
+            json!({ "query": "printer", "mode": "keyword" }),
+        )
         .await;
     assert_eq!(r["query"], "printer");
     let results = r["results"].as_array().unwrap();
@@ -281,8 +286,28 @@ pub async fn search_ranks_matches_with_snippets_and_phrases(app: &TestApp) {
         );
     }
     // Stemming: "specs" finds "spec".
-    let r = app.call("search_pages", json!({ "query": "specs" })).await;
+    let r = app
+        .call(
+            "search_pages",
+            json!({ "query": "specs", "mode": "keyword" }),
+        )
+        .await;
     assert_eq!(r["results"].as_array().unwrap().len(), 4);
+    // Hybrid ranks the same pages first.
+    let hybrid = app.call("search_pages", json!({ "query": "specs" })).await;
+    let ids = |r: &Value| -> Vec<Value> {
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["page_id"].clone())
+            .collect()
+    };
+    let mut first: Vec<Value> = ids(&hybrid).into_iter().take(4).collect();
+    let mut keyword = ids(&r);
+    first.sort_by_key(|v| v.to_string());
+    keyword.sort_by_key(|v| v.to_string());
+    assert_eq!(first, keyword, "{hybrid}");
     // A phrase must appear as written.
     let r = app
         .call("search_pages", json!({ "query": "\"cover stock\"" }))
@@ -972,7 +997,7 @@ pub async fn search_queries_are_bounded(app: &TestApp) {
     let r = app
         .call(
             "search_pages",
-            json!({ "query": format!("spec {}", words(31)) }),
+            json!({ "query": format!("spec {}", words(31)), "mode": "keyword" }),
         )
         .await;
     assert_eq!(r["results"].as_array().unwrap().len(), 4, "{r}");

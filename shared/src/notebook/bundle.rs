@@ -743,6 +743,11 @@ impl Notebook {
             },
             Cond::NotExists,
         )];
+        // Index 1: the page's vectors in their block (a conflict there is retried below).
+        writes.push(
+            self.vector_block_write(user, keys, &page.page_id, page.rev, page.date, &page.lines)
+                .await?,
+        );
         if let Some(stem) = &stem {
             writes.push(records::stem_write(&pk, stem, &page.page_id));
         }
@@ -764,12 +769,42 @@ impl Notebook {
                 self.store.transact(chunk.to_vec()).await?;
             }
         }
-        match self.store.transact(writes).await {
+        let mut attempt = 0;
+        loop {
+            match self.store.transact(writes.clone()).await {
+                Err(StoreError::ConditionFailed { index: 1 } | StoreError::Conflict)
+                    if attempt + 1 < super::MAX_ATTEMPTS =>
+                {
+                    // Another writer changed the vector block: read it again.
+                    super::backoff(attempt).await;
+                    attempt += 1;
+                    writes[1] = self
+                        .vector_block_write(
+                            user,
+                            keys,
+                            &page.page_id,
+                            page.rev,
+                            page.date,
+                            &page.lines,
+                        )
+                        .await?;
+                }
+                other => break self.imported_page_outcome(other, &page.page_id),
+            }
+        }
+    }
+
+    fn imported_page_outcome(
+        &self,
+        result: Result<(), StoreError>,
+        page_id: &crate::domain::PageId,
+    ) -> Result<bool, BundleError> {
+        let page = page_id;
+        match result {
             Ok(()) => Ok(true),
             Err(StoreError::ConditionFailed { index: 0 }) => Ok(false),
             Err(StoreError::ConditionFailed { .. }) => Err(BundleError::NotEmpty(format!(
-                "another page already has the stem of page {}",
-                page.page_id
+                "another page already has the stem of page {page}"
             ))),
             Err(e) => Err(e.into()),
         }

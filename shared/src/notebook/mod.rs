@@ -19,8 +19,10 @@ mod records;
 mod resources;
 mod revision;
 mod search;
+mod search_index;
 mod tasks;
 mod trash;
+mod vectors;
 
 use std::sync::Arc;
 
@@ -34,9 +36,14 @@ pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
 pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
 pub use resources::{PageImage, TaskResource};
 pub use revision::{Revised, revision_token};
-pub use search::SearchHit;
+pub use search::{
+    HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, SearchHit, SearchMode,
+    SearchOptions, hybrid_score,
+};
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
 pub use trash::{Restored, TRASH_DAYS, TrashEntry, TrashKind, Trashed, trash_cursor_key};
+pub use vectors::MAX_CHUNKS;
+pub use vectors::ReindexReport;
 
 use crate::crypto::{CryptoError, Vault};
 use crate::ports::{Assets, AssetsError, Clock, Store, StoreError};
@@ -106,6 +113,8 @@ pub struct Notebook {
     notion: Option<Arc<crate::adapters::notion::NotionApi>>,
     /// Who opened what (`access`): buffered records of tool calls.
     access: Arc<AccessLog>,
+    /// The users' open search indexes at their notebook's revision (`search_index`).
+    search_cache: Arc<search_index::SearchCache>,
 }
 
 impl Notebook {
@@ -125,6 +134,7 @@ impl Notebook {
             config,
             ocr: None,
             notion: None,
+            search_cache: Arc::default(),
         }
     }
 

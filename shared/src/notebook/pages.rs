@@ -808,6 +808,13 @@ impl Notebook {
         ));
         writes.push(records::revision_write(&pk));
 
+        // Its vectors, in its block, rewritten in the same transaction (conditional on the
+        // version read, so concurrent commits into one block retry like any other conflict).
+        writes.push(
+            self.vector_block_write(user, keys, page_id, rev, content.date, &content.lines)
+                .await?,
+        );
+
         let postings = search::posting_writes(user, page_id, &tf, doc_len, rev);
         if writes.len() + postings.len() <= MAX_TRANSACTION_ITEMS {
             writes.extend(postings);

