@@ -251,7 +251,9 @@ fn main() -> anyhow::Result<()> {
                     meaning,
                     want: 6,
                 };
-                let mut c = nib::notebook::rank(&ask, &index, &lists, docs, avg, admits);
+                let dated: Option<&dyn Fn(nib::domain::Date) -> bool> =
+                    (from.is_some() || to.is_some()).then_some(&admits);
+                let mut c = nib::notebook::rank(&ask, &index, &lists, docs, avg, dated);
                 c.sort_by(|a, b| {
                     b.score
                         .total_cmp(&a.score)

@@ -91,6 +91,8 @@ pub struct VectorIndex {
     pub by_page: HashMap<Arc<str>, u32>,
     pub model: String,
     pub dims: usize,
+    /// Each entry's date, by number (read for every entry of a dated search).
+    dates: Vec<Date>,
     words: usize,
     codes: Vec<u64>,
     starts: Vec<u32>,
@@ -118,12 +120,14 @@ impl VectorIndex {
         let mut by_page = HashMap::new();
         let mut codes = Vec::new();
         let mut starts = vec![0u32];
+        let mut dates = Vec::new();
         for (b, open) in blocks.iter().enumerate() {
             let Some(open) = open else { continue };
             let usable = open.block.model == model && open.block.dims == dims;
             for (e, entry) in open.block.entries.iter().enumerate() {
                 by_page.insert(open.pages[e].clone(), locs.len() as u32);
                 locs.push((b as u16, e as u32));
+                dates.push(entry.date);
                 if usable && dims > 0 {
                     for v in entry.vectors.chunks_exact(dims) {
                         sign_code(v, words, &mut codes);
@@ -138,6 +142,7 @@ impl VectorIndex {
             by_page,
             model: model.to_owned(),
             dims,
+            dates,
             words,
             codes,
             starts,
@@ -168,11 +173,15 @@ impl VectorIndex {
         &open.pages[e]
     }
 
-    /// The date and revision of entry `g`.
-    pub fn date_rev(&self, g: u32) -> (Date, u32) {
+    /// The date of entry `g`.
+    pub fn date(&self, g: u32) -> Date {
+        self.dates[g as usize]
+    }
+
+    /// The revision of entry `g`.
+    pub fn rev(&self, g: u32) -> u32 {
         let (open, e) = self.entry(g);
-        let entry = &open.block.entries[e];
-        (entry.date, entry.rev)
+        open.block.entries[e].rev
     }
 
     /// The exact cosine of the query with entry `g`'s best vector, and that vector's number
@@ -198,7 +207,7 @@ impl VectorIndex {
 
     /// Each entry's estimated cosine with the query from sign codes (its best vector's), or
     /// `f32::NEG_INFINITY` for entries without vectors or outside `admits`.
-    fn estimates(&self, query: &[i16], admits: impl Fn(Date) -> bool) -> Vec<f32> {
+    fn estimates(&self, query: &[i16], admits: Option<&dyn Fn(Date) -> bool>) -> Vec<f32> {
         let mut q = Vec::with_capacity(self.words);
         sign_code(query, self.words, &mut q);
         // cos(pi * h / dims): the angle a Hamming distance h of sign bits suggests.
@@ -208,7 +217,7 @@ impl VectorIndex {
         let mut out = vec![f32::NEG_INFINITY; self.len()];
         for (g, slot) in out.iter_mut().enumerate() {
             let (lo, hi) = (self.starts[g] as usize, self.starts[g + 1] as usize);
-            if lo == hi || !admits(self.date_rev(g as u32).0) {
+            if lo == hi || admits.is_some_and(|a| !a(self.dates[g])) {
                 continue;
             }
             let mut best = u32::MAX;
@@ -286,7 +295,10 @@ pub struct RankQuery<'a> {
 /// Merges the terms' posting lists (each sorted by page number) into one candidate per page
 /// with its BM25 score: a k-way merge (k = query terms) over integers.
 pub fn merge(lists: &[PostingList], docs: u32, avg_len: f64) -> Vec<Candidate> {
-    let df: Vec<u32> = lists.iter().map(|l| l.len() as u32).collect();
+    let idf: Vec<f64> = lists
+        .iter()
+        .map(|l| text::bm25_idf(l.len() as u32, docs))
+        .collect();
     let mut ranked = Vec::with_capacity(lists.iter().map(|l| l.len()).max().unwrap_or(0));
     let mut heads = vec![0usize; lists.len()];
     loop {
@@ -305,7 +317,7 @@ pub fn merge(lists: &[PostingList], docs: u32, avg_len: f64) -> Vec<Candidate> {
         heads[first] += 1;
         let mut c = Candidate {
             id: low,
-            score: text::bm25(p.tf, df[first], docs, p.len, avg_len),
+            score: text::bm25_with_idf(p.tf, idf[first], p.len, avg_len),
             rev: p.rev,
             other_revs: Vec::new(),
             matched: 1,
@@ -316,7 +328,7 @@ pub fn merge(lists: &[PostingList], docs: u32, avg_len: f64) -> Vec<Candidate> {
             if let Some((id, p)) = lists[i].get(heads[i])
                 && *id == low
             {
-                c.score += text::bm25(p.tf, df[i], docs, p.len, avg_len);
+                c.score += text::bm25_with_idf(p.tf, idf[i], p.len, avg_len);
                 c.add_rev(p.rev);
                 c.matched += 1;
                 heads[i] += 1;
@@ -328,15 +340,16 @@ pub fn merge(lists: &[PostingList], docs: u32, avg_len: f64) -> Vec<Candidate> {
 }
 
 /// The candidates of a query, in no particular order (the walk orders them): keyword
-/// matches, pages by meaning, or both fused. `dates` says which pages may be results (by
-/// the entry's date; pages without an entry are checked on their record by the walk).
+/// matches, pages by meaning, or both fused. `admits` (for a search with dates) says which
+/// pages may be results by their entry's date (pages without an entry are checked on their
+/// record by the walk).
 pub fn rank(
     q: &RankQuery<'_>,
     vectors: &VectorIndex,
     lists: &[PostingList],
     docs: u32,
     avg_len: f64,
-    admits: impl Fn(Date) -> bool + Copy,
+    admits: Option<&dyn Fn(Date) -> bool>,
 ) -> Vec<Candidate> {
     let entries = vectors.len() as u32;
     let mut keyword = if q.keyword || q.phrases {
@@ -348,7 +361,9 @@ pub fn rank(
         // A page missing a phrase term cannot match (the text check decides the rest).
         keyword.retain(|c| c.matched == q.terms);
     }
-    keyword.retain(|c| c.id >= entries || admits(vectors.date_rev(c.id).0));
+    if let Some(admits) = admits {
+        keyword.retain(|c| c.id >= entries || admits(vectors.date(c.id)));
+    }
     let weights = q.vector.map(embed::query_weights);
     let weights = match weights {
         Some(w) if q.meaning && w.len() == vectors.dims => w,
@@ -381,24 +396,22 @@ pub fn rank(
         };
         hybrid_score(0.0, relative, c.matched as f64 / q.terms.max(1) as f64)
     };
-    // First pass: estimated scores; the best `rescored` pages go on.
-    let mut first: Vec<(f64, u32, Option<usize>)> = Vec::new(); // (estimate, id, keyword index)
-    let mut in_keyword = vec![false; estimate.len()];
+    // First pass: estimated scores; the best `rescored` pages go on. `slot[id]`: 1 + the
+    // page's place in `keyword`, 0 for a page found by meaning only.
+    let mut slot: Vec<u32> = vec![0; estimate.len()];
+    let mut first: Vec<(f32, u32)> = Vec::with_capacity(estimate.len() + keyword.len());
     if q.keyword {
         for (k, c) in keyword.iter().enumerate() {
-            let est = estimate
-                .get(c.id as usize)
-                .copied()
-                .unwrap_or(f32::NEG_INFINITY);
-            if let Some(f) = in_keyword.get_mut(c.id as usize) {
-                *f = true;
+            let est = estimate.get(c.id as usize).copied().unwrap_or(0.0);
+            if let Some(s) = slot.get_mut(c.id as usize) {
+                *s = k as u32 + 1;
             }
-            first.push((f64::from(est.max(0.0)) + part(c), c.id, Some(k)));
+            first.push(((f64::from(est.max(0.0)) + part(c)) as f32, c.id));
         }
     }
     for (g, est) in estimate.iter().enumerate() {
-        if *est > f32::NEG_INFINITY && !in_keyword[g] {
-            first.push((f64::from(*est), g as u32, None));
+        if *est > f32::NEG_INFINITY && slot[g] == 0 {
+            first.push((*est, g as u32));
         }
     }
     let keep = rescored(q.want).min(first.len());
@@ -406,15 +419,27 @@ pub fn rank(
         first.select_nth_unstable_by(keep, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         first.truncate(keep);
     }
+    // Pages without an entry that matched words: their places in `keyword`, by number.
+    let words_only: HashMap<u32, usize> = if q.keyword {
+        keyword
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.id >= entries)
+            .map(|(k, c)| (c.id, k))
+            .collect()
+    } else {
+        HashMap::new()
+    };
     // Second pass: exact cosines.
     let mut out = Vec::with_capacity(first.len());
     let mut best_cos = f64::MIN;
     let mut alone = Vec::new();
-    for (_, id, k) in first {
-        let exact = if id < entries {
-            vectors.exact(&weights, id)
+    for (_, id) in first {
+        let (exact, k) = if id < entries {
+            let k = slot[id as usize];
+            (vectors.exact(&weights, id), (k > 0).then(|| k as usize - 1))
         } else {
-            None
+            (None, words_only.get(&id).copied())
         };
         match k {
             Some(k) => {
@@ -422,7 +447,7 @@ pub fn rank(
                 let cos = exact.map_or(0.0, |(cos, _)| f64::from(cos));
                 if let Some((_, chunk)) = exact {
                     c.chunk = Some(chunk);
-                    c.add_rev(vectors.date_rev(id).1);
+                    c.add_rev(vectors.rev(id));
                 }
                 best_cos = best_cos.max(cos);
                 c.score = cos + part(&c);
@@ -434,7 +459,7 @@ pub fn rank(
                 alone.push(Candidate {
                     id,
                     score: f64::from(cos),
-                    rev: vectors.date_rev(id).1,
+                    rev: vectors.rev(id),
                     other_revs: Vec::new(),
                     matched: 0,
                     chunk: Some(chunk),
@@ -500,7 +525,7 @@ mod tests {
             .map(|j| if j % 2 == 0 { 0.125 } else { -0.125 })
             .collect();
         let q = embed::query_weights(&unit);
-        let est = v.estimates(&q, |_| true);
+        let est = v.estimates(&q, None);
         assert!((est[0] - 1.0).abs() < 1e-6, "{est:?}");
         assert!((est[1] + 1.0).abs() < 1e-6, "{est:?}");
         assert_eq!(est[2], f32::NEG_INFINITY, "another model is not compared");
@@ -536,7 +561,7 @@ mod tests {
             c.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
             c.into_iter().map(|c| c.id).collect::<Vec<_>>()
         };
-        let all = |_: Date| true;
+        let all = None;
         assert_eq!(
             ids(rank(&ask(true, false, false), &v, &lists, 3, 10.0, all)),
             [1, 2]
@@ -562,9 +587,16 @@ mod tests {
             Vec::<u32>::new()
         );
         // Dates: entries outside are out (page 2, without an entry, is left to the walk).
-        let none = |_: Date| false;
+        let none: &dyn Fn(Date) -> bool = &|_| false;
         assert_eq!(
-            ids(rank(&ask(true, true, false), &v, &lists, 3, 10.0, none)),
+            ids(rank(
+                &ask(true, true, false),
+                &v,
+                &lists,
+                3,
+                10.0,
+                Some(none)
+            )),
             [2]
         );
     }

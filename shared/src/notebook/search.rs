@@ -364,7 +364,9 @@ impl Notebook {
             meaning: opts.mode != SearchMode::Keyword,
             want: limit,
         };
-        let mut ranked = rank::rank(&ask, vectors, &lists, docs, avg_len, |d| opts.admits(d));
+        let admits = |d: Date| opts.admits(d);
+        let dates: Option<&dyn Fn(Date) -> bool> = opts.has_dates().then_some(&admits);
+        let mut ranked = rank::rank(&ask, vectors, &lists, docs, avg_len, dates);
 
         // Walk down the ranking, verifying revisions, dates and phrases on the decrypted pages.
         // Only the best `batch` candidates are put in order at a time (usually one batch gives
