@@ -181,6 +181,11 @@ impl VectorIndex {
         self.locs.len()
     }
 
+    /// Whether it has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.locs.is_empty()
+    }
+
     fn entry(&self, g: u32) -> (&OpenBlock, usize) {
         let (b, e) = self.locs[g as usize];
         let open = self.blocks[b as usize]
