@@ -1,13 +1,16 @@
-//! `nib-search-eval SET.json`: scores search by meaning on a set of `tests/search/generate.py`
+//! `nib-search-eval SET.json [--pool]`: scores search by meaning on a set of `tests/search/generate.py`
 //! (`make search-eval`). For every notebook of the set, each page is indexed as nib indexes it
 //! (its search terms and BM25 from `domain::text`, its chunks and vectors from `embed`), each
 //! query ranked in three modes, dates filtered before ranking:
 //!
 //! - keyword: BM25 alone (what `search_pages` did before issue 15), pages sharing no term are
 //!   not returned;
-//! - meaning: the cosine of the query's vector with the page's best chunk;
-//! - hybrid: the two fused by `notebook::hybrid_score`, as `search_pages` ranks (reciprocal
-//!   rank fusion, `embed::rrf`, is scored too, not used).
+//! - meaning and hybrid: ranked by nib's own ranking (`notebook::rank`, over the open index
+//!   nib would hold for the notebook: the sign-code pass, then exact cosines of the best
+//!   pages, fused with BM25 by `notebook::hybrid_score`);
+//! - "meaning, exact over every page": the exact cosine of every page's best vector, to show
+//!   what the two-pass scan loses (reciprocal rank fusion, `embed::rrf`, is scored too, not
+//!   used).
 //!
 //! It prints recall@1/@3/@5 and MRR per mode and per kind of query (paraphrases, and queries
 //! in the page's own words), after checking with nib's own terms that no paraphrase shares a
@@ -61,12 +64,18 @@ impl Tally {
 }
 
 /// The three modes of `search_pages`, and reciprocal rank fusion for comparison.
-const MODES: [&str; 4] = ["keyword", "meaning", "hybrid", "rrf (k=60), not used"];
+const MODES: [&str; 5] = [
+    "keyword",
+    "meaning",
+    "hybrid",
+    "meaning, exact over every page",
+    "rrf (k=60), not used",
+];
 
 fn main() -> anyhow::Result<()> {
     let path = std::env::args()
         .nth(1)
-        .ok_or_else(|| anyhow::anyhow!("usage: nib-search-eval SET.json"))?;
+        .ok_or_else(|| anyhow::anyhow!("usage: nib-search-eval SET.json [--pool]"))?;
     let set: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
     let t0 = Instant::now();
     let model = embed::model()?;
@@ -78,7 +87,18 @@ fn main() -> anyhow::Result<()> {
     let mut pages_indexed = 0usize;
     let mut above = [0usize; 5];
     let mut paraphrases = 0usize;
-    let books = set["notebooks"].as_array().cloned().unwrap_or_default();
+    let mut books = set["notebooks"].as_array().cloned().unwrap_or_default();
+    // `--pool`: every notebook's pages in one (about 750), so the sign-code pass of `meaning`
+    // and `hybrid` has more pages than it rescores exactly; "meaning, exact" shows the cost.
+    if std::env::args().any(|a| a == "--pool") {
+        let mut pages = Vec::new();
+        let mut queries = Vec::new();
+        for b in &books {
+            pages.extend(b["pages"].as_array().cloned().unwrap_or_default());
+            queries.extend(b["queries"].as_array().cloned().unwrap_or_default());
+        }
+        books = vec![serde_json::json!({ "pages": pages, "queries": queries })];
+    }
     for book in &books {
         let mut pages = Vec::new();
         for p in book["pages"].as_array().into_iter().flatten() {
@@ -112,6 +132,42 @@ fn main() -> anyhow::Result<()> {
         for p in &pages {
             for t in p.terms.keys() {
                 *df.entry(t.as_str()).or_default() += 1;
+            }
+        }
+        // The open index nib would hold for this notebook: one block of every page's vectors
+        // (entry numbers = positions in `pages`), and each term's posting list.
+        let block = nib::notebook::Block {
+            model: model.id().to_owned(),
+            dims: model.dims(),
+            entries: pages
+                .iter()
+                .map(|p| nib::notebook::Entry {
+                    page: p.id.clone(),
+                    rev: 1,
+                    date: nib::domain::Date::parse(&p.date).unwrap_or_else(|_| {
+                        nib::domain::Date::parse("2026-01-01").expect("a date")
+                    }),
+                    vectors: p.vectors.concat(),
+                })
+                .collect(),
+        };
+        let open = nib::notebook::OpenBlock::new(1, block);
+        let index = nib::notebook::VectorIndex::new(
+            vec![Some(std::sync::Arc::new(open))],
+            model.id(),
+            model.dims(),
+        );
+        let mut postings: HashMap<&str, Vec<(u32, nib::notebook::Posting)>> = HashMap::new();
+        for (i, p) in pages.iter().enumerate() {
+            for (t, tf) in &p.terms {
+                postings.entry(t.as_str()).or_default().push((
+                    i as u32,
+                    nib::notebook::Posting {
+                        tf: *tf,
+                        len: p.len,
+                        rev: 1,
+                    },
+                ));
             }
         }
         for q in book["queries"].as_array().into_iter().flatten() {
@@ -167,7 +223,6 @@ fn main() -> anyhow::Result<()> {
                 .filter(|p| in_range(p))
                 .map(|p| (p, bm(p), best_cos(p)))
                 .collect();
-            let max_bm = scored.iter().map(|s| s.1).fold(0.0, f64::max);
             let keyword = rank_by(scored.iter().map(|(p, b, _)| (*b, p.id.as_str())).collect());
             // Shifted by 2 so rank_by keeps every candidate (a cosine may be negative).
             let meaning = rank_by(
@@ -177,25 +232,39 @@ fn main() -> anyhow::Result<()> {
                     .map(|(p, _, c)| (f64::from(*c) + 2.0, p.id.as_str()))
                     .collect(),
             );
-            let best_cos = scored
+            // nib's own ranking (`notebook::rank`, as `search_pages` ranks).
+            let lists: Vec<nib::notebook::PostingList> = qterms
                 .iter()
-                .map(|s| f64::from(s.2))
-                .fold(f64::MIN, f64::max);
-            let alone = f64::from(floor).max(nib::notebook::HYBRID_RELATIVE_FLOOR * best_cos);
-            let matched = |p: &Page| qterms.iter().filter(|t| p.terms.contains_key(*t)).count();
-            let hybrid = rank_by(
-                scored
-                    .iter()
-                    .filter(|s| s.1 > 0.0 || f64::from(s.2) >= alone)
-                    .map(|(p, b, c)| {
-                        let k = if max_bm > 0.0 { b / max_bm } else { 0.0 };
-                        let coverage = matched(p) as f64 / qterms.len().max(1) as f64;
-                        // Shifted by 2, as above.
-                        let score = nib::notebook::hybrid_score(f64::from(*c), k, coverage);
-                        (score + 2.0, p.id.as_str())
-                    })
-                    .collect(),
-            );
+                .map(|t| postings.get(t.as_str()).cloned().unwrap_or_default().into())
+                .collect();
+            let admits = |d: nib::domain::Date| {
+                let d = d.to_string();
+                from.is_none_or(|f| d.as_str() >= f) && to.is_none_or(|t| d.as_str() <= t)
+            };
+            let nib_rank = |keyword: bool, meaning: bool| -> Vec<String> {
+                let ask = nib::notebook::RankQuery {
+                    vector: qv.as_deref(),
+                    terms: qterms.len(),
+                    all_terms: false,
+                    phrases: false,
+                    keyword,
+                    meaning,
+                    want: 6,
+                };
+                let dated: Option<&dyn Fn(nib::domain::Date) -> bool> =
+                    (from.is_some() || to.is_some()).then_some(&admits);
+                let mut c = nib::notebook::rank(&ask, &index, &lists, docs, avg, dated);
+                c.sort_by(|a, b| {
+                    b.score
+                        .total_cmp(&a.score)
+                        .then_with(|| pages[a.id as usize].id.cmp(&pages[b.id as usize].id))
+                });
+                c.into_iter()
+                    .map(|c| pages[c.id as usize].id.clone())
+                    .collect()
+            };
+            let hybrid = nib_rank(true, true);
+            let nib_meaning = nib_rank(false, true);
             let rrf: Vec<String> = embed::rrf(&[(&keyword, 1.0), (&meaning, 1.0)], embed::RRF_K)
                 .into_iter()
                 .map(|(id, _)| id.to_owned())
@@ -219,7 +288,10 @@ fn main() -> anyhow::Result<()> {
                 }
                 paraphrases += 1;
             }
-            for (mode, list) in MODES.iter().zip([&keyword, &meaning, &hybrid, &rrf]) {
+            for (mode, list) in MODES
+                .iter()
+                .zip([&keyword, &nib_meaning, &hybrid, &meaning, &rrf])
+            {
                 let rank = list.iter().position(|id| id == target).map(|i| i + 1);
                 tallies
                     .entry((mode, kind_name(kind)))

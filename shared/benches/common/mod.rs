@@ -48,7 +48,9 @@ pub fn user() -> UserId {
 /// (see BENCHMARKS.md), so they would only retry.
 pub fn notebook(rt: &tokio::runtime::Runtime, pages: usize) -> App {
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nib-bench-stores");
-    let name = format!("pages-{pages}-v{STORE_VERSION}");
+    // The model's id too: a store's vectors are only searched by the model that wrote them.
+    let model = nib::embed::model().expect("the embedding model").id();
+    let name = format!("pages-{pages}-v{STORE_VERSION}-{model}");
     let dir = root.join(&name);
     if !dir.join("complete").exists() {
         let shm = PathBuf::from("/dev/shm");

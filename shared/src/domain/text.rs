@@ -113,16 +113,26 @@ pub fn contains_phrase(text_terms: &[String], phrase: &[String]) -> bool {
 /// The BM25 score of one term in one document (k1 = 1.2, b = 0.75, idf with +1 inside the log so
 /// it is never negative).
 pub fn bm25(tf: u32, df: u32, docs: u32, doc_len: u32, avg_len: f64) -> f64 {
+    bm25_with_idf(tf, bm25_idf(df, docs), doc_len, avg_len)
+}
+
+/// The inverse document frequency of [`bm25`]: the same for every posting of a term, so a
+/// merge over a term's postings computes it once.
+pub fn bm25_idf(df: u32, docs: u32) -> f64 {
+    // Counts can be momentarily inconsistent (a page indexed while the totals lag): never let
+    // the document count fall below the document frequency.
+    let n = f64::from(docs.max(df));
+    let df = f64::from(df);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// [`bm25`] with the term's [`bm25_idf`] given.
+pub fn bm25_with_idf(tf: u32, idf: f64, doc_len: u32, avg_len: f64) -> f64 {
     const K1: f64 = 1.2;
     const B: f64 = 0.75;
     if tf == 0 {
         return 0.0;
     }
-    // Counts can be momentarily inconsistent (a page indexed while the totals lag): never let
-    // the document count fall below the document frequency.
-    let n = f64::from(docs.max(df));
-    let df = f64::from(df);
-    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
     // Without a usable average length, treat the document as average-sized.
     let relative_len = if avg_len.is_finite() && avg_len > 0.0 {
         f64::from(doc_len) / avg_len

@@ -15,6 +15,7 @@ mod notion;
 #[cfg(feature = "ocr")]
 mod ocr;
 mod pages;
+mod rank;
 mod records;
 mod resources;
 mod revision;
@@ -34,6 +35,9 @@ pub use import::{
 };
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
 pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
+pub use rank::{
+    Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex, merge, rank, rescored,
+};
 pub use resources::{PageImage, TaskResource};
 pub use revision::{Revised, revision_token};
 pub use search::{
@@ -42,8 +46,8 @@ pub use search::{
 };
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
 pub use trash::{Restored, TRASH_DAYS, TrashEntry, TrashKind, Trashed, trash_cursor_key};
-pub use vectors::MAX_CHUNKS;
 pub use vectors::ReindexReport;
+pub use vectors::{Block, Entry, MAX_CHUNKS};
 
 use crate::crypto::{CryptoError, Vault};
 use crate::ports::{Assets, AssetsError, Clock, Store, StoreError};

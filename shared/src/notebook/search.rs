@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::pages::open_page_lines;
+use super::rank::{self, Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex};
 use super::records::{PageHead, StatsRecord, decode, page_sk, term_partition, user_pk};
-use super::search_index::{OpenBlock, Posting, PostingList, UserIndex, VectorIndex};
+use super::search_index::UserIndex;
 use super::vectors::{self, Block};
 use super::{Notebook, NotebookError};
 use crate::crypto::UserKeys;
@@ -75,25 +76,7 @@ impl SearchOptions {
     }
 }
 
-/// A page found by meaning alone is a result only at this cosine or above (see
-/// ARCHITECTURE.md, "Search by meaning": 96% of the paraphrases' pages reach it on the eval).
-pub const MEANING_FLOOR: f32 = 0.2;
-/// The weight of BM25 (relative to the query's best, times the square of the share of the
-/// query's terms the page holds) in a hybrid score; the cosine's is 1. Tuned on `make
-/// search-eval` seed 7 (see [`hybrid_score`]).
-pub const HYBRID_KEYWORD_WEIGHT: f64 = 0.3;
-/// In hybrid search a page found by meaning alone needs at least this share of the query's
-/// best cosine (and [`MEANING_FLOOR`]).
-pub const HYBRID_RELATIVE_FLOOR: f64 = 0.7;
-
-/// A page's hybrid score: its best cosine, plus the keyword part, [`HYBRID_KEYWORD_WEIGHT`]
-/// times its BM25 relative to the query's best times the square of the share of the query's
-/// terms it holds. A query in the page's own words holds them all and the words decide; a
-/// paraphrase whose stray word matches a distractor gives it almost nothing (a bare relative
-/// BM25 lost paraphrases 5-8 points of recall@3 to meaning alone; this, under 2).
-pub fn hybrid_score(cosine: f64, relative_bm25: f64, coverage: f64) -> f64 {
-    cosine + HYBRID_KEYWORD_WEIGHT * relative_bm25 * coverage * coverage
-}
+pub use super::rank::{HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, hybrid_score};
 
 /// One search result.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,180 +132,11 @@ fn parse_posting(body: &[u8]) -> Option<Posting> {
     })
 }
 
-struct Candidate {
-    page: Arc<str>,
-    score: f64,
-    /// The revision of the first matching posting, and of any later one that differs; the page
-    /// is a hit only if its current revision is among them. (Usually all agree, so the vector
-    /// stays empty and never allocates.)
-    rev: u32,
-    other_revs: Vec<u32>,
-    /// How many distinct query terms matched.
-    matched: usize,
-    /// The best chunk by meaning, when the page was ranked by its vectors.
-    chunk: Option<usize>,
-}
-
-impl Candidate {
-    fn has_rev(&self, rev: u32) -> bool {
-        self.rev == rev || self.other_revs.contains(&rev)
-    }
-}
-
-/// Each entry's cosine with the query (its best chunk) and that chunk, by entry number of the
-/// index; `None` for entries of another model, without vectors, or outside the date range.
-fn score_by_meaning(
-    index: &VectorIndex,
-    query: Option<&[f32]>,
-    model_id: &str,
-    opts: &SearchOptions,
-) -> Vec<Option<(f32, usize)>> {
-    let mut scores = vec![None; index.total];
-    let Some(query) = query else {
-        return scores;
-    };
-    let q = embed::query_weights(query);
-    for (b, open) in index.blocks.iter().enumerate() {
-        let Some(open) = open else { continue };
-        let block = &open.block;
-        if block.model != model_id || block.dims != q.len() {
-            continue;
-        }
-        let base = index.offsets[b];
-        for (e, entry) in block.entries.iter().enumerate() {
-            if !opts.admits(entry.date) {
-                continue;
-            }
-            let mut best: Option<(f32, usize)> = None;
-            for (i, v) in entry.vectors.chunks_exact(block.dims).enumerate() {
-                let cos = embed::weighted_cosine(&q, v);
-                if best.is_none_or(|(c, _)| cos > c) {
-                    best = Some((cos, i));
-                }
-            }
-            scores[base + e] = best;
-        }
-    }
-    scores
-}
-
-/// The candidate of an entry found by meaning.
-fn meaning_candidate(index: &VectorIndex, g: usize, cos: f32, chunk: usize) -> Candidate {
-    let b = index.offsets.partition_point(|&o| o <= g) - 1;
-    let open = index.blocks[b].as_ref().expect("a scored entry's block");
-    let e = g - index.offsets[b];
-    Candidate {
-        page: open.pages[e].clone(),
-        score: f64::from(cos),
-        rev: open.block.entries[e].rev,
-        other_revs: Vec::new(),
-        matched: 0,
-        chunk: Some(chunk),
-    }
-}
-
-/// Hybrid scores ([`hybrid_score`]). Candidates are the keyword matches and the pages at
-/// [`MEANING_FLOOR`] and [`HYBRID_RELATIVE_FLOOR`] or above; a fused candidate keeps the
-/// revisions of both sources.
-fn fuse(
-    keyword: Vec<Candidate>,
-    terms: usize,
-    index: &VectorIndex,
-    mut meaning: Vec<Option<(f32, usize)>>,
-) -> Vec<Candidate> {
-    let best_bm25 = keyword.iter().map(|c| c.score).fold(0.0, f64::max);
-    let mut out = Vec::with_capacity(keyword.len() + 16);
-    for mut c in keyword {
-        let relative = if best_bm25 > 0.0 {
-            c.score / best_bm25
-        } else {
-            0.0
-        };
-        let coverage = c.matched as f64 / terms.max(1) as f64;
-        let mut cos = 0.0;
-        if let Some(g) = index.by_page.get(&c.page).copied()
-            && let Some((cosine, chunk)) = meaning[g].take()
-        {
-            let m = meaning_candidate(index, g, cosine, chunk);
-            cos = m.score;
-            if !c.has_rev(m.rev) {
-                c.other_revs.push(m.rev);
-            }
-            c.chunk = m.chunk;
-        }
-        c.score = hybrid_score(cos, relative, coverage);
-        out.push(c);
-    }
-    // A page found by meaning alone must also be near the best cosine of the query: a word
-    // query ("printer") finds its pages by the word, and only close neighbours besides.
-    let best_cos = meaning
-        .iter()
-        .flatten()
-        .map(|m| f64::from(m.0))
-        .fold(f64::MIN, f64::max);
-    let floor = f64::from(MEANING_FLOOR).max(HYBRID_RELATIVE_FLOOR * best_cos);
-    out.extend(meaning_only(index, &meaning, floor));
-    out
-}
-
-/// The candidates by meaning at `floor` or above.
-fn meaning_only<'a>(
-    index: &'a VectorIndex,
-    meaning: &'a [Option<(f32, usize)>],
-    floor: f64,
-) -> impl Iterator<Item = Candidate> + 'a {
-    meaning.iter().enumerate().filter_map(move |(g, m)| {
-        let (cos, chunk) = (*m)?;
-        (f64::from(cos) >= floor).then(|| meaning_candidate(index, g, cos, chunk))
-    })
-}
-
 /// Best first: higher score, then lower page id (so the order is deterministic).
-fn best_first(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+fn best_first(index: &UserIndex, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
     b.score
         .total_cmp(&a.score)
-        .then_with(|| a.page.cmp(&b.page))
-}
-
-/// Merges the terms' posting lists, each sorted by page id, into one candidate per page with
-/// its BM25 score: a k-way merge over the sorted lists (k = query terms), so no hashing.
-fn merge(lists: &[PostingList], docs: u32, avg_len: f64) -> Vec<Candidate> {
-    let df: Vec<u32> = lists.iter().map(|l| l.len() as u32).collect();
-    let mut ranked = Vec::with_capacity(lists.iter().map(|l| l.len()).max().unwrap_or(0));
-    // The position of each list's next posting.
-    let mut heads = vec![0usize; lists.len()];
-    // Each round takes the list whose next page id is the smallest: that page is the next
-    // candidate.
-    while let Some(first) = (0..lists.len())
-        .filter(|&i| heads[i] < lists[i].len())
-        .min_by(|&a, &b| lists[a][heads[a]].0.cmp(&lists[b][heads[b]].0))
-    {
-        let (page, p) = &lists[first][heads[first]];
-        heads[first] += 1;
-        let mut c = Candidate {
-            page: page.clone(),
-            score: text::bm25(p.tf, df[first], docs, p.len, avg_len),
-            rev: p.rev,
-            other_revs: Vec::new(),
-            matched: 1,
-            chunk: None,
-        };
-        // Lists before `first` cannot hold this page: their next ids are all larger.
-        for i in first + 1..lists.len() {
-            if let Some((page, p)) = lists[i].get(heads[i])
-                && *page == c.page
-            {
-                c.score += text::bm25(p.tf, df[i], docs, p.len, avg_len);
-                if p.rev != c.rev && !c.other_revs.contains(&p.rev) {
-                    c.other_revs.push(p.rev);
-                }
-                c.matched += 1;
-                heads[i] += 1;
-            }
-        }
-        ranked.push(c);
-    }
-    ranked
+        .then_with(|| index.page(a.id).cmp(&index.page(b.id)))
 }
 
 impl Notebook {
@@ -338,24 +152,22 @@ impl Notebook {
             return Ok(list);
         }
         let mut q = Query::table(term_partition(user, &blind_term), "");
-        let mut postings: Vec<(Arc<str>, Posting)> = Vec::new();
+        let mut postings: Vec<(u32, Posting)> = Vec::new();
         loop {
             let page = self.store.query(&q).await?;
             postings.extend(
                 page.items
                     .into_iter()
-                    .filter_map(|i| parse_posting(&i.body).map(|p| (Arc::from(i.sk), p))),
+                    .filter_map(|i| parse_posting(&i.body).map(|p| (index.number(&i.sk), p))),
             );
             match page.next {
                 Some(next) => q.after = Some(next),
                 None => break,
             }
         }
-        // The store returns a partition in sort-key order; the merge relies on it.
-        if !postings.is_sorted_by(|a, b| a.0 < b.0) {
-            postings.sort_by(|a, b| a.0.cmp(&b.0));
-            postings.dedup_by(|a, b| a.0 == b.0);
-        }
+        // The merge walks the lists in page-number order.
+        postings.sort_unstable_by_key(|p| p.0);
+        postings.dedup_by_key(|p| p.0);
         let list: PostingList = postings.into();
         index.keep_postings(blind_term, list.clone());
         Ok(list)
@@ -436,23 +248,12 @@ impl Notebook {
                 .filter(|b| b.version == item.version);
             let open = match kept {
                 Some(b) => b,
-                None => {
-                    let block = Block::open(keys, user, item)?;
-                    let pages = block
-                        .entries
-                        .iter()
-                        .map(|e| Arc::from(e.page.as_str()))
-                        .collect();
-                    Arc::new(OpenBlock {
-                        version: item.version,
-                        block,
-                        pages,
-                    })
-                }
+                None => Arc::new(OpenBlock::new(item.version, Block::open(keys, user, item)?)),
             };
             blocks.push(Some(open));
         }
-        Ok(Arc::new(VectorIndex::new(blocks)))
+        let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        Ok(Arc::new(VectorIndex::new(blocks, model.id(), model.dims())))
     }
 
     /// Ranked pages for a query (hybrid: keywords and meaning). Loose terms are OR'ed and
@@ -541,58 +342,32 @@ impl Notebook {
         };
         let docs = index.docs.max(1);
         let avg_len = index.total_len as f64 / docs as f64;
-
-        let no_vectors = VectorIndex::new(Vec::new());
-        let vectors = index.vectors.as_deref().unwrap_or(&no_vectors);
-        let mut meaning = if opts.mode == SearchMode::Keyword {
-            score_by_meaning(vectors, None, "", opts)
+        let empty = VectorIndex::empty();
+        let vectors = index.vectors.as_deref().unwrap_or(&empty);
+        let query_vector = if opts.mode == SearchMode::Keyword {
+            None
         } else {
             let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
-            let qv = model.embed(query);
-            score_by_meaning(vectors, qv.as_deref(), model.id(), opts)
+            model.embed(query)
         };
+        let required = parsed.phrases.iter().flatten().count();
+        let ask = RankQuery {
+            vector: query_vector.as_deref(),
+            terms: parsed.terms.len(),
+            all_terms: required > 0
+                && parsed
+                    .terms
+                    .iter()
+                    .all(|t| parsed.phrases.iter().flatten().any(|p| p == t)),
+            phrases: required > 0,
+            keyword: opts.mode != SearchMode::Meaning,
+            meaning: opts.mode != SearchMode::Keyword,
+            want: limit,
+        };
+        let admits = |d: Date| opts.admits(d);
+        let dates: Option<&dyn Fn(Date) -> bool> = opts.has_dates().then_some(&admits);
+        let mut ranked = rank::rank(&ask, vectors, &lists, docs, avg_len, dates);
 
-        // Phrase terms must all be present; loose terms are optional.
-        let required: Vec<&String> = parsed.phrases.iter().flatten().collect();
-        let mut keyword = if use_terms {
-            merge(&lists, docs, avg_len)
-        } else {
-            Vec::new()
-        };
-        if !required.is_empty() {
-            let required_count = parsed.terms.iter().filter(|t| required.contains(t)).count();
-            // Cheap pre-filter: a page missing a phrase term cannot match. Counting matched terms
-            // is enough when the query has no loose terms; otherwise the text check decides.
-            if required_count == parsed.terms.len() {
-                keyword.retain(|c| c.matched == required_count);
-            }
-        }
-        // Dates inside the ranking: pages the blocks date outside the range leave before any
-        // cut (the page record's date is checked again below, for pages without vectors).
-        if opts.has_dates() {
-            keyword.retain(|c| vectors.date_of(&c.page).is_none_or(|d| opts.admits(d)));
-        }
-        if !required.is_empty() {
-            // A phrase still requires the phrase: only pages holding its terms.
-            let mut holders = vec![false; meaning.len()];
-            for c in &keyword {
-                if let Some(&g) = vectors.by_page.get(&c.page) {
-                    holders[g] = true;
-                }
-            }
-            for (m, held) in meaning.iter_mut().zip(holders) {
-                if !held {
-                    *m = None;
-                }
-            }
-        }
-        let mut ranked = match opts.mode {
-            SearchMode::Keyword => keyword,
-            SearchMode::Meaning => {
-                meaning_only(vectors, &meaning, f64::from(MEANING_FLOOR)).collect()
-            }
-            SearchMode::Hybrid => fuse(keyword, parsed.terms.len(), vectors, meaning),
-        };
         // Walk down the ranking, verifying revisions, dates and phrases on the decrypted pages.
         // Only the best `batch` candidates are put in order at a time (usually one batch gives
         // the hits), rather than sorting every page that matched a word.
@@ -602,18 +377,21 @@ impl Notebook {
         while !rest.is_empty() {
             let take = batch.min(rest.len());
             if take < rest.len() {
-                rest.select_nth_unstable_by(take - 1, best_first);
+                rest.select_nth_unstable_by(take - 1, |a, b| best_first(&index, a, b));
             }
             let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(take);
-            chunk.sort_unstable_by(best_first);
+            chunk.sort_unstable_by(|a, b| best_first(&index, a, b));
             rest = tail;
-            let page_keys: Vec<(String, String)> = chunk
+            let pages: Vec<(&Candidate, PageId)> = chunk
                 .iter()
-                .filter_map(|c| PageId::parse(&c.page).ok())
-                .map(|p| (pk.clone(), page_sk(&p)))
+                .filter_map(|c| Some((c, PageId::parse(&index.page(c.id)?).ok()?)))
+                .collect();
+            let page_keys: Vec<(String, String)> = pages
+                .iter()
+                .map(|(_, p)| (pk.clone(), page_sk(p)))
                 .collect();
             let items = self.store.batch_get(&page_keys).await?;
-            for (c, item) in chunk.iter().zip(items) {
+            for ((c, _), item) in pages.into_iter().zip(items) {
                 let Some(item) = item else { continue };
                 let record: PageHead = decode("page", &item.body)?;
                 // Only postings and vectors written for the page's current revision count; a

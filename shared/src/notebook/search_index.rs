@@ -22,87 +22,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::vectors::Block;
-use crate::domain::{Date, UserId};
+use super::rank::{PostingList, VectorIndex};
+use crate::domain::UserId;
 
 /// The memory all users' open indexes may take (estimated), before the least recently used is
 /// dropped. A notebook of 10,000 pages takes about 7 MB with its vectors.
 pub const BUDGET_BYTES: usize = 48 << 20;
 /// A user's cached posting lists stop growing here (entries); older lists are dropped first.
 const MAX_CACHED_POSTINGS: usize = 400_000;
-
-/// One posting: term frequency, document length and the page revision it was written for.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Posting {
-    pub tf: u32,
-    pub len: u32,
-    pub rev: u32,
-}
-
-/// A term's postings, sorted by page id.
-pub(super) type PostingList = Arc<[(Arc<str>, Posting)]>;
-
-/// An opened vector block and the item version it was opened at.
-pub(super) struct OpenBlock {
-    pub version: u64,
-    pub block: Block,
-    /// The entries' page ids, shared with candidates.
-    pub pages: Vec<Arc<str>>,
-}
-
-/// The opened vector blocks of a user, flattened: entry `g` is `blocks[b].block.entries[e]`
-/// with `g = offsets[b] + e`.
-pub(super) struct VectorIndex {
-    pub blocks: Vec<Option<Arc<OpenBlock>>>,
-    pub offsets: Vec<usize>,
-    pub by_page: HashMap<Arc<str>, usize>,
-    pub total: usize,
-}
-
-impl VectorIndex {
-    pub fn new(blocks: Vec<Option<Arc<OpenBlock>>>) -> VectorIndex {
-        let mut offsets = Vec::with_capacity(blocks.len());
-        let mut by_page = HashMap::new();
-        let mut total = 0;
-        for b in &blocks {
-            offsets.push(total);
-            if let Some(b) = b {
-                for (e, page) in b.pages.iter().enumerate() {
-                    by_page.insert(page.clone(), total + e);
-                }
-                total += b.pages.len();
-            }
-        }
-        VectorIndex {
-            blocks,
-            offsets,
-            by_page,
-            total,
-        }
-    }
-
-    /// The date of a page that has an entry.
-    pub fn date_of(&self, page: &str) -> Option<Date> {
-        let g = *self.by_page.get(page)?;
-        let b = self.offsets.partition_point(|&o| o <= g) - 1;
-        let open = self.blocks[b].as_ref()?;
-        Some(open.block.entries[g - self.offsets[b]].date)
-    }
-
-    fn bytes(&self) -> usize {
-        self.blocks
-            .iter()
-            .flatten()
-            .map(|b| {
-                b.block
-                    .entries
-                    .iter()
-                    .map(|e| e.vectors.len() + 2 * e.page.len() + 120)
-                    .sum::<usize>()
-            })
-            .sum()
-    }
-}
 
 /// A user's open index at one notebook revision.
 pub(super) struct UserIndex {
@@ -112,7 +39,15 @@ pub(super) struct UserIndex {
     /// `None` until a query needed the vectors (keyword search without dates does not).
     pub vectors: Option<Arc<VectorIndex>>,
     terms: Mutex<TermLists>,
+    /// Numbers of the pages that have postings but no vector entry (after the entries').
+    others: Mutex<Others>,
     last_used: AtomicU64,
+}
+
+#[derive(Default)]
+struct Others {
+    ids: HashMap<Arc<str>, u32>,
+    names: Vec<Arc<str>>,
 }
 
 #[derive(Default)]
@@ -135,25 +70,45 @@ impl UserIndex {
             total_len,
             vectors,
             terms: Mutex::new(TermLists::default()),
+            others: Mutex::new(Others::default()),
             last_used: AtomicU64::new(0),
         }
     }
 
-    /// The same revision and statistics with vectors, keeping the posting lists already read.
+    /// The same revision and statistics with vectors (the posting lists are read again: pages
+    /// are numbered by the vector entries first).
     pub fn with_vectors(&self, vectors: Arc<VectorIndex>) -> UserIndex {
-        let terms = self.terms.lock().expect("term lists");
-        UserIndex {
-            revision: self.revision,
-            docs: self.docs,
-            total_len: self.total_len,
-            vectors: Some(vectors),
-            terms: Mutex::new(TermLists {
-                lists: terms.lists.clone(),
-                entries: terms.entries,
-                clock: terms.clock,
-            }),
-            last_used: AtomicU64::new(self.last_used.load(Ordering::Relaxed)),
+        UserIndex::new(self.revision, self.docs, self.total_len, Some(vectors))
+    }
+
+    fn entries(&self) -> u32 {
+        self.vectors.as_ref().map_or(0, |v| v.len() as u32)
+    }
+
+    /// The number of a page (its vector entry's, else one given here).
+    pub fn number(&self, page: &str) -> u32 {
+        if let Some(g) = self.vectors.as_ref().and_then(|v| v.by_page.get(page)) {
+            return *g;
         }
+        let mut o = self.others.lock().expect("page numbers");
+        if let Some(id) = o.ids.get(page) {
+            return *id;
+        }
+        let id = self.entries() + o.names.len() as u32;
+        let name: Arc<str> = Arc::from(page);
+        o.ids.insert(name.clone(), id);
+        o.names.push(name);
+        id
+    }
+
+    /// The page id of a number.
+    pub fn page(&self, id: u32) -> Option<Arc<str>> {
+        let entries = self.entries();
+        if id < entries {
+            return self.vectors.as_ref().map(|v| v.page(id).clone());
+        }
+        let o = self.others.lock().expect("page numbers");
+        o.names.get((id - entries) as usize).cloned()
     }
 
     /// A cached posting list of a blinded term.
@@ -255,8 +210,9 @@ impl SearchCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::PageId;
-    use crate::notebook::vectors::Entry;
+    use crate::domain::{Date, PageId};
+    use crate::notebook::rank::{OpenBlock, Posting};
+    use crate::notebook::vectors::{Block, Entry};
 
     /// An index whose vectors take about `mib` MiB.
     fn index_of(revision: u64, mib: usize) -> Arc<UserIndex> {
@@ -266,16 +222,15 @@ mod tests {
             date: Date::parse("2026-06-19").unwrap(),
             vectors: vec![1; mib << 20],
         };
-        let open = OpenBlock {
-            version: 1,
-            pages: vec![Arc::from(entry.page.as_str())],
-            block: Block {
+        let open = OpenBlock::new(
+            1,
+            Block {
                 model: "m".into(),
                 dims: 256,
                 entries: vec![entry],
             },
-        };
-        let vectors = VectorIndex::new(vec![None, Some(Arc::new(open)), None]);
+        );
+        let vectors = VectorIndex::new(vec![None, Some(Arc::new(open)), None], "m", 256);
         Arc::new(UserIndex::new(revision, 1, 10, Some(Arc::new(vectors))))
     }
 
@@ -303,14 +258,18 @@ mod tests {
     }
 
     #[test]
-    fn entries_are_found_by_page_across_empty_blocks() {
+    fn pages_are_numbered_after_the_vector_entries() {
         let index = index_of(1, 0);
         let v = index.vectors.as_ref().unwrap();
-        let page = v.blocks[1].as_ref().unwrap().pages[0].clone();
-        assert_eq!(v.by_page[&page], 0);
-        assert_eq!(v.offsets, [0, 0, 1]);
-        assert_eq!(v.date_of(&page), Date::parse("2026-06-19").ok());
-        assert_eq!(v.date_of("nope"), None);
+        let page = v.page(0).clone();
+        assert_eq!(index.number(&page), 0);
+        // A page with postings only gets the next number, the same each time.
+        assert_eq!(index.number("p-only-words"), 1);
+        assert_eq!(index.number("p-other"), 2);
+        assert_eq!(index.number("p-only-words"), 1);
+        assert_eq!(index.page(1).as_deref(), Some("p-only-words"));
+        assert_eq!(index.page(0), Some(page));
+        assert_eq!(index.page(3), None);
     }
 
     #[test]
@@ -320,7 +279,7 @@ mod tests {
             (0..n)
                 .map(|i| {
                     (
-                        Arc::from(format!("p{i:07}").as_str()),
+                        i as u32,
                         Posting {
                             tf: 1,
                             len: 1,

@@ -1,0 +1,662 @@
+//! The ranking of a search over an open index, in memory (no I/O): BM25 over the query terms'
+//! posting lists, the cosine of the query with each page's vectors, the two fused
+//! ([`hybrid_score`]). `search.rs` reads what it needs and walks the ranking; `nib-search-eval`
+//! ranks its evaluation set through the same functions.
+//!
+//! Pages are numbered within an open index (`u32`): the entries of the vector blocks first
+//! (in block order), then pages that only have postings. Posting lists are sorted by that
+//! number, so merging them compares integers, and a candidate's scores are found by number.
+//!
+//! Meaning is scored in two passes: every vector's sign bits against the query's (a Hamming
+//! distance over 4 words for 256 dimensions: ~30,000 vectors in well under a millisecond) give
+//! an estimated cosine; only the best [`rescored`] pages by that estimate (with their keyword
+//! part, in hybrid) have their exact cosine computed over their int8 vectors. On the
+//! evaluation set the rescoring keeps every result that the exact scan of every page gave
+//! (`make search-eval` prints both).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::vectors::Block;
+use crate::domain::Date;
+use crate::domain::text;
+use crate::embed;
+
+/// A page found by meaning alone is a result only at this cosine or above (see
+/// ARCHITECTURE.md, "Search by meaning").
+pub const MEANING_FLOOR: f32 = 0.2;
+/// The weight of BM25 (relative to the query's best, times the square of the share of the
+/// query's terms the page holds) in a hybrid score; the cosine's is 1. Tuned on `make
+/// search-eval` seed 7 (see [`hybrid_score`]).
+pub const HYBRID_KEYWORD_WEIGHT: f64 = 0.3;
+/// In hybrid search a page found by meaning alone needs at least this share of the query's
+/// best cosine (and [`MEANING_FLOOR`]).
+pub const HYBRID_RELATIVE_FLOOR: f64 = 0.7;
+
+/// A page's hybrid score: its best cosine, plus the keyword part, [`HYBRID_KEYWORD_WEIGHT`]
+/// times its BM25 relative to the query's best times the square of the share of the query's
+/// terms it holds. A query in the page's own words holds them all and the words decide; a
+/// paraphrase whose stray word matches a distractor gives it almost nothing (a bare relative
+/// BM25 lost paraphrases 5-8 points of recall@3 to meaning alone; this, under 2).
+pub fn hybrid_score(cosine: f64, relative_bm25: f64, coverage: f64) -> f64 {
+    cosine + HYBRID_KEYWORD_WEIGHT * relative_bm25 * coverage * coverage
+}
+
+/// How many pages have their exact cosine computed, for a search that wants `want` hits.
+pub fn rescored(want: usize) -> usize {
+    want.saturating_mul(4).max(256)
+}
+
+/// One posting: term frequency, document length and the page revision it was written for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Posting {
+    pub tf: u32,
+    pub len: u32,
+    pub rev: u32,
+}
+
+/// A term's postings by page number, sorted by it.
+pub type PostingList = Arc<[(u32, Posting)]>;
+
+/// An opened vector block and the item version it was opened at.
+pub struct OpenBlock {
+    pub version: u64,
+    pub block: Block,
+    /// The entries' page ids.
+    pub pages: Vec<Arc<str>>,
+}
+
+impl OpenBlock {
+    pub fn new(version: u64, block: Block) -> OpenBlock {
+        let pages = block
+            .entries
+            .iter()
+            .map(|e| Arc::from(e.page.as_str()))
+            .collect();
+        OpenBlock {
+            version,
+            block,
+            pages,
+        }
+    }
+}
+
+/// The opened vector blocks of a user, their entries numbered: entry `g` is
+/// `blocks[b].block.entries[e]` with `(b, e) = locs[g]`; its vectors' sign codes are
+/// `codes[starts[g] * words .. starts[g + 1] * words]` (none for an entry of a block of another
+/// model than `model`).
+pub struct VectorIndex {
+    pub blocks: Vec<Option<Arc<OpenBlock>>>,
+    pub locs: Vec<(u16, u32)>,
+    pub by_page: HashMap<Arc<str>, u32>,
+    pub model: String,
+    pub dims: usize,
+    /// Each entry's date, by number (read for every entry of a dated search).
+    dates: Vec<Date>,
+    words: usize,
+    codes: Vec<u64>,
+    starts: Vec<u32>,
+}
+
+/// The sign bits of a vector, `words` u64 of them.
+fn sign_code<T: Copy + PartialOrd + Default>(v: &[T], words: usize, out: &mut Vec<u64>) {
+    let zero = T::default();
+    for w in 0..words {
+        let mut bits = 0u64;
+        for (i, x) in v.iter().skip(w * 64).take(64).enumerate() {
+            if *x > zero {
+                bits |= 1 << i;
+            }
+        }
+        out.push(bits);
+    }
+}
+
+/// The Hamming distance of every code (of `query.len()` words) to the query's. Four words
+/// (256 dimensions, the shipped model) take a path without an inner loop, which the compiler
+/// vectorises.
+fn hamming(codes: &[u64], query: &[u64]) -> Vec<u32> {
+    if let Ok(q) = <&[u64; 4]>::try_from(query) {
+        // 256 dimensions, the shipped model: four words, no inner loop.
+        return codes
+            .chunks_exact(4)
+            .map(|c| {
+                (c[0] ^ q[0]).count_ones()
+                    + (c[1] ^ q[1]).count_ones()
+                    + (c[2] ^ q[2]).count_ones()
+                    + (c[3] ^ q[3]).count_ones()
+            })
+            .collect();
+    }
+    codes
+        .chunks_exact(query.len().max(1))
+        .map(|c| c.iter().zip(query).map(|(a, b)| (a ^ b).count_ones()).sum())
+        .collect()
+}
+
+impl VectorIndex {
+    /// Numbers the blocks' entries and codes the vectors of those of `model` with `dims`.
+    pub fn new(blocks: Vec<Option<Arc<OpenBlock>>>, model: &str, dims: usize) -> VectorIndex {
+        let words = dims.div_ceil(64);
+        let mut locs = Vec::new();
+        let mut by_page = HashMap::new();
+        let mut codes = Vec::new();
+        let mut starts = vec![0u32];
+        let mut dates = Vec::new();
+        for (b, open) in blocks.iter().enumerate() {
+            let Some(open) = open else { continue };
+            let usable = open.block.model == model && open.block.dims == dims;
+            for (e, entry) in open.block.entries.iter().enumerate() {
+                by_page.insert(open.pages[e].clone(), locs.len() as u32);
+                locs.push((b as u16, e as u32));
+                dates.push(entry.date);
+                if usable && dims > 0 {
+                    for v in entry.vectors.chunks_exact(dims) {
+                        sign_code(v, words, &mut codes);
+                    }
+                }
+                starts.push((codes.len() / words.max(1)) as u32);
+            }
+        }
+        VectorIndex {
+            blocks,
+            locs,
+            by_page,
+            model: model.to_owned(),
+            dims,
+            dates,
+            words,
+            codes,
+            starts,
+        }
+    }
+
+    /// An index without vectors.
+    pub fn empty() -> VectorIndex {
+        VectorIndex::new(Vec::new(), "", 0)
+    }
+
+    /// How many entries (numbered pages) it has.
+    pub fn len(&self) -> usize {
+        self.locs.len()
+    }
+
+    /// Whether it has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.locs.is_empty()
+    }
+
+    fn entry(&self, g: u32) -> (&OpenBlock, usize) {
+        let (b, e) = self.locs[g as usize];
+        let open = self.blocks[b as usize]
+            .as_ref()
+            .expect("a numbered entry's block");
+        (open, e as usize)
+    }
+
+    /// The page id of entry `g`.
+    pub fn page(&self, g: u32) -> &Arc<str> {
+        let (open, e) = self.entry(g);
+        &open.pages[e]
+    }
+
+    /// The date of entry `g`.
+    pub fn date(&self, g: u32) -> Date {
+        self.dates[g as usize]
+    }
+
+    /// The revision of entry `g`.
+    pub fn rev(&self, g: u32) -> u32 {
+        let (open, e) = self.entry(g);
+        open.block.entries[e].rev
+    }
+
+    /// The exact cosine of the query with entry `g`'s best vector, and that vector's number
+    /// (`None` without vectors of the model).
+    fn exact(&self, query: &[i16], g: u32) -> Option<(f32, usize)> {
+        if self.starts[g as usize] == self.starts[g as usize + 1] {
+            return None;
+        }
+        let (open, e) = self.entry(g);
+        let mut best: Option<(f32, usize)> = None;
+        for (i, v) in open.block.entries[e]
+            .vectors
+            .chunks_exact(self.dims)
+            .enumerate()
+        {
+            let cos = embed::weighted_cosine(query, v);
+            if best.is_none_or(|(c, _)| cos > c) {
+                best = Some((cos, i));
+            }
+        }
+        best
+    }
+
+    /// Each entry's estimated cosine with the query from sign codes (its best vector's), or
+    /// `f32::NEG_INFINITY` for entries without vectors or outside `admits`.
+    fn estimates(&self, query: &[i16], admits: Option<&dyn Fn(Date) -> bool>) -> Vec<f32> {
+        let mut q = Vec::with_capacity(self.words);
+        sign_code(query, self.words, &mut q);
+        // cos(pi * h / dims): the angle a Hamming distance h of sign bits suggests.
+        let table: Vec<f32> = (0..=self.words * 64)
+            .map(|h| (std::f32::consts::PI * h as f32 / self.dims.max(1) as f32).cos())
+            .collect();
+        let mut out = vec![f32::NEG_INFINITY; self.len()];
+        let distances = hamming(&self.codes, &q);
+        for (g, slot) in out.iter_mut().enumerate() {
+            let (lo, hi) = (self.starts[g] as usize, self.starts[g + 1] as usize);
+            if lo == hi || admits.is_some_and(|a| !a(self.dates[g])) {
+                continue;
+            }
+            let best = distances[lo..hi].iter().copied().min().unwrap_or(u32::MAX);
+            *slot = table[(best as usize).min(table.len() - 1)];
+        }
+        out
+    }
+
+    /// Memory taken, estimated.
+    pub fn bytes(&self) -> usize {
+        let vectors: usize = self
+            .blocks
+            .iter()
+            .flatten()
+            .map(|b| {
+                b.block
+                    .entries
+                    .iter()
+                    .map(|e| e.vectors.len() + 2 * e.page.len() + 120)
+                    .sum::<usize>()
+            })
+            .sum();
+        vectors + self.codes.len() * 8 + self.starts.len() * 4 + self.locs.len() * 48
+    }
+}
+
+/// A ranked page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// Its number in the open index.
+    pub id: u32,
+    pub score: f64,
+    /// The revision of the first matching posting or vector entry, and of any later one that
+    /// differs; the page is a hit only if its current revision is among them.
+    pub rev: u32,
+    pub other_revs: Vec<u32>,
+    /// How many distinct query terms matched.
+    pub matched: usize,
+    /// The best vector by meaning, when the page was ranked by its vectors.
+    pub chunk: Option<usize>,
+}
+
+impl Candidate {
+    pub fn has_rev(&self, rev: u32) -> bool {
+        self.rev == rev || self.other_revs.contains(&rev)
+    }
+
+    fn add_rev(&mut self, rev: u32) {
+        if !self.has_rev(rev) {
+            self.other_revs.push(rev);
+        }
+    }
+}
+
+/// How a ranking is asked for.
+pub struct RankQuery<'a> {
+    /// The query's unit vector (`None`: keywords only, or no known token).
+    pub vector: Option<&'a [f32]>,
+    /// The query's distinct terms (their posting lists are `lists`, in this order).
+    pub terms: usize,
+    /// Every term must match (the query is phrases only).
+    pub all_terms: bool,
+    /// Pages without every phrase term cannot match (the query has phrases).
+    pub phrases: bool,
+    pub keyword: bool,
+    pub meaning: bool,
+    /// How many results the walk wants (bounds the exact rescoring).
+    pub want: usize,
+}
+
+/// Merges the terms' posting lists (each sorted by page number) into one candidate per page
+/// with its BM25 score: a k-way merge (k = query terms) over integers.
+pub fn merge(lists: &[PostingList], docs: u32, avg_len: f64) -> Vec<Candidate> {
+    let idf: Vec<f64> = lists
+        .iter()
+        .map(|l| text::bm25_idf(l.len() as u32, docs))
+        .collect();
+    let mut ranked = Vec::with_capacity(lists.iter().map(|l| l.len()).max().unwrap_or(0));
+    let mut heads = vec![0usize; lists.len()];
+    loop {
+        let mut first = None;
+        let mut low = u32::MAX;
+        for (i, l) in lists.iter().enumerate() {
+            if let Some((id, _)) = l.get(heads[i])
+                && (*id < low || first.is_none())
+            {
+                low = *id;
+                first = Some(i);
+            }
+        }
+        let Some(first) = first else { break };
+        let p = lists[first][heads[first]].1;
+        heads[first] += 1;
+        let mut c = Candidate {
+            id: low,
+            score: text::bm25_with_idf(p.tf, idf[first], p.len, avg_len),
+            rev: p.rev,
+            other_revs: Vec::new(),
+            matched: 1,
+            chunk: None,
+        };
+        // Lists before `first` cannot hold this page: their next numbers are all larger.
+        for i in first + 1..lists.len() {
+            if let Some((id, p)) = lists[i].get(heads[i])
+                && *id == low
+            {
+                c.score += text::bm25_with_idf(p.tf, idf[i], p.len, avg_len);
+                c.add_rev(p.rev);
+                c.matched += 1;
+                heads[i] += 1;
+            }
+        }
+        ranked.push(c);
+    }
+    ranked
+}
+
+/// The candidates of a query, in no particular order (the walk orders them): keyword
+/// matches, pages by meaning, or both fused. `admits` (for a search with dates) says which
+/// pages may be results by their entry's date (pages without an entry are checked on their
+/// record by the walk).
+pub fn rank(
+    q: &RankQuery<'_>,
+    vectors: &VectorIndex,
+    lists: &[PostingList],
+    docs: u32,
+    avg_len: f64,
+    admits: Option<&dyn Fn(Date) -> bool>,
+) -> Vec<Candidate> {
+    let entries = vectors.len() as u32;
+    let mut keyword = if q.keyword || q.phrases {
+        merge(lists, docs, avg_len)
+    } else {
+        Vec::new()
+    };
+    if q.phrases && q.all_terms {
+        // A page missing a phrase term cannot match (the text check decides the rest).
+        keyword.retain(|c| c.matched == q.terms);
+    }
+    if let Some(admits) = admits {
+        keyword.retain(|c| c.id >= entries || admits(vectors.date(c.id)));
+    }
+    let weights = q.vector.map(embed::query_weights);
+    let weights = match weights {
+        Some(w) if q.meaning && w.len() == vectors.dims => w,
+        _ => {
+            return if q.keyword { keyword } else { Vec::new() };
+        }
+    };
+    let mut estimate = vectors.estimates(&weights, admits);
+    if q.phrases {
+        // A phrase still requires the phrase: only pages holding its terms.
+        let mut held = vec![false; estimate.len()];
+        for c in &keyword {
+            if let Some(h) = held.get_mut(c.id as usize) {
+                *h = true;
+            }
+        }
+        for (e, h) in estimate.iter_mut().zip(held) {
+            if !h {
+                *e = f32::NEG_INFINITY;
+            }
+        }
+    }
+    // The keyword part of each keyword candidate (hybrid), by page number.
+    let best_bm25 = keyword.iter().map(|c| c.score).fold(0.0, f64::max);
+    let part = |c: &Candidate| {
+        let relative = if best_bm25 > 0.0 {
+            c.score / best_bm25
+        } else {
+            0.0
+        };
+        hybrid_score(0.0, relative, c.matched as f64 / q.terms.max(1) as f64)
+    };
+    // First pass: estimated scores; the best `rescored` pages go on. `slot[id]`: 1 + the
+    // page's place in `keyword`, 0 for a page found by meaning only.
+    let mut slot: Vec<u32> = vec![0; estimate.len()];
+    let mut first: Vec<(f32, u32)> = Vec::with_capacity(estimate.len() + keyword.len());
+    if q.keyword {
+        for (k, c) in keyword.iter().enumerate() {
+            let est = estimate.get(c.id as usize).copied().unwrap_or(0.0);
+            if let Some(s) = slot.get_mut(c.id as usize) {
+                *s = k as u32 + 1;
+            }
+            first.push(((f64::from(est.max(0.0)) + part(c)) as f32, c.id));
+        }
+    }
+    for (g, est) in estimate.iter().enumerate() {
+        if *est > f32::NEG_INFINITY && slot[g] == 0 {
+            first.push((*est, g as u32));
+        }
+    }
+    let keep = rescored(q.want).min(first.len());
+    if keep < first.len() {
+        first.select_nth_unstable_by(keep, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        first.truncate(keep);
+    }
+    // Pages without an entry that matched words: their places in `keyword`, by number.
+    let words_only: HashMap<u32, usize> = if q.keyword {
+        keyword
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.id >= entries)
+            .map(|(k, c)| (c.id, k))
+            .collect()
+    } else {
+        HashMap::new()
+    };
+    // Second pass: exact cosines.
+    let mut out = Vec::with_capacity(first.len());
+    let mut best_cos = f64::MIN;
+    let mut alone = Vec::new();
+    for (_, id) in first {
+        let (exact, k) = if id < entries {
+            let k = slot[id as usize];
+            (vectors.exact(&weights, id), (k > 0).then(|| k as usize - 1))
+        } else {
+            (None, words_only.get(&id).copied())
+        };
+        match k {
+            Some(k) => {
+                let mut c = keyword[k].clone();
+                let cos = exact.map_or(0.0, |(cos, _)| f64::from(cos));
+                if let Some((_, chunk)) = exact {
+                    c.chunk = Some(chunk);
+                    c.add_rev(vectors.rev(id));
+                }
+                best_cos = best_cos.max(cos);
+                c.score = cos + part(&c);
+                out.push(c);
+            }
+            None => {
+                let Some((cos, chunk)) = exact else { continue };
+                best_cos = best_cos.max(f64::from(cos));
+                alone.push(Candidate {
+                    id,
+                    score: f64::from(cos),
+                    rev: vectors.rev(id),
+                    other_revs: Vec::new(),
+                    matched: 0,
+                    chunk: Some(chunk),
+                });
+            }
+        }
+    }
+    // A page found by meaning alone must reach the floor, and in hybrid also be near the best
+    // cosine: a word query ("printer") finds its pages by the word, and only close neighbours.
+    let floor = if q.keyword {
+        f64::from(MEANING_FLOOR).max(HYBRID_RELATIVE_FLOOR * best_cos)
+    } else {
+        f64::from(MEANING_FLOOR)
+    };
+    out.extend(alone.into_iter().filter(|c| c.score >= floor));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notebook::vectors::Entry;
+
+    fn block(model: &str, entries: Vec<(i8, usize)>) -> Arc<OpenBlock> {
+        let dims = 64;
+        Arc::new(OpenBlock::new(
+            1,
+            Block {
+                model: model.into(),
+                dims,
+                entries: entries
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (sign, chunks))| Entry {
+                        page: format!("p{model}{i}"),
+                        rev: 7,
+                        date: Date::parse("2026-06-19").unwrap(),
+                        // unit vectors of +-1/8, as stored (x 127)
+                        vectors: (0..dims * chunks)
+                            .map(|j| if j % 2 == 0 { sign * 16 } else { -sign * 16 })
+                            .collect(),
+                    })
+                    .collect(),
+            },
+        ))
+    }
+
+    #[test]
+    fn entries_are_numbered_across_blocks_and_other_models_have_no_codes() {
+        let v = VectorIndex::new(
+            vec![
+                None,
+                Some(block("m", vec![(1, 2), (-1, 1)])),
+                Some(block("old", vec![(1, 1)])),
+            ],
+            "m",
+            64,
+        );
+        assert_eq!(v.len(), 3);
+        assert_eq!(v.page(2).as_ref(), "pold0");
+        assert_eq!(v.by_page["pm1"], 1);
+        let unit: Vec<f32> = (0..64)
+            .map(|j| if j % 2 == 0 { 0.125 } else { -0.125 })
+            .collect();
+        let q = embed::query_weights(&unit);
+        let est = v.estimates(&q, None);
+        assert!((est[0] - 1.0).abs() < 1e-6, "{est:?}");
+        assert!((est[1] + 1.0).abs() < 1e-6, "{est:?}");
+        assert_eq!(est[2], f32::NEG_INFINITY, "another model is not compared");
+        assert_eq!(v.exact(&q, 2), None);
+        let (cos, _) = v.exact(&q, 0).unwrap();
+        assert!((cos - 1.0).abs() < 0.02, "{cos}");
+        assert!((v.exact(&q, 1).unwrap().0 + 1.0).abs() < 0.02);
+    }
+
+    #[test]
+    fn rank_fuses_words_and_meaning_and_applies_dates_and_phrases() {
+        // Entries 0 (along the query) and 1 (against it); page 2 has words only.
+        let v = VectorIndex::new(vec![Some(block("m", vec![(1, 1), (-1, 1)]))], "m", 64);
+        let unit: Vec<f32> = (0..64)
+            .map(|j| if j % 2 == 0 { 0.125 } else { -0.125 })
+            .collect();
+        let p = Posting {
+            tf: 2,
+            len: 10,
+            rev: 7,
+        };
+        let lists: Vec<PostingList> = vec![vec![(1, p), (2, p)].into()];
+        let ask = |keyword, meaning, phrases| RankQuery {
+            vector: Some(&unit),
+            terms: 1,
+            all_terms: phrases,
+            phrases,
+            keyword,
+            meaning,
+            want: 10,
+        };
+        let ids = |mut c: Vec<Candidate>| {
+            c.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+            c.into_iter().map(|c| c.id).collect::<Vec<_>>()
+        };
+        let all = None;
+        assert_eq!(
+            ids(rank(&ask(true, false, false), &v, &lists, 3, 10.0, all)),
+            [1, 2]
+        );
+        // Meaning alone: only the entry along the query reaches the floor.
+        assert_eq!(
+            ids(rank(&ask(false, true, false), &v, &lists, 3, 10.0, all)),
+            [0]
+        );
+        // Hybrid: the meaning match first (cosine 1), then the word matches (their keyword
+        // part; entry 1's cosine is -1, page 2 has none).
+        assert_eq!(
+            ids(rank(&ask(true, true, false), &v, &lists, 3, 10.0, all)),
+            [0, 2, 1]
+        );
+        // A phrase keeps only the pages holding its words, in every mode.
+        assert_eq!(
+            ids(rank(&ask(true, true, true), &v, &lists, 3, 10.0, all)),
+            [2, 1]
+        );
+        assert_eq!(
+            ids(rank(&ask(false, true, true), &v, &lists, 3, 10.0, all)),
+            Vec::<u32>::new()
+        );
+        // Dates: entries outside are out (page 2, without an entry, is left to the walk).
+        let none: &dyn Fn(Date) -> bool = &|_| false;
+        assert_eq!(
+            ids(rank(
+                &ask(true, true, false),
+                &v,
+                &lists,
+                3,
+                10.0,
+                Some(none)
+            )),
+            [2]
+        );
+    }
+
+    #[test]
+    fn hamming_of_four_words_agrees_with_the_general_count() {
+        let codes: Vec<u64> = (0..40u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .collect();
+        let q = [u64::MAX, 0, 0x5555_5555_5555_5555, 1];
+        let four = hamming(&codes, &q);
+        let general: Vec<u32> = codes
+            .chunks_exact(4)
+            .map(|c| c.iter().zip(&q).map(|(a, b)| (a ^ b).count_ones()).sum())
+            .collect();
+        assert_eq!(four, general);
+        assert_eq!(hamming(&q, &q), [0]);
+        // Two words: the general path.
+        assert_eq!(hamming(&[0, 0, u64::MAX, 0], &[0, 1]), [1, 65]);
+    }
+
+    #[test]
+    fn merge_adds_the_terms_of_a_page_and_keeps_differing_revisions() {
+        let p = |rev| Posting {
+            tf: 1,
+            len: 10,
+            rev,
+        };
+        let a: PostingList = vec![(1, p(1)), (4, p(1))].into();
+        let b: PostingList = vec![(0, p(1)), (4, p(2))].into();
+        let merged = merge(&[a, b], 10, 10.0);
+        let ids: Vec<u32> = merged.iter().map(|c| c.id).collect();
+        assert_eq!(ids, [0, 1, 4]);
+        let four = &merged[2];
+        assert_eq!(four.matched, 2);
+        assert!(four.has_rev(1) && four.has_rev(2));
+        assert!(four.score > merged[0].score);
+    }
+}
