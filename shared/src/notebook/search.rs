@@ -195,6 +195,29 @@ impl Notebook {
             self.search_cache.put(user, index.clone());
             return Ok(index);
         }
+        // One build per user at a time; a query that waited finds the index built.
+        let lock = self.search_cache.build_lock(user);
+        let built = {
+            let _building = lock.lock().await;
+            match self.search_cache.get(user) {
+                Some(c) if c.revision == revision && (c.vectors.is_some() || !vectors) => Ok(c),
+                now => self.build_index(user, keys, revision, vectors, now).await,
+            }
+        };
+        self.search_cache.release_build(user, lock);
+        built
+    }
+
+    /// Reads and opens the user's index at `revision` (reusing the blocks of `previous` whose
+    /// item version is unchanged) and keeps it.
+    async fn build_index(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        revision: u64,
+        vectors: bool,
+        previous: Option<Arc<UserIndex>>,
+    ) -> Result<Arc<UserIndex>, NotebookError> {
         let pk = user_pk(user);
         let mut batch = StatsRecord::keys(&pk);
         let stats_len = batch.len();
@@ -204,7 +227,7 @@ impl Notebook {
         let items = self.store.batch_get(&batch).await?;
         let stats = StatsRecord::from_items(&items[..stats_len])?;
         let v = if vectors {
-            let previous = cached.as_ref().and_then(|c| c.vectors.as_deref());
+            let previous = previous.as_ref().and_then(|c| c.vectors.as_deref());
             Some(self.vectors_from(user, keys, &items[stats_len..], previous)?)
         } else {
             None
