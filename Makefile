@@ -180,7 +180,7 @@ test: tools tools-browser ## install tools, build, run all tests
 	$(MAKE) --no-print-directory test-infra || failed="$$failed infra"; \
 	if [[ -n "$$failed" ]]; then echo "make test: FAILED:$$failed"; exit 1; fi
 
-run: tools-ocr ## import the sample notebook (and its handwritten, ink-only pages) and serve it locally
+run: tools-ocr embed-model ## import the sample notebook (and its handwritten, ink-only pages) and serve it locally
 	$(CARGO) run --release -p nib-cli -- import tests/data/sample --data-dir .data/local
 	$(CARGO) run --release -p nib-cli -- import tests/data/ocr --data-dir .data/local
 	$(CARGO) run --release -p nib-cli -- serve --data-dir .data/local
@@ -221,12 +221,12 @@ $(BENCH_VENV_STAMP): bench/requirements.txt $(VENV_STAMP)
 # Release builds of nib and the bench tools (bench/: page generator, floor server, cold-start
 # harness; none of them ship), and the Lambda functions as `make lambdas` builds them
 # (profile release-lambda) but for this machine's architecture, for the cold-start benchmark.
-bench-build:
+bench-build: embed-model
 	$(CARGO) build --release --workspace --bins $(addprefix --exclude nib-fn-,$(FUNCTIONS))
 	$(CARGO) build --profile release-lambda $(addprefix -p nib-fn-,$(filter-out ingest,$(FUNCTIONS)))
 	$(CARGO) build --profile release-lambda -p nib-fn-ingest
 
-bench-micro: ## criterion micro benchmarks (the 100k-page search store is built once, cached in target/)
+bench-micro: embed-model ## criterion micro benchmarks (the 100k-page search store is built once, cached in target/)
 	@mkdir -p $(BENCH_OUT)
 	CRITERION_HOME=$(abspath $(BENCH_OUT))/criterion NIB_BENCH_OUT=$(abspath $(BENCH_OUT)) \
 		$(CARGO) bench -p nib-shared --bench parser --bench crypto --bench search --bench dispatch
@@ -311,7 +311,7 @@ LAMBDA_ARCH ?= --arm64
 CARGO_LAMBDA := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/cargo-lambda lambda
 # ingest is built apart: it alone enables nib-shared's `textract` feature, and one cargo
 # invocation would unify features across every function it builds.
-lambdas: tools-python ## build the Lambda functions (arm64 zips in target/lambda/)
+lambdas: tools-python embed-model ## build the Lambda functions (arm64 zips in target/lambda/)
 	$(CARGO_LAMBDA) build --profile release-lambda $(LAMBDA_ARCH) --output-format zip \
 		$(addprefix -p nib-fn-,$(filter-out ingest,$(FUNCTIONS)))
 	$(CARGO_LAMBDA) build --profile release-lambda $(LAMBDA_ARCH) --output-format zip -p nib-fn-ingest
