@@ -23,6 +23,66 @@ pub fn terms(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The character a word's term starts with, as far as a cheap test can tell: the first
+/// character of the lowercased word (typographic apostrophes folded). The English stemmer only
+/// changes a word's end, apart from dropping one leading apostrophe, so a term starts with this
+/// character or, after an apostrophe, the next one (proptest below).
+fn leading(word: &str) -> [Option<char>; 2] {
+    let mut chars = word
+        .chars()
+        .flat_map(char::to_lowercase)
+        .map(|c| if c == '\u{2019}' { '\'' } else { c });
+    let first = chars.next();
+    let second = if first == Some('\'') {
+        chars.next()
+    } else {
+        None
+    };
+    [first, second]
+}
+
+/// Matches words against a query's terms without stemming every word: only a word whose
+/// [`leading`] character starts some term is stemmed and compared. (Stemming is most of the
+/// cost of a snippet: a page's words are stemmed until one matches.)
+struct TermMatcher<'a> {
+    terms: &'a [String],
+    firsts: Vec<char>,
+    stemmer: Stemmer,
+}
+
+impl<'a> TermMatcher<'a> {
+    fn new(terms: &'a [String]) -> TermMatcher<'a> {
+        let mut firsts: Vec<char> = terms.iter().filter_map(|t| t.chars().next()).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        TermMatcher {
+            terms,
+            firsts,
+            stemmer: Stemmer::create(Algorithm::English),
+        }
+    }
+
+    /// Whether `word`'s term is one of the query's.
+    fn matches(&self, word: &str) -> bool {
+        let [a, b] = leading(word);
+        let may = [a, b]
+            .into_iter()
+            .flatten()
+            .any(|c| self.firsts.binary_search(&c).is_ok());
+        may && term(&self.stemmer, word).is_some_and(|t| self.terms.contains(&t))
+    }
+}
+
+/// Whether `text` holds a word whose term is one of `query_terms` (the same test as
+/// `terms(text)` containing one, without stemming words that cannot match).
+pub fn has_any_term(text: &str, query_terms: &[String]) -> bool {
+    if query_terms.is_empty() {
+        return false;
+    }
+    let matcher = TermMatcher::new(query_terms);
+    text.unicode_words().any(|w| matcher.matches(w))
+}
+
 /// The term of one word, or `None` for a stop word.
 fn term(stemmer: &Stemmer, word: &str) -> Option<String> {
     // Typographic apostrophes (common in OCR and on phones) are folded so `don’t` finds `don't`.
@@ -160,17 +220,21 @@ pub fn snippet(text: &str, query_terms: &[String], max_chars: usize) -> String {
     }
 
     // Char offsets of every word-boundary segment start, plus the end: the places we may cut.
+    // Past the match and a window beyond it no cut can fall, so the walk stops there.
     let mut bounds: Vec<usize> = Vec::new();
     let mut chars_seen = 0;
     let mut hit: Option<usize> = None;
-    let stemmer = Stemmer::create(Algorithm::English);
+    let matcher = TermMatcher::new(query_terms);
     for segment in flat.split_word_bounds() {
+        if hit.is_some_and(|h| chars_seen > h + max_chars) {
+            break;
+        }
         let len = segment.chars().count();
         bounds.push(chars_seen);
         if hit.is_none()
             && !query_terms.is_empty()
             && segment.chars().any(char::is_alphanumeric)
-            && term(&stemmer, segment).is_some_and(|t| query_terms.contains(&t))
+            && matcher.matches(segment)
         {
             hit = Some(chars_seen);
         }
@@ -413,6 +477,9 @@ mod tests {
             "don’t",
             "\u{301}",
             "ZWJ\u{200d}",
+            "Dying",
+            "skies",
+            "Meetings",
         ]);
         prop::collection::vec(fragment, 0..80).prop_map(|v| v.concat())
     }
@@ -427,6 +494,35 @@ mod tests {
             let q = terms(&query);
             let s = snippet(&text, &q, max_chars);
             prop_assert!(s.chars().count() <= max_chars + 2, "{:?} -> {:?}", text, s);
+        }
+
+        #[test]
+        fn a_term_starts_with_its_words_leading_character(
+            word in prop_oneof![
+                "['\u{2019}]{0,2}[a-zA-Z'\u{2019}\u{e9}\u{c9}\u{130}\u{df}\u{e6}\u{c6}-]{1,14}",
+                any::<String>(),
+            ],
+        ) {
+            let stemmer = Stemmer::create(Algorithm::English);
+            if let Some(t) = term(&stemmer, &word) {
+                let first = t.chars().next();
+                let [a, b] = leading(&word);
+                prop_assert!(first == a || first == b, "{:?} -> {:?}", word, t);
+            }
+        }
+
+        #[test]
+        fn has_any_term_agrees_with_terms(
+            text in prop_oneof![any::<String>(), wordy_text()],
+            query in prop_oneof![
+                any::<String>(),
+                Just("specs meeting".to_owned()),
+                Just("dying skies".to_owned()),
+            ],
+        ) {
+            let q = terms(&query);
+            let expected = terms(&text).iter().any(|t| q.contains(t));
+            prop_assert_eq!(has_any_term(&text, &q), expected);
         }
 
         #[test]

@@ -7,10 +7,10 @@ use serde::Serialize;
 
 use super::import::NO_DATE;
 use super::records::{
-    self, EngineOcr, OcrKind, PageHead, PageListing, PageRecord, PageSources, StatsRecord,
-    StemRecord, StoredLine, TaskKeyRecord, TaskRecord, TaskStatusRecord, decode, encode,
-    ocr_markdown, page_gsi_sk, page_sk, pages_partition, stem_sk, task_gsi_sk, task_sk, taskkey_sk,
-    tasks_partition, user_pk,
+    self, EngineOcr, OcrKind, PageHead, PageHitHead, PageListing, PageRecord, PageSources,
+    StatsRecord, StemRecord, StoredLine, TaskKeyRecord, TaskRecord, TaskStatusRecord, decode,
+    encode, ocr_markdown, page_gsi_sk, page_sk, pages_partition, stem_sk, task_gsi_sk, task_sk,
+    taskkey_sk, tasks_partition, user_pk,
 };
 use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, search};
 use crate::crypto::UserKeys;
@@ -1079,7 +1079,7 @@ impl Notebook {
     pub(super) async fn ink_url(
         &self,
         user: &UserId,
-        record: &PageHead,
+        record: &PageHitHead,
     ) -> Result<Option<String>, NotebookError> {
         let ttl = self.config.asset_ttl_seconds;
         let kind = if record.has_png {

@@ -112,27 +112,30 @@ fn sign_code<T: Copy + PartialOrd + Default>(v: &[T], words: usize, out: &mut Ve
     }
 }
 
-/// The Hamming distance of every code (of `query.len()` words) to the query's. Four words
-/// (256 dimensions, the shipped model) take a path without an inner loop, which the compiler
-/// vectorises.
-fn hamming(codes: &[u64], query: &[u64]) -> Vec<u32> {
+/// Appends the Hamming distance of every code (of `query.len()` words) to the query's. Four
+/// words (256 dimensions, the shipped model) take a path without an inner loop, which the
+/// compiler vectorises.
+fn hamming_into(codes: &[u64], query: &[u64], out: &mut Vec<u32>) {
     if let Ok(q) = <&[u64; 4]>::try_from(query) {
-        // 256 dimensions, the shipped model: four words, no inner loop.
-        return codes
-            .chunks_exact(4)
-            .map(|c| {
-                (c[0] ^ q[0]).count_ones()
-                    + (c[1] ^ q[1]).count_ones()
-                    + (c[2] ^ q[2]).count_ones()
-                    + (c[3] ^ q[3]).count_ones()
-            })
-            .collect();
+        out.extend(codes.chunks_exact(4).map(|c| {
+            (c[0] ^ q[0]).count_ones()
+                + (c[1] ^ q[1]).count_ones()
+                + (c[2] ^ q[2]).count_ones()
+                + (c[3] ^ q[3]).count_ones()
+        }));
+        return;
     }
-    codes
-        .chunks_exact(query.len().max(1))
-        .map(|c| c.iter().zip(query).map(|(a, b)| (a ^ b).count_ones()).sum())
-        .collect()
+    out.extend(codes.chunks_exact(query.len().max(1)).map(|c| {
+        c.iter()
+            .zip(query)
+            .map(|(a, b)| (a ^ b).count_ones())
+            .sum::<u32>()
+    }));
 }
+
+/// How many vectors' distances [`VectorIndex::estimates`] computes at a time: one pass over
+/// many codes vectorises; a buffer this small stays in the cache and off `mmap`.
+const HAMMING_RUN: usize = 4096;
 
 impl VectorIndex {
     /// Numbers the blocks' entries and codes the vectors of those of `model` with `dims`.
@@ -242,13 +245,27 @@ impl VectorIndex {
             .map(|h| (std::f32::consts::PI * h as f32 / self.dims.max(1) as f32).cos())
             .collect();
         let mut out = vec![f32::NEG_INFINITY; self.len()];
-        let distances = hamming(&self.codes, &q);
+        let words = self.words.max(1);
+        let vectors = self.codes.len() / words;
+        // Distances of vectors `base..base + run.len()`, computed a run at a time as the pages
+        // (numbered in vector order) need them.
+        let (mut run, mut base) = (Vec::with_capacity(HAMMING_RUN), 0usize);
         for (g, slot) in out.iter_mut().enumerate() {
             let (lo, hi) = (self.starts[g] as usize, self.starts[g + 1] as usize);
             if lo == hi || admits.is_some_and(|a| !a(self.dates[g])) {
                 continue;
             }
-            let best = distances[lo..hi].iter().copied().min().unwrap_or(u32::MAX);
+            if hi > base + run.len() {
+                base = lo;
+                let end = (lo + HAMMING_RUN).max(hi).min(vectors);
+                run.clear();
+                hamming_into(&self.codes[lo * words..end * words], &q, &mut run);
+            }
+            let best = run[lo - base..hi - base]
+                .iter()
+                .copied()
+                .min()
+                .unwrap_or(u32::MAX);
             *slot = table[(best as usize).min(table.len() - 1)];
         }
         out
@@ -560,6 +577,75 @@ mod tests {
     }
 
     #[test]
+    fn estimates_over_many_runs_are_each_pages_best_sign_distance() {
+        // 256 dimensions (the four-word path), pages of 0 to 3 vectors, more vectors than one
+        // run holds, and a date filter that skips pages (so runs start at uneven places).
+        let dims = 256;
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let day = |d: u64| Date::parse(&format!("2026-06-{:02}", 1 + d % 28)).unwrap();
+        let entries: Vec<Entry> = (0..8000)
+            .map(|i| Entry {
+                page: format!("p{i}"),
+                rev: 1,
+                date: day(next()),
+                vectors: (0..dims * (next() % 4) as usize)
+                    .map(|_| (next() % 255) as i8)
+                    .collect(),
+            })
+            .collect();
+        let want: Vec<(usize, Date, Vec<Vec<i8>>)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let vs = e.vectors.chunks_exact(dims).map(<[i8]>::to_vec).collect();
+                (i, e.date, vs)
+            })
+            .collect();
+        let v = VectorIndex::new(
+            vec![Some(Arc::new(OpenBlock::new(
+                1,
+                Block {
+                    model: "m".into(),
+                    dims,
+                    entries,
+                },
+            )))],
+            "m",
+            dims,
+        );
+        assert!(v.codes.len() / 4 > 2 * HAMMING_RUN, "several runs");
+        let unit: Vec<f32> = (0..dims)
+            .map(|_| (next() % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let norm = unit.iter().map(|a| a * a).sum::<f32>().sqrt();
+        let unit: Vec<f32> = unit.iter().map(|a| a / norm).collect();
+        let q = embed::query_weights(&unit);
+        let admits = |d: Date| d != day(3) && d != day(4);
+        let est = v.estimates(&q, Some(&admits));
+        let sign = |a: &[i16], b: &[i8]| {
+            a.iter()
+                .zip(b)
+                .filter(|(x, y)| (**x > 0) != (**y > 0))
+                .count()
+        };
+        for (i, date, vs) in want {
+            let expected = if vs.is_empty() || !admits(date) {
+                f32::NEG_INFINITY
+            } else {
+                let h = vs.iter().map(|w| sign(&q, w)).min().unwrap();
+                (std::f32::consts::PI * h as f32 / dims as f32).cos()
+            };
+            assert_eq!(est[i], expected, "page {i}");
+        }
+    }
+
+    #[test]
     fn rank_fuses_words_and_meaning_and_applies_dates_and_phrases() {
         // Entries 0 (along the query) and 1 (against it); page 2 has words only.
         let v = VectorIndex::new(vec![Some(block("m", vec![(1, 1), (-1, 1)]))], "m", 64);
@@ -631,15 +717,21 @@ mod tests {
             .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
             .collect();
         let q = [u64::MAX, 0, 0x5555_5555_5555_5555, 1];
-        let four = hamming(&codes, &q);
         let general: Vec<u32> = codes
             .chunks_exact(4)
             .map(|c| c.iter().zip(&q).map(|(a, b)| (a ^ b).count_ones()).sum())
             .collect();
+        let mut four = Vec::new();
+        hamming_into(&codes, &q, &mut four);
         assert_eq!(four, general);
-        assert_eq!(hamming(&q, &q), [0]);
+        // Appends.
+        hamming_into(&q, &q, &mut four);
+        assert_eq!(four.len(), general.len() + 1);
+        assert_eq!(four.last(), Some(&0));
         // Two words: the general path.
-        assert_eq!(hamming(&[0, 0, u64::MAX, 0], &[0, 1]), [1, 65]);
+        let mut two = Vec::new();
+        hamming_into(&[0, 0, u64::MAX, 0], &[0, 1], &mut two);
+        assert_eq!(two, [1, 65]);
     }
 
     #[test]

@@ -266,6 +266,20 @@ pub struct PageHead {
     pub rev: u32,
 }
 
+/// What a search hit needs of a page item: [`PageHead`] without the OCR source (a hit shows
+/// the page's lines), so that sealed field is skipped rather than base64-decoded for every
+/// hit.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PageHitHead {
+    pub page_id: PageId,
+    pub date: Date,
+    pub has_pdf: bool,
+    pub has_png: bool,
+    #[serde(with = "b64")]
+    pub lines: Vec<u8>,
+    pub rev: u32,
+}
+
 /// What `list_pages` needs of a page item: no sealed field is even base64-decoded.
 #[derive(Debug, Clone, Deserialize)]
 pub struct PageListing {

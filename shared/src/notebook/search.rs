@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::pages::open_page_lines;
 use super::rank::{self, Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex};
-use super::records::{PageHead, StatsRecord, decode, page_sk, term_partition, user_pk};
+use super::records::{PageHitHead, StatsRecord, decode, page_sk, term_partition, user_pk};
 use super::search_index::UserIndex;
 use super::vectors::{self, Block};
 use super::{Notebook, NotebookError};
@@ -395,13 +395,16 @@ impl Notebook {
         // Only the best `batch` candidates are put in order at a time (usually one batch gives
         // the hits), rather than sorting every page that matched a word.
         let mut hits = Vec::with_capacity(limit.min(256));
-        let batch = limit.saturating_mul(2).clamp(8, 256);
+        // The first batch is what is asked for (every candidate is usually a hit: stale
+        // postings are rare), later ones larger.
+        let mut batch = limit.clamp(8, 256);
         let mut rest: &mut [Candidate] = &mut ranked;
         while !rest.is_empty() {
             let take = batch.min(rest.len());
             if take < rest.len() {
                 rest.select_nth_unstable_by(take - 1, |a, b| best_first(&index, a, b));
             }
+            batch = batch.saturating_mul(2).min(256);
             let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(take);
             chunk.sort_unstable_by(|a, b| best_first(&index, a, b));
             rest = tail;
@@ -416,7 +419,7 @@ impl Notebook {
             let items = self.store.batch_get(&page_keys).await?;
             for ((c, _), item) in pages.into_iter().zip(items) {
                 let Some(item) = item else { continue };
-                let record: PageHead = decode("page", &item.body)?;
+                let record: PageHitHead = decode("page", &item.body)?;
                 // Only postings and vectors written for the page's current revision count; a
                 // page matched only through stale ones is not a hit.
                 if !c.has_rev(record.rev) || !opts.admits(record.date) {
@@ -462,10 +465,7 @@ fn snippet_and_line(
     parsed: &TextQuery,
     chunk: Option<usize>,
 ) -> (String, String) {
-    let by_words = lines.iter().find(|l| {
-        let t = text::terms(l);
-        parsed.terms.iter().any(|q| t.contains(q))
-    });
+    let by_words = lines.iter().find(|l| text::has_any_term(l, &parsed.terms));
     if let Some(line) = by_words {
         return (
             text::snippet(body, &parsed.terms, SNIPPET_CHARS),
