@@ -43,15 +43,16 @@ fn leading(word: &str) -> [Option<char>; 2] {
 
 /// Matches words against a query's terms without stemming every word: only a word whose
 /// [`leading`] character starts some term is stemmed and compared. (Stemming is most of the
-/// cost of a snippet: a page's words are stemmed until one matches.)
-struct TermMatcher<'a> {
+/// cost of a snippet: a page's words are stemmed until one matches.) Built once per query and
+/// used for every hit.
+pub struct TermMatcher<'a> {
     terms: &'a [String],
     firsts: Vec<char>,
     stemmer: Stemmer,
 }
 
 impl<'a> TermMatcher<'a> {
-    fn new(terms: &'a [String]) -> TermMatcher<'a> {
+    pub fn new(terms: &'a [String]) -> TermMatcher<'a> {
         let mut firsts: Vec<char> = terms.iter().filter_map(|t| t.chars().next()).collect();
         firsts.sort_unstable();
         firsts.dedup();
@@ -71,16 +72,12 @@ impl<'a> TermMatcher<'a> {
             .any(|c| self.firsts.binary_search(&c).is_ok());
         may && term(&self.stemmer, word).is_some_and(|t| self.terms.contains(&t))
     }
-}
 
-/// Whether `text` holds a word whose term is one of `query_terms` (the same test as
-/// `terms(text)` containing one, without stemming words that cannot match).
-pub fn has_any_term(text: &str, query_terms: &[String]) -> bool {
-    if query_terms.is_empty() {
-        return false;
+    /// Whether `text` holds a word whose term is one of the query's (the same test as
+    /// `terms(text)` containing one, without stemming words that cannot match).
+    pub fn any_in(&self, text: &str) -> bool {
+        text.unicode_words().any(|w| self.matches(w))
     }
-    let matcher = TermMatcher::new(query_terms);
-    text.unicode_words().any(|w| matcher.matches(w))
 }
 
 /// The term of one word, or `None` for a stop word.
@@ -210,71 +207,74 @@ pub fn bm25_with_idf(tf: u32, idf: f64, doc_len: u32, avg_len: f64) -> f64 {
 /// The body is at most `max_chars` characters; with an ellipsis at each end the whole is at most
 /// `max_chars + 2`. Runs of whitespace, newlines included, become one space.
 pub fn snippet(text: &str, query_terms: &[String], max_chars: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let total = flat.chars().count();
-    if total <= max_chars {
-        return flat;
-    }
-    if max_chars == 0 {
-        return String::new();
-    }
+    TermMatcher::new(query_terms).snippet(text, max_chars)
+}
 
-    // Char offsets of every word-boundary segment start, plus the end: the places we may cut.
-    // Past the match and a window beyond it no cut can fall, so the walk stops there.
-    let mut bounds: Vec<usize> = Vec::new();
-    let mut chars_seen = 0;
-    let mut hit: Option<usize> = None;
-    let matcher = TermMatcher::new(query_terms);
-    for segment in flat.split_word_bounds() {
-        if hit.is_some_and(|h| chars_seen > h + max_chars) {
-            break;
+impl TermMatcher<'_> {
+    /// [`snippet`] for this matcher's query.
+    pub fn snippet(&self, text: &str, max_chars: usize) -> String {
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let total = flat.chars().count();
+        if total <= max_chars {
+            return flat;
         }
-        let len = segment.chars().count();
-        bounds.push(chars_seen);
-        if hit.is_none()
-            && !query_terms.is_empty()
-            && segment.chars().any(char::is_alphanumeric)
-            && matcher.matches(segment)
-        {
-            hit = Some(chars_seen);
+        if max_chars == 0 {
+            return String::new();
         }
-        chars_seen += len;
-    }
-    bounds.push(total);
 
-    let hit_start = hit.unwrap_or(0);
-    // Start a little before the match, but not so late that the window runs off the end.
-    let lead = (max_chars / 4).min(40);
-    let mut start = hit_start.saturating_sub(lead).min(total - max_chars);
-    if start > 0 {
-        // The match starts on a boundary, so this never moves past it.
-        start = bounds
-            .iter()
-            .copied()
-            .find(|&b| b >= start)
-            .unwrap_or(start);
-    }
-    let mut end = (start + max_chars).min(total);
-    if end < total {
-        let last_fit = bounds.iter().copied().rfind(|&b| b <= end).unwrap_or(end);
-        // Cut on a word boundary unless that would lose the match (a word longer than the window)
-        // or half the window (a long word such as a URL); then cut between chars. When the match
-        // fits, its end is a boundary past its start.
-        if last_fit > start.max(hit_start) && (end - last_fit) * 2 <= max_chars {
-            end = last_fit;
+        // Char offsets of every word-boundary segment start, plus the end: the places we may cut.
+        // Past the match and a window beyond it no cut can fall, so the walk stops there.
+        let mut bounds: Vec<usize> = Vec::new();
+        let mut chars_seen = 0;
+        let mut hit: Option<usize> = None;
+        for segment in flat.split_word_bounds() {
+            if hit.is_some_and(|h| chars_seen > h + max_chars) {
+                break;
+            }
+            let len = segment.chars().count();
+            bounds.push(chars_seen);
+            if hit.is_none() && segment.chars().any(char::is_alphanumeric) && self.matches(segment)
+            {
+                hit = Some(chars_seen);
+            }
+            chars_seen += len;
         }
-    }
+        bounds.push(total);
 
-    let body: String = flat.chars().skip(start).take(end - start).collect();
-    let mut out = String::with_capacity(body.len() + 6);
-    if start > 0 {
-        out.push('…');
+        let hit_start = hit.unwrap_or(0);
+        // Start a little before the match, but not so late that the window runs off the end.
+        let lead = (max_chars / 4).min(40);
+        let mut start = hit_start.saturating_sub(lead).min(total - max_chars);
+        if start > 0 {
+            // The match starts on a boundary, so this never moves past it.
+            start = bounds
+                .iter()
+                .copied()
+                .find(|&b| b >= start)
+                .unwrap_or(start);
+        }
+        let mut end = (start + max_chars).min(total);
+        if end < total {
+            let last_fit = bounds.iter().copied().rfind(|&b| b <= end).unwrap_or(end);
+            // Cut on a word boundary unless that would lose the match (a word longer than the window)
+            // or half the window (a long word such as a URL); then cut between chars. When the match
+            // fits, its end is a boundary past its start.
+            if last_fit > start.max(hit_start) && (end - last_fit) * 2 <= max_chars {
+                end = last_fit;
+            }
+        }
+
+        let body: String = flat.chars().skip(start).take(end - start).collect();
+        let mut out = String::with_capacity(body.len() + 6);
+        if start > 0 {
+            out.push('…');
+        }
+        out.push_str(body.trim());
+        if end < total {
+            out.push('…');
+        }
+        out
     }
-    out.push_str(body.trim());
-    if end < total {
-        out.push('…');
-    }
-    out
 }
 
 #[cfg(test)]
@@ -512,7 +512,7 @@ mod tests {
         }
 
         #[test]
-        fn has_any_term_agrees_with_terms(
+        fn any_in_agrees_with_terms(
             text in prop_oneof![any::<String>(), wordy_text()],
             query in prop_oneof![
                 any::<String>(),
@@ -522,7 +522,7 @@ mod tests {
         ) {
             let q = terms(&query);
             let expected = terms(&text).iter().any(|t| q.contains(t));
-            prop_assert_eq!(has_any_term(&text, &q), expected);
+            prop_assert_eq!(TermMatcher::new(&q).any_in(&text), expected);
         }
 
         #[test]

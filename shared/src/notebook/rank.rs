@@ -134,7 +134,7 @@ fn hamming_into(codes: &[u64], query: &[u64], out: &mut Vec<u32>) {
 }
 
 /// How many vectors' distances [`VectorIndex::estimates`] computes at a time: one pass over
-/// many codes vectorises; a buffer this small stays in the cache and off `mmap`.
+/// many codes vectorises, and a buffer this small stays in the cache.
 const HAMMING_RUN: usize = 4096;
 
 impl VectorIndex {

@@ -395,6 +395,7 @@ impl Notebook {
         // Only the best `batch` candidates are put in order at a time (usually one batch gives
         // the hits), rather than sorting every page that matched a word.
         let mut hits = Vec::with_capacity(limit.min(256));
+        let words = text::TermMatcher::new(&parsed.terms);
         // The first batch is what is asked for (every candidate is usually a hit: stale
         // postings are rare), later ones larger.
         let mut batch = limit.clamp(8, 256);
@@ -438,7 +439,7 @@ impl Notebook {
                         continue;
                     }
                 }
-                let (snippet, line) = snippet_and_line(&body, &texts, parsed, c.chunk);
+                let (snippet, line) = snippet_and_line(&body, &texts, &words, c.chunk);
                 let url = self.ink_url(user, &record).await?;
                 hits.push(SearchHit {
                     page_id: record.page_id,
@@ -462,25 +463,22 @@ impl Notebook {
 fn snippet_and_line(
     body: &str,
     lines: &[&str],
-    parsed: &TextQuery,
+    words: &text::TermMatcher<'_>,
     chunk: Option<usize>,
 ) -> (String, String) {
-    let by_words = lines.iter().find(|l| text::has_any_term(l, &parsed.terms));
+    let by_words = lines.iter().find(|l| words.any_in(l));
     if let Some(line) = by_words {
-        return (
-            text::snippet(body, &parsed.terms, SNIPPET_CHARS),
-            (*line).to_owned(),
-        );
+        return (words.snippet(body, SNIPPET_CHARS), (*line).to_owned());
     }
     // The last vector of a page of several chunks is the whole page's: no line of its own.
     let chunks = embed::chunks(body);
     let windows = chunks.len().min(vectors::MAX_CHUNKS);
     if let Some(c) = chunk.filter(|&i| i < windows).and_then(|i| chunks.get(i)) {
         let first = c.lines().next().unwrap_or_default().to_owned();
-        return (text::snippet(c, &parsed.terms, SNIPPET_CHARS), first);
+        return (words.snippet(c, SNIPPET_CHARS), first);
     }
     (
-        text::snippet(body, &parsed.terms, SNIPPET_CHARS),
+        words.snippet(body, SNIPPET_CHARS),
         lines
             .iter()
             .find(|l| !l.trim().is_empty())
