@@ -357,7 +357,7 @@ impl App {
             notebook: self.notebook.clone(),
         });
         let mcp = crate::http::mcp_service(
-            NibMcp::new(dispatch.clone(), config.public_discovery)
+            NibMcp::new(dispatch.clone())
                 .with_image_origin(self.asset_origin.as_deref().unwrap_or(&config.public_url)),
             config.max_body_bytes,
         );

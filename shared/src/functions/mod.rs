@@ -216,8 +216,7 @@ pub async fn front(
         signing::verify_only(config)?,
     );
     let mcp = crate::http::mcp_service(
-        NibMcp::new(dispatch.clone(), http.public_discovery)
-            .with_image_origin(&config.asset_origin()),
+        NibMcp::new(dispatch.clone()).with_image_origin(&config.asset_origin()),
         http.max_body_bytes,
     );
     let state = http_state(http, store, clock, Some((mcp, dispatch)), oauth);

@@ -45,6 +45,13 @@ pub enum HttpError {
         window_secs: u64,
         retry_after_secs: u64,
     },
+    /// The protocol layer refused the message in plain text (rmcp's transport errors).
+    #[error("{message}")]
+    Protocol {
+        status: StatusCode,
+        id: Option<Value>,
+        message: String,
+    },
     #[error("internal error")]
     Internal,
 }
@@ -63,6 +70,7 @@ impl HttpError {
             HttpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             HttpError::UnknownSession => StatusCode::NOT_FOUND,
             HttpError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            HttpError::Protocol { status, .. } => *status,
             HttpError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -86,6 +94,7 @@ impl HttpError {
             HttpError::MissingSession => "session_required",
             HttpError::InsufficientScope { .. } => "insufficient_scope",
             HttpError::RateLimited { .. } => "rate_limited",
+            HttpError::Protocol { .. } => "invalid_request",
             HttpError::Internal => "internal_error",
         }
     }
@@ -93,25 +102,22 @@ impl HttpError {
     pub fn into_response(self, correlation_id: &str, config: &HttpConfig) -> Response {
         let status = self.status();
         let message = self.to_string();
+        let cid = json!({ "correlationId": correlation_id });
         let body = match &self {
-            HttpError::Parse => json!({
-                "jsonrpc": "2.0", "id": null,
-                "error": { "code": -32700, "message": message, "data": { "correlationId": correlation_id } }
-            }),
-            HttpError::InvalidRequest { id, .. } => json!({
-                "jsonrpc": "2.0", "id": id.clone().unwrap_or(Value::Null),
-                "error": { "code": -32600, "message": message, "data": { "correlationId": correlation_id } }
-            }),
+            HttpError::Parse => jsonrpc_error(None, PARSE_ERROR, &message, cid),
+            HttpError::InvalidRequest { id, .. } | HttpError::Protocol { id, .. } => {
+                jsonrpc_error(id.clone(), INVALID_REQUEST, &message, cid)
+            }
             HttpError::RateLimited {
                 id,
                 retry_after_secs,
                 ..
-            } => json!({
-                "jsonrpc": "2.0", "id": id.clone().unwrap_or(Value::Null),
-                "error": { "code": RATE_LIMITED_CODE, "message": message, "data": {
-                    "retryAfterSeconds": retry_after_secs, "correlationId": correlation_id
-                } }
-            }),
+            } => jsonrpc_error(
+                id.clone(),
+                RATE_LIMITED_CODE,
+                &message,
+                json!({ "retryAfterSeconds": retry_after_secs, "correlationId": correlation_id }),
+            ),
             _ => {
                 json!({ "error": self.code(), "message": message, "correlationId": correlation_id })
             }
@@ -152,6 +158,18 @@ impl HttpError {
 
 /// The JSON-RPC error code of a rate-limited request (implementation-defined server error).
 pub const RATE_LIMITED_CODE: i64 = -32029;
+/// JSON-RPC 2.0's own codes.
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+
+/// The one writer of JSON-RPC error bodies the HTTP layer answers with (the protocol layer's
+/// own errors are rmcp's `ErrorData`).
+pub fn jsonrpc_error(id: Option<Value>, code: i64, message: &str, data: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id.unwrap_or(Value::Null),
+        "error": { "code": code, "message": message, "data": data }
+    })
+}
 
 fn window_name(secs: u64) -> String {
     match secs {

@@ -1,26 +1,34 @@
-//! `/mcp`: our checks in the fixed order, then rmcp.
+//! `/mcp`: the body parsed once ([`McpRequest`]), our checks in the order the design fixes,
+//! each a small function, then the protocol layer (rmcp) with each message's own bytes.
+//!
+//! 1. Host and Origin (403), 2. size (413), 3. shape and headers: media types (415/406), the
+//!    one parse, the messages' shape, batches, the version header (400), 4. authentication
+//!    (401), 5. method (405), 6. what each message needs of its caller, from
+//!    [`crate::mcp::access`] and the tool catalog (401/403), 7. the signed session (opt-in),
+//!    8. rate limits (429), then rmcp. Every refusal is an [`HttpError`], written in one place.
 //!
 //! Authentication takes either credential: an API token (`nib_live_...`, one store read) or an
 //! OAuth access token (a JWT: signature, issuer, audience and lifetime checked locally, then
 //! one read of its grant, so a revoked grant is refused at once). Anything else, expired or
 //! revoked is a 401 with the challenge, never a tool result, so clients know to refresh.
-//! Authenticated requests then count against the credential's rate limits (429).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use serde_json::Value;
 use tower::ServiceExt;
 
-use super::{HttpError, HttpState};
+use super::mcp_request::{self, McpRequest};
+use super::{HttpConfig, HttpError, HttpState};
 use crate::auth::oauth::jwt::Verifier;
 use crate::auth::tokens::{self, TokenError};
 use crate::auth::{Principal, Scope};
+use crate::mcp::access::{self, Need};
 use crate::mcp::{CorrelationId, SUPPORTED_VERSIONS};
 use crate::ports::RateDecision;
 use crate::telemetry;
@@ -28,7 +36,6 @@ use crate::telemetry;
 const LEGACY_DEFAULT_VERSION: &str = "2025-03-26";
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
-const META_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 /// The most messages a JSON-RPC batch (2025-03-26) may hold; a bigger one is refused whole.
 pub const MAX_BATCH_MESSAGES: usize = 50;
 
@@ -39,12 +46,30 @@ struct Seen {
     tool: Option<String>,
 }
 
+impl Seen {
+    fn record(&mut self, request: &McpRequest) {
+        self.method = if request.batch {
+            Some("batch".into())
+        } else {
+            request
+                .messages
+                .iter()
+                .find_map(|m| m.method().map(str::to_owned))
+        };
+        self.tool = request
+            .messages
+            .iter()
+            .rev()
+            .find_map(|m| m.tool().map(str::to_owned));
+    }
+}
+
 pub async fn handle(State(st): State<Arc<HttpState>>, req: Request<Body>) -> Response {
     let started = Instant::now();
     let cid = telemetry::correlation_id();
     let mut seen = Seen::default();
     let http_method = req.method().clone();
-    let mut response = match check_and_forward(&st, req, &cid, &mut seen).await {
+    let mut response = match serve(&st, req, &cid, &mut seen).await {
         Ok(r) => r,
         Err(e) => e.into_response(&cid, &st.config),
     };
@@ -64,8 +89,76 @@ pub async fn handle(State(st): State<Arc<HttpState>>, req: Request<Body>) -> Res
     response
 }
 
+/// The checks in order, then the protocol.
+async fn serve(
+    st: &HttpState,
+    req: Request<Body>,
+    cid: &str,
+    seen: &mut Seen,
+) -> Result<Response, HttpError> {
+    let cfg = &st.config;
+    let (parts, body) = req.into_parts();
+    check_host_and_origin(cfg, &parts)?;
+    let is_post = parts.method == Method::POST;
+    let body = if is_post {
+        read_body(cfg, &parts.headers, body, cid).await?
+    } else {
+        Bytes::new()
+    };
+    let request = if is_post {
+        let request = check_shape(&parts.headers, &body)?;
+        seen.record(&request);
+        Some(request)
+    } else {
+        None
+    };
+    let principal = authenticate(st, &parts.headers, cid).await?;
+    let Some(request) = request else {
+        // Check 5, method: nothing to judge without a body; the challenge first, then the 405.
+        return Err(match principal {
+            Some(_) => HttpError::MethodNotAllowed,
+            None => HttpError::Unauthorized {
+                invalid_token: false,
+            },
+        });
+    };
+    authorize(cfg, principal.as_ref(), &request)?;
+    check_session(st, &parts.headers, principal.as_ref(), &request)?;
+    if let Some(p) = &principal {
+        rate_limit(st, p, &request, cid).await?;
+    }
+    let initialize = request.is_initialize();
+    let mut response = to_protocol(st, parts, &body, &request, principal.as_ref(), cid).await?;
+    if initialize
+        && response.status() == StatusCode::OK
+        && let (Some(signer), Some(p)) = (&st.sessions, &principal)
+        && let Ok(v) = HeaderValue::from_str(&signer.issue(&p.user, st.clock.unix()))
+    {
+        response.headers_mut().insert(SESSION_HEADER, v);
+    }
+    Ok(response)
+}
+
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Check 1: Host and Origin (DNS rebinding), against the configured lists.
+fn check_host_and_origin(cfg: &HttpConfig, parts: &Parts) -> Result<(), HttpError> {
+    let host = header_str(&parts.headers, "host")
+        .or(parts.uri.authority().map(|a| a.as_str()))
+        .unwrap_or("");
+    if !host_allowed(host, &cfg.allowed_hosts) {
+        return Err(HttpError::Forbidden("Host not allowed"));
+    }
+    if let Some(origin) = parts.headers.get(header::ORIGIN)
+        && !origin
+            .to_str()
+            .is_ok_and(|o| origin_allowed(o, &cfg.allowed_origins))
+    {
+        return Err(HttpError::Forbidden("Origin not allowed"));
+    }
+    Ok(())
 }
 
 /// `name` or `name:port` against the allow-list (an entry without a port allows any port).
@@ -97,6 +190,37 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
     })
 }
 
+/// Check 2, size: the body, read once, at most `max_body_bytes`.
+async fn read_body(
+    cfg: &HttpConfig,
+    headers: &HeaderMap,
+    body: Body,
+    cid: &str,
+) -> Result<Bytes, HttpError> {
+    if header_str(headers, "content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|n| n > cfg.max_body_bytes)
+    {
+        return Err(HttpError::TooLarge(cfg.max_body_bytes));
+    }
+    match http_body_util::Limited::new(body, cfg.max_body_bytes)
+        .collect()
+        .await
+    {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(HttpError::TooLarge(cfg.max_body_bytes))
+        }
+        Err(e) => {
+            tracing::warn!(correlation_id = cid, error = %e, "could not read request body");
+            Err(HttpError::InvalidRequest {
+                id: None,
+                message: "could not read the request body".into(),
+            })
+        }
+    }
+}
+
 fn media_type(headers: &HeaderMap, name: header::HeaderName) -> Vec<String> {
     headers
         .get_all(name)
@@ -113,346 +237,192 @@ fn media_type(headers: &HeaderMap, name: header::HeaderName) -> Vec<String> {
         .collect()
 }
 
+/// Check 3, shape and headers: the media types, the one parse of the body, each message's shape,
+/// batches only in 2025-03-26, and a version header nib speaks.
+fn check_shape<'b>(headers: &HeaderMap, body: &'b [u8]) -> Result<McpRequest<'b>, HttpError> {
+    if !media_type(headers, header::CONTENT_TYPE)
+        .iter()
+        .any(|m| m == "application/json")
+    {
+        return Err(HttpError::UnsupportedMediaType);
+    }
+    let accept = media_type(headers, header::ACCEPT);
+    if !accept.is_empty()
+        && !accept
+            .iter()
+            .any(|m| m == "application/json" || m == "application/*" || m == "*/*")
+    {
+        return Err(HttpError::NotAcceptable);
+    }
+    let version = header_str(headers, VERSION_HEADER);
+    let batches = match version.unwrap_or(LEGACY_DEFAULT_VERSION) {
+        LEGACY_DEFAULT_VERSION => Ok(()),
+        v => Err(format!(
+            "JSON-RPC batches are not part of protocol version {v}"
+        )),
+    };
+    let request = mcp_request::parse(body, batches, MAX_BATCH_MESSAGES)?;
+    // A request that names its version in `_meta` is judged by the protocol layer (it answers
+    // with the protocol's own error code); only a bare header naming a version we do not
+    // speak is refused here.
+    if let Some(v) = version
+        && !SUPPORTED_VERSIONS.iter().any(|s| s.as_str() == v)
+        && !request.messages.iter().any(|m| m.meta_version)
+    {
+        return Err(HttpError::InvalidRequest {
+            id: request.first_id(),
+            message: format!(
+                "unsupported MCP-Protocol-Version '{v}'; supported: {}",
+                SUPPORTED_VERSIONS
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
+    Ok(request)
+}
+
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = header_str(headers, "authorization")?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Checks one JSON-RPC message's shape; returns its method (None for a client response).
-fn check_message(msg: &Value) -> Result<Option<&str>, HttpError> {
-    let id = msg.get("id").cloned();
-    let invalid = |message: &str| HttpError::InvalidRequest {
-        id: id.clone(),
-        message: message.to_owned(),
+/// Check 4, authentication: the bearer token's principal, or `None` without one.
+async fn authenticate(
+    st: &HttpState,
+    headers: &HeaderMap,
+    cid: &str,
+) -> Result<Option<Principal>, HttpError> {
+    let Some(token) = bearer(headers) else {
+        return Ok(None);
     };
-    let Some(obj) = msg.as_object() else {
-        return Err(invalid("a JSON-RPC message must be an object"));
-    };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(invalid("jsonrpc must be \"2.0\""));
-    }
-    if let Some(id) = obj.get("id")
-        && !(id.is_string() || id.is_i64() || id.is_u64())
-    {
-        return Err(invalid("id must be a string or an integer"));
-    }
-    match obj.get("method") {
-        Some(Value::String(m)) => {
-            if let Some(p) = obj.get("params")
-                && !p.is_object()
-                && !p.is_array()
-            {
-                return Err(invalid("params must be an object"));
-            }
-            Ok(Some(m))
+    match verify(st, token).await {
+        Ok(p) => Ok(Some(p)),
+        Err(TokenError::Invalid) => Err(HttpError::Unauthorized {
+            invalid_token: true,
+        }),
+        Err(e) => {
+            tracing::error!(correlation_id = cid, error = %telemetry::chain(&e), "token verification failed");
+            Err(HttpError::Internal)
         }
-        Some(_) => Err(invalid("method must be a string")),
-        None if obj.contains_key("id")
-            && (obj.contains_key("result") || obj.contains_key("error")) =>
-        {
-            Ok(None)
-        }
-        None => Err(invalid("not a JSON-RPC request, notification or response")),
     }
 }
 
-async fn check_and_forward(
-    st: &HttpState,
-    req: Request<Body>,
-    cid: &str,
-    seen: &mut Seen,
-) -> Result<Response, HttpError> {
-    let cfg = &st.config;
-    let (mut parts, body) = req.into_parts();
-
-    // 1. Host and Origin (DNS rebinding).
-    let host = header_str(&parts.headers, "host")
-        .or(parts.uri.authority().map(|a| a.as_str()))
-        .unwrap_or("");
-    if !host_allowed(host, &cfg.allowed_hosts) {
-        return Err(HttpError::Forbidden("Host not allowed"));
-    }
-    if let Some(origin) = parts.headers.get(header::ORIGIN)
-        && !origin
-            .to_str()
-            .is_ok_and(|o| origin_allowed(o, &cfg.allowed_origins))
-    {
-        return Err(HttpError::Forbidden("Origin not allowed"));
-    }
-
-    // 2. Size.
-    let is_post = parts.method == Method::POST;
-    let mut bytes = Bytes::new();
-    if is_post {
-        if header_str(&parts.headers, "content-length")
-            .and_then(|v| v.parse::<usize>().ok())
-            .is_some_and(|n| n > cfg.max_body_bytes)
-        {
-            return Err(HttpError::TooLarge(cfg.max_body_bytes));
-        }
-        let limited = http_body_util::Limited::new(body, cfg.max_body_bytes);
-        bytes = match limited.collect().await {
-            Ok(c) => c.to_bytes(),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                return Err(HttpError::TooLarge(cfg.max_body_bytes));
-            }
-            Err(e) => {
-                tracing::warn!(correlation_id = cid, error = %e, "could not read request body");
-                return Err(HttpError::InvalidRequest {
-                    id: None,
-                    message: "could not read the request body".into(),
+/// Check 6, what each message needs of its caller: the challenge without a token, 403 for a scope
+/// the token lacks. The first message that is refused refuses the whole request.
+fn authorize(
+    cfg: &HttpConfig,
+    principal: Option<&Principal>,
+    request: &McpRequest,
+) -> Result<(), HttpError> {
+    for m in &request.messages {
+        let need = access::need(m.method(), m.name());
+        match (need, principal) {
+            (Need::Nothing, _) => {}
+            (Need::Discovery, Some(_)) => {}
+            (Need::Discovery, None) if cfg.public_discovery => {}
+            (Need::Scope(scope), Some(p)) if !p.scope.allows(scope) => {
+                let method = m.method().unwrap_or_default();
+                let what = match method {
+                    "tools/call" | "prompts/get" => m.name().unwrap_or(method),
+                    _ => method,
+                };
+                return Err(HttpError::InsufficientScope {
+                    tool: what.to_owned(),
+                    scope,
                 });
             }
-        };
-    }
-
-    // 3. Malformed headers or message.
-    let mut messages: Vec<Value> = Vec::new();
-    let mut batch = false;
-    if is_post {
-        if !media_type(&parts.headers, header::CONTENT_TYPE)
-            .iter()
-            .any(|m| m == "application/json")
-        {
-            return Err(HttpError::UnsupportedMediaType);
-        }
-        let accept = media_type(&parts.headers, header::ACCEPT);
-        if !accept.is_empty()
-            && !accept
-                .iter()
-                .any(|m| m == "application/json" || m == "application/*" || m == "*/*")
-        {
-            return Err(HttpError::NotAcceptable);
-        }
-        let parsed: Value = serde_json::from_slice(&bytes).map_err(|_| HttpError::Parse)?;
-        match parsed {
-            Value::Array(items) => {
-                let version =
-                    header_str(&parts.headers, VERSION_HEADER).unwrap_or(LEGACY_DEFAULT_VERSION);
-                if version != LEGACY_DEFAULT_VERSION {
-                    return Err(HttpError::InvalidRequest {
-                        id: None,
-                        message: format!(
-                            "JSON-RPC batches are not part of protocol version {version}"
-                        ),
-                    });
-                }
-                if items.is_empty() {
-                    return Err(HttpError::InvalidRequest {
-                        id: None,
-                        message: "empty batch".into(),
-                    });
-                }
-                if items.len() > MAX_BATCH_MESSAGES {
-                    return Err(HttpError::InvalidRequest {
-                        id: None,
-                        message: format!(
-                            "a batch holds at most {MAX_BATCH_MESSAGES} messages; this one has {}",
-                            items.len()
-                        ),
-                    });
-                }
-                batch = true;
-                messages = items;
-            }
-            other => messages.push(other),
-        }
-        for m in &messages {
-            let method = check_message(m)?;
-            if seen.method.is_none() {
-                seen.method = method.map(str::to_owned);
-            }
-            if method == Some("tools/call") {
-                seen.tool = m
-                    .pointer("/params/name")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-            }
-        }
-        if batch {
-            seen.method = Some("batch".into());
-        }
-        if let Some(v) = header_str(&parts.headers, VERSION_HEADER) {
-            // A request that names its version in `_meta` is judged by rmcp (it answers with the
-            // protocol's own error code); only a bare header naming a version we do not speak
-            // is refused here.
-            let has_meta_version = messages.iter().any(|m| {
-                m.pointer("/params/_meta")
-                    .and_then(|x| x.get(META_VERSION_KEY))
-                    .is_some()
-            });
-            if !SUPPORTED_VERSIONS.iter().any(|s| s.as_str() == v) && !has_meta_version {
-                return Err(HttpError::InvalidRequest {
-                    id: messages.first().and_then(|m| m.get("id").cloned()),
-                    message: format!(
-                        "unsupported MCP-Protocol-Version '{v}'; supported: {}",
-                        SUPPORTED_VERSIONS
-                            .iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                });
-            }
-        }
-    }
-
-    // 4. Authentication.
-    let principal: Option<Principal> = match bearer(&parts.headers) {
-        Some(token) => match authenticate(st, token).await {
-            Ok(p) => Some(p),
-            Err(TokenError::Invalid) => {
+            (Need::Scope(_), Some(_)) => {}
+            (Need::Discovery | Need::Scope(_), None) => {
                 return Err(HttpError::Unauthorized {
-                    invalid_token: true,
+                    invalid_token: false,
                 });
             }
-            Err(e) => {
-                tracing::error!(correlation_id = cid, error = %telemetry::chain(&e), "token verification failed");
-                return Err(HttpError::Internal);
-            }
-        },
-        None => None,
+        }
+    }
+    Ok(())
+}
+
+/// Check 7, sessions (opt-in): signed ids bound to the user, for the eras before 2026-07-28.
+fn check_session(
+    st: &HttpState,
+    headers: &HeaderMap,
+    principal: Option<&Principal>,
+    request: &McpRequest,
+) -> Result<(), HttpError> {
+    let (Some(signer), Some(p)) = (&st.sessions, principal) else {
+        return Ok(());
     };
-    // Without a token, a GET (nothing to judge) and notifications (no reply to carry an error)
-    // are refused here. Requests go on: rmcp validates them first, then the handler asks for
-    // authentication per method, and the marker it returns becomes the 401 below.
-    if principal.is_none() {
-        let notifications_only = messages.iter().all(|m| m.get("id").is_none());
-        if !is_post || (notifications_only && !cfg.public_discovery) {
-            return Err(HttpError::Unauthorized {
-                invalid_token: false,
-            });
-        }
+    let stateless_era = header_str(headers, VERSION_HEADER).is_some_and(|v| v >= "2026-07-28");
+    if request.is_initialize() || stateless_era {
+        return Ok(());
     }
-
-    // 5. Method.
-    if !is_post {
-        return Err(HttpError::MethodNotAllowed);
+    match header_str(headers, SESSION_HEADER) {
+        Some(id) if signer.check(id, &p.user, st.clock.unix()) => Ok(()),
+        Some(_) => Err(HttpError::UnknownSession),
+        None => Err(HttpError::MissingSession),
     }
+}
 
-    // Sessions (opt-in): signed ids bound to the user, for the eras before 2026-07-28.
-    let initialize = messages
-        .iter()
-        .any(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
-    if let (Some(signer), Some(p)) = (&st.sessions, &principal) {
-        let stateless_era =
-            header_str(&parts.headers, VERSION_HEADER).is_some_and(|v| v >= "2026-07-28");
-        if !initialize && !stateless_era {
-            match header_str(&parts.headers, SESSION_HEADER) {
-                Some(id) if signer.check(id, &p.user, st.clock.unix()) => {}
-                Some(_) => return Err(HttpError::UnknownSession),
-                None => return Err(HttpError::MissingSession),
-            }
-        }
-    }
-
-    // Rate limits, per credential.
-    if let Some(p) = &principal {
-        // Every message of a batch counts, so a batch is no way around the limits.
-        let all = messages.len() as u64;
-        let writes = messages.iter().filter(|m| is_write_call(m)).count() as u64;
-        rate_limit(st, p, all, writes, cid)
-            .await
-            .map_err(|e| match e {
-                HttpError::RateLimited {
-                    max,
-                    window_secs,
-                    retry_after_secs,
-                    ..
-                } => HttpError::RateLimited {
-                    id: messages.first().and_then(|m| m.get("id").cloned()),
-                    max,
-                    window_secs,
-                    retry_after_secs,
-                },
-                other => other,
-            })?;
-    }
-
-    // Hand over to rmcp. We never stream, so both media types are acceptable to it.
+/// After the checks: each message through rmcp with its own bytes. We never stream, so both
+/// media types are acceptable to it. A batch's replies are joined as they came.
+async fn to_protocol(
+    st: &HttpState,
+    mut parts: Parts,
+    body: &Bytes,
+    request: &McpRequest<'_>,
+    principal: Option<&Principal>,
+    cid: &str,
+) -> Result<Response, HttpError> {
     parts.headers.insert(
         header::ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
     parts.headers.remove(SESSION_HEADER);
     parts.extensions.insert(CorrelationId(cid.to_owned()));
-    if let Some(p) = &principal {
+    if let Some(p) = principal {
         parts.extensions.insert(p.clone());
     }
-    let mut response = if batch {
-        let mut replies = Vec::new();
-        for m in messages {
-            let body = serde_json::to_vec(&m).expect("re-serialize");
-            let (status, _, bytes) = forward(st, &parts, Bytes::from(body)).await?;
-            if status == StatusCode::ACCEPTED || bytes.is_empty() {
-                continue;
-            }
-            match serde_json::from_slice::<Value>(&bytes) {
-                Ok(v) => {
-                    if let Some(e) = auth_marker(&v) {
-                        return Err(e);
-                    }
-                    replies.push(v)
-                }
-                Err(_) => replies.push(serde_json::json!({
-                    "jsonrpc": "2.0", "id": m.get("id").cloned().unwrap_or(Value::Null),
-                    "error": { "code": -32600, "message": String::from_utf8_lossy(&bytes) }
-                })),
-            }
-        }
-        if replies.is_empty() {
-            StatusCode::ACCEPTED.into_response()
-        } else {
-            (StatusCode::OK, axum::Json(Value::Array(replies))).into_response()
-        }
-    } else {
-        let (status, headers, bytes) = forward(st, &parts, bytes).await?;
-        // Only a reply that carries the marker key is worth parsing: most replies are results,
-        // and parsing a tools/list reply just to find nothing was most of its cost.
-        if may_carry_marker(&bytes)
-            && let Some(e) = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .as_ref()
-                .and_then(auth_marker)
-        {
-            return Err(e);
-        }
-        let is_json = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/json"));
-        if status.is_client_error() && !is_json && !bytes.is_empty() {
-            // rmcp's transport errors are plain text; give clients JSON like every other error.
-            let message = String::from_utf8_lossy(&bytes).into_owned();
-            let id = messages
-                .first()
-                .and_then(|m| m.get("id").cloned())
-                .unwrap_or(Value::Null);
-            let body = serde_json::json!({
-                "jsonrpc": "2.0", "id": id,
-                "error": { "code": -32600, "message": message, "data": { "correlationId": cid } }
-            });
-            (status, axum::Json(body)).into_response()
-        } else {
-            let mut r = Response::new(Body::from(bytes));
-            *r.status_mut() = status;
-            *r.headers_mut() = headers;
-            r
-        }
-    };
-    if initialize
-        && response.status() == StatusCode::OK
-        && let (Some(signer), Some(p)) = (&st.sessions, &principal)
-        && let Ok(v) = HeaderValue::from_str(&signer.issue(&p.user, st.clock.unix()))
-    {
-        response.headers_mut().insert(SESSION_HEADER, v);
+    if !request.batch {
+        let reply = forward(st, &parts, body.clone()).await?;
+        return Ok(reply.into_response(request.first_id(), cid, &st.config));
     }
-    Ok(response)
+    let mut joined = Vec::with_capacity(body.len());
+    for m in &request.messages {
+        let reply = forward(st, &parts, body.slice_ref(m.raw.get().as_bytes())).await?;
+        if reply.status == StatusCode::ACCEPTED || reply.body.is_empty() {
+            continue;
+        }
+        joined.push(if joined.is_empty() { b'[' } else { b',' });
+        if reply.is_json() {
+            joined.extend_from_slice(&reply.body);
+        } else {
+            let error = super::errors::jsonrpc_error(
+                m.id.clone(),
+                super::errors::INVALID_REQUEST,
+                &String::from_utf8_lossy(&reply.body),
+                serde_json::json!({ "correlationId": cid }),
+            );
+            joined.extend_from_slice(error.to_string().as_bytes());
+        }
+    }
+    if joined.is_empty() {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    }
+    joined.push(b']');
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        joined,
+    )
+        .into_response())
 }
 
 /// The caller of a bearer token: an API token, or an access token of our authorization server.
-async fn authenticate(st: &HttpState, token: &str) -> Result<Principal, TokenError> {
+async fn verify(st: &HttpState, token: &str) -> Result<Principal, TokenError> {
     if token.starts_with(tokens::PREFIX) {
         return st.tokens.verify(token).await;
     }
@@ -463,27 +433,26 @@ async fn authenticate(st: &HttpState, token: &str) -> Result<Principal, TokenErr
 }
 
 /// True for a `tools/call` of a tool that needs more than the read scope.
-fn is_write_call(message: &Value) -> bool {
-    message.get("method").and_then(Value::as_str) == Some("tools/call")
-        && message
-            .pointer("/params/name")
-            .and_then(Value::as_str)
-            .and_then(crate::tools::find)
-            .is_some_and(|t| t.scope > Scope::Read)
+fn is_write_call(message: &mcp_request::Message) -> bool {
+    message
+        .tool()
+        .and_then(crate::tools::find)
+        .is_some_and(|t| t.scope > Scope::Read)
 }
 
-/// Counts the request's `all` messages against the credential's limits, and its `writes`
-/// (calls of write tools) against its write limits. A limiter that cannot be reached lets the
-/// request through: limits protect capacity, not data, and the request would need the same
-/// store anyway.
+/// Check 8, rate limits per credential: every message counts against the credential's limits (so a
+/// batch is no way around them), and calls of write tools against its write limits too. A
+/// limiter that cannot be reached lets the request through: limits protect capacity, not
+/// data, and the request would need the same store anyway.
 async fn rate_limit(
     st: &HttpState,
     principal: &Principal,
-    all: u64,
-    writes: u64,
+    request: &McpRequest<'_>,
     cid: &str,
 ) -> Result<(), HttpError> {
     let limits = &st.config.rate_limits;
+    let all = request.messages.len() as u64;
+    let writes = request.messages.iter().filter(|m| is_write_call(m)).count() as u64;
     let checks = [
         (principal.credential_id.clone(), limits.all(), all),
         (
@@ -503,7 +472,7 @@ async fn rate_limit(
                 retry_after_secs,
             }) => {
                 return Err(HttpError::RateLimited {
-                    id: None,
+                    id: request.first_id(),
                     max: window.max,
                     window_secs: window.secs,
                     retry_after_secs,
@@ -517,33 +486,41 @@ async fn rate_limit(
     Ok(())
 }
 
-/// Whether a reply may hold a marker: a cheap byte search that spares parsing every result.
-fn may_carry_marker(reply: &[u8]) -> bool {
-    const KEY: &[u8] = b"\"nib\":";
-    reply.windows(KEY.len()).any(|w| w == KEY)
+/// One reply of the protocol layer, buffered.
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
 }
 
-/// The handler's request for authentication or a higher scope, as the HTTP error to answer.
-fn auth_marker(reply: &Value) -> Option<HttpError> {
-    let data = reply.pointer("/error/data")?;
-    match data.get("nib")?.as_str()? {
-        crate::mcp::MARKER_UNAUTHENTICATED => Some(HttpError::Unauthorized {
-            invalid_token: false,
-        }),
-        crate::mcp::MARKER_INSUFFICIENT_SCOPE => Some(HttpError::InsufficientScope {
-            tool: data.get("tool")?.as_str()?.to_owned(),
-            scope: serde_json::from_value(data.get("scope")?.clone()).ok()?,
-        }),
-        _ => None,
+impl Reply {
+    fn is_json(&self) -> bool {
+        self.headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"))
+    }
+
+    /// As sent, except rmcp's plain-text transport errors, which become JSON-RPC errors like
+    /// every other error.
+    fn into_response(self, id: Option<serde_json::Value>, cid: &str, cfg: &HttpConfig) -> Response {
+        if self.status.is_client_error() && !self.is_json() && !self.body.is_empty() {
+            return HttpError::Protocol {
+                status: self.status,
+                id,
+                message: String::from_utf8_lossy(&self.body).into_owned(),
+            }
+            .into_response(cid, cfg);
+        }
+        let mut r = Response::new(Body::from(self.body));
+        *r.status_mut() = self.status;
+        *r.headers_mut() = self.headers;
+        r
     }
 }
 
-/// One message through rmcp, buffered.
-async fn forward(
-    st: &HttpState,
-    parts: &axum::http::request::Parts,
-    body: Bytes,
-) -> Result<(StatusCode, HeaderMap, Bytes), HttpError> {
+/// One message through rmcp.
+async fn forward(st: &HttpState, parts: &Parts, body: Bytes) -> Result<Reply, HttpError> {
     let mut req = Request::builder()
         .method(Method::POST)
         .uri(parts.uri.clone())
@@ -565,12 +542,16 @@ async fn forward(
         .await
         .unwrap_or_else(|never| match never {});
     let (rparts, rbody) = response.into_parts();
-    let bytes = rbody
+    let body = rbody
         .collect()
         .await
         .map(|c| c.to_bytes())
         .unwrap_or_else(|never| match never {});
-    Ok((rparts.status, rparts.headers, bytes))
+    Ok(Reply {
+        status: rparts.status,
+        headers: rparts.headers,
+        body,
+    })
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 
 mod errors;
 mod mcp_endpoint;
+mod mcp_request;
 mod oauth;
 mod pages;
 

@@ -44,6 +44,11 @@ fn declares_sampling(ctx: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|info| info.capabilities.sampling.is_some())
 }
 
+/// Whether `name` is one of the fixture tools (they answer without a token).
+pub fn is_tool(name: &str) -> bool {
+    [SIMPLE, MISSING_CAPABILITY].contains(&name)
+}
+
 /// Answers a fixture tool, or `None` for every other name.
 pub fn call(
     name: &str,

@@ -2,9 +2,10 @@
 //! scope and paginated, and `tools/call` through the [`Dispatch`] port.
 //!
 //! rmcp does the protocol (version negotiation, the four eras, `server/discover`, `_meta` and
-//! header checks); the HTTP layer in front of it (`crate::http`) authenticates and puts the
-//! verified [`Principal`] and the request's correlation id into the request extensions, which
-//! rmcp hands to this handler as `http::request::Parts`.
+//! header checks); the HTTP layer in front of it (`crate::http`) authenticates, decides from
+//! [`access`] what each request needs of its caller (401/403 are its answers, never this
+//! handler's), and puts the verified [`Principal`] and the request's correlation id into the
+//! request extensions, which rmcp hands to this handler as `http::request::Parts`.
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
@@ -12,12 +13,11 @@ use std::sync::{Arc, LazyLock};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResult, ContentBlock, DiscoverResult, ErrorCode,
-    ErrorData, GetPromptRequestParams, GetPromptResponse, Icon, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CacheScope, CallToolRequestParams, CallToolResult, ContentBlock, DiscoverResult, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, Icon, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -82,17 +82,14 @@ static TOOLS: LazyLock<Vec<(Scope, Tool)>> = LazyLock::new(|| {
 #[derive(Clone)]
 pub struct NibMcp {
     dispatch: Arc<dyn Dispatch>,
-    /// Whether discovery methods answer without a token.
-    public_discovery: bool,
     /// The origin of signed page image URLs: the page viewer's CSP allows images from it only.
     image_origin: Arc<str>,
 }
 
 impl NibMcp {
-    pub fn new(dispatch: Arc<dyn Dispatch>, public_discovery: bool) -> Self {
+    pub fn new(dispatch: Arc<dyn Dispatch>) -> Self {
         NibMcp {
             dispatch,
-            public_discovery,
             image_origin: Arc::from("http://127.0.0.1"),
         }
     }
@@ -103,46 +100,19 @@ impl NibMcp {
         self.image_origin = Arc::from(viewer::origin_of(url));
         self
     }
-
-    /// The caller's scope, or the marker error the HTTP layer turns into a 401 challenge.
-    /// rmcp has validated the message and its headers by the time a handler runs, so the
-    /// protocol's own 400s come before authentication's 401, as the design orders them.
-    fn authorize<'c>(
-        &self,
-        ctx: &'c RequestContext<RoleServer>,
-        discovery: bool,
-    ) -> Result<Option<&'c Principal>, ErrorData> {
-        match principal(ctx) {
-            Some(p) => Ok(Some(p)),
-            None if discovery && self.public_discovery => Ok(None),
-            None => Err(unauthenticated()),
-        }
-    }
 }
 
-/// What `data.nib` of a marker error says; read back by `crate::http`.
-pub const MARKER_UNAUTHENTICATED: &str = "unauthenticated";
-pub const MARKER_INSUFFICIENT_SCOPE: &str = "insufficient_scope";
-
-/// The handler asks for authentication; the HTTP layer answers 401 with the challenge instead
-/// of passing this error on.
-fn unauthenticated() -> ErrorData {
-    ErrorData::new(
-        ErrorCode(-32001),
-        "authentication required",
-        Some(serde_json::json!({ "nib": MARKER_UNAUTHENTICATED })),
-    )
-}
-
-/// The tool needs a higher scope; the HTTP layer answers 403 `insufficient_scope` instead.
-fn insufficient_scope(tool: &str, needed: Scope) -> ErrorData {
-    ErrorData::new(
-        ErrorCode(-32003),
-        format!("{tool} needs the {needed} scope"),
-        Some(
-            serde_json::json!({ "nib": MARKER_INSUFFICIENT_SCOPE, "scope": needed, "tool": tool }),
-        ),
-    )
+/// The caller of a request that needs one. The HTTP layer let the request through only with
+/// a principal whose scope allows it ([`access::need`]), so a missing one is our own fault.
+fn caller(ctx: &RequestContext<RoleServer>) -> Result<&Principal, ErrorData> {
+    principal(ctx).ok_or_else(|| {
+        let id = correlation(ctx);
+        tracing::error!(correlation_id = %id, "a request that needs a principal reached the handler without one");
+        ErrorData::internal_error(
+            "internal error",
+            Some(serde_json::json!({ "correlationId": id })),
+        )
+    })
 }
 
 fn parts(ctx: &RequestContext<RoleServer>) -> Option<&http::request::Parts> {
@@ -222,18 +192,18 @@ impl ServerHandler for NibMcp {
         request: InitializeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        self.authorize(&ctx, true)?;
         ctx.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }
 
-    async fn ping(&self, ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        self.authorize(&ctx, true)?;
+    async fn ping(&self, _ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
         Ok(())
     }
 
-    async fn discover(&self, ctx: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
-        self.authorize(&ctx, true)?;
+    async fn discover(
+        &self,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
             self.get_info(),
@@ -246,7 +216,7 @@ impl ServerHandler for NibMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         // Without a principal (public discovery) the caller sees what a read token would.
-        let scope = self.authorize(&ctx, true)?.map_or(Scope::Read, |p| p.scope);
+        let scope = principal(&ctx).map_or(Scope::Read, |p| p.scope);
         let offset = match request.and_then(|r| r.cursor) {
             Some(c) => decode_cursor(&c)
                 .ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
@@ -287,10 +257,8 @@ impl ServerHandler for NibMcp {
                 None,
             ));
         };
-        let principal = self.authorize(&ctx, false)?.ok_or_else(unauthenticated)?;
-        if !principal.scope.allows(tool.scope) {
-            return Err(insufficient_scope(name, tool.scope));
-        }
+        let principal = caller(&ctx)?;
+        debug_assert!(principal.scope.allows(tool.scope));
         let args = request.arguments.unwrap_or_default();
         match self.dispatch.call(principal, name, args).await {
             Ok(value) => {
@@ -331,13 +299,7 @@ impl ServerHandler for NibMcp {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let principal = self.authorize(&ctx, true)?;
-        if let Some(p) = principal
-            && !p.scope.allows(Scope::Read)
-        {
-            return Err(insufficient_scope("resources/list", Scope::Read));
-        }
-        self.list_page_resources(principal, request.and_then(|r| r.cursor), || {
+        self.list_page_resources(principal(&ctx), request.and_then(|r| r.cursor), || {
             correlation(&ctx)
         })
         .await
@@ -346,9 +308,8 @@ impl ServerHandler for NibMcp {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
+        _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.authorize(&ctx, true)?;
         Ok(resources::templates())
     }
 
@@ -360,7 +321,6 @@ impl ServerHandler for NibMcp {
         let uri = request.uri.as_str();
         // The viewer holds no user data: anyone may read it (hosts prefetch it).
         if uri == viewer::VIEWER_URI {
-            self.authorize(&ctx, true)?;
             return Ok(viewer::read(&self.image_origin).into());
         }
         #[cfg(feature = "conformance-fixtures")]
@@ -371,10 +331,7 @@ impl ServerHandler for NibMcp {
         if !resources::is_nib_uri(uri) {
             return Err(resources::resource_not_found(uri));
         }
-        let principal = self.authorize(&ctx, false)?.ok_or_else(unauthenticated)?;
-        if !principal.scope.allows(Scope::Read) {
-            return Err(insufficient_scope("resources/read", Scope::Read));
-        }
+        let principal = caller(&ctx)?;
         self.read_nib_resource(principal, uri, || correlation(&ctx))
             .await
             .map(Into::into)
@@ -383,9 +340,8 @@ impl ServerHandler for NibMcp {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
+        _ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.authorize(&ctx, true)?;
         Ok(prompts::list())
     }
 
@@ -406,10 +362,7 @@ impl ServerHandler for NibMcp {
                 None,
             ));
         }
-        let principal = self.authorize(&ctx, false)?.ok_or_else(unauthenticated)?;
-        if !principal.scope.allows(Scope::Read) {
-            return Err(insufficient_scope(name, Scope::Read));
-        }
+        let principal = caller(&ctx)?;
         let builder = prompts::Builder {
             dispatch: self.dispatch.as_ref(),
             principal,
@@ -437,6 +390,7 @@ impl ServerHandler for NibMcp {
     }
 }
 
+pub mod access;
 #[cfg(feature = "conformance-fixtures")]
 mod fixtures;
 mod prompts;
