@@ -135,6 +135,13 @@ fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
 }
 
 impl UserKeys {
+    /// A keyring of one fixed key, for unit tests of code that seals and blinds.
+    #[cfg(test)]
+    pub(crate) fn for_tests(user: &UserId) -> UserKeys {
+        let keys = BTreeMap::from([(1, DataKey(Zeroizing::new([7; 32])))]);
+        UserKeys::new(user.clone(), keys).expect("one key")
+    }
+
     /// A keyring from the user's data keys. `None` when there are none.
     fn new(user: UserId, keys: BTreeMap<u32, DataKey>) -> Option<UserKeys> {
         let first_key = keys.values().next()?;

@@ -249,12 +249,17 @@ impl LambdaStack {
     }
 }
 
+/// A free port for `cargo lambda watch`, below the kernel's ephemeral range. A port the kernel
+/// handed out (binding port 0) and released at once could be handed to the next server any test
+/// starts before cargo lambda binds it; the functions would then poll that server, which panics
+/// their runtime ("missing lambda-runtime-aws-request-id header") and fails the test. Every
+/// other server in the tests binds port 0, so they never take a port from this range.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let start = 20_000 + (std::process::id() % 5_000) as u16;
+    (0..10_000u16)
+        .map(|i| 20_000 + (start - 20_000 + i.wrapping_mul(7_919)) % 10_000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free port in 20000-29999")
 }
 
 // ---- The API Gateway stand-in ---------------------------------------------------------------

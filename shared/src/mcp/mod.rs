@@ -222,9 +222,9 @@ impl ServerHandler for NibMcp {
                 .ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
             None => 0,
         };
-        let all: Vec<Tool> = visible_tools(scope).cloned().collect();
-        let page: Vec<Tool> = all
-            .iter()
+        // One clone of the tools on the page only (the rendered catalog is built once).
+        let total = visible_tools(scope).count();
+        let page: Vec<Tool> = visible_tools(scope)
             .skip(offset)
             .take(TOOLS_PAGE_SIZE)
             .cloned()
@@ -233,7 +233,7 @@ impl ServerHandler for NibMcp {
         let mut result = ListToolsResult::with_all_items(page)
             .with_ttl_ms(TOOLS_TTL_MS)
             .with_cache_scope(CacheScope::Private);
-        if offset + TOOLS_PAGE_SIZE < all.len() {
+        if offset + TOOLS_PAGE_SIZE < total {
             result.next_cursor = Some(encode_cursor(offset + TOOLS_PAGE_SIZE));
         }
         Ok(result)

@@ -14,6 +14,7 @@ mod import;
 mod notion;
 #[cfg(feature = "ocr")]
 mod ocr;
+mod page_plan;
 mod pages;
 mod rank;
 mod records;

@@ -9,16 +9,15 @@ use super::import::NO_DATE;
 use super::records::{
     self, EngineOcr, OcrKind, PageHead, PageHitHead, PageListing, PageRecord, PageSources,
     StatsRecord, StemRecord, StoredLine, TaskKeyRecord, TaskRecord, TaskStatusRecord, decode,
-    encode, ocr_markdown, page_gsi_sk, page_sk, pages_partition, stem_sk, task_gsi_sk, task_sk,
-    taskkey_sk, tasks_partition, user_pk,
+    ocr_markdown, page_gsi_sk, page_sk, pages_partition, stem_sk, task_sk, taskkey_sk, user_pk,
 };
-use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, search};
+use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, page_plan, search};
 use crate::crypto::UserKeys;
-use crate::domain::tasks::{self, Appearance};
+use crate::domain::tasks;
 use crate::domain::{
     Date, Notation, PageId, PageStatus, StatusSource, TaskLinkId, TaskStatus, UserId, structure,
 };
-use crate::ports::{AssetKind, Cond, Item, MAX_TRANSACTION_ITEMS, Query, StoreError, Write};
+use crate::ports::{AssetKind, Item, MAX_TRANSACTION_ITEMS, Query, StoreError};
 
 /// A page as imported from files.
 #[derive(Debug, Clone)]
@@ -513,32 +512,11 @@ impl Notebook {
         sources: Option<PageSources>,
     ) -> Result<Committed, NotebookError> {
         let pk = user_pk(user);
-        let now = self.clock.unix();
-        let today = self.clock.today();
         let old_lines = match &existing {
             Some(p) => self.open_lines(user, keys, &p.record)?,
             None => Vec::new(),
         };
-
-        // Which dedup key each task line has, and the first text seen for each key.
-        let mut line_keys: Vec<Option<String>> = Vec::with_capacity(content.lines.len());
-        let mut key_text: BTreeMap<String, String> = BTreeMap::new();
-        for line in &content.lines {
-            if line.notation == Notation::Task {
-                let normalized = tasks::normalize(&line.text);
-                if normalized.is_empty() {
-                    line_keys.push(None);
-                    continue;
-                }
-                let key = keys.blind("task", &normalized);
-                key_text
-                    .entry(key.clone())
-                    .or_insert_with(|| line.text.clone());
-                line_keys.push(Some(key));
-            } else {
-                line_keys.push(None);
-            }
-        }
+        let (line_keys, key_text) = page_plan::line_keys(keys, &content.lines);
 
         // Read the dedup items and every task this page shows now or showed before.
         let dedup_keys: Vec<(String, String)> = key_text
@@ -546,7 +524,7 @@ impl Notebook {
             .map(|k| (pk.clone(), taskkey_sk(k)))
             .collect();
         let dedup_items = self.store.batch_get(&dedup_keys).await?;
-        let mut dedup: HashMap<String, (Item, TaskLinkId)> = HashMap::new();
+        let mut dedup: page_plan::Dedup = HashMap::new();
         for (key, item) in key_text.keys().zip(dedup_items) {
             if let Some(item) = item {
                 let rec: TaskKeyRecord = decode("task key", &item.body)?;
@@ -558,7 +536,7 @@ impl Notebook {
         let wanted: Vec<TaskLinkId> = wanted.into_iter().collect();
         let task_keys: Vec<(String, String)> =
             wanted.iter().map(|id| (pk.clone(), task_sk(id))).collect();
-        let mut tasks_by_id: BTreeMap<TaskLinkId, (Option<Item>, TaskRecord)> = BTreeMap::new();
+        let mut tasks_by_id: page_plan::Tasks = BTreeMap::new();
         for (id, item) in wanted.iter().zip(self.store.batch_get(&task_keys).await?) {
             if let Some(item) = item {
                 let rec: TaskRecord = decode("task", &item.body)?;
@@ -584,264 +562,70 @@ impl Notebook {
         {
             return Err(StoreError::ConditionFailed { index: 0 }.into());
         }
-
-        // Resolve each key to a task: the deduplicated one, or a new one.
-        let mut writes: Vec<Write> = Vec::new();
-        let mut key_task: HashMap<String, TaskLinkId> = HashMap::new();
-        for (key, text) in &key_text {
-            let reusable = dedup.get(key).filter(|(_, id)| {
-                content.new_task.as_ref().is_none_or(|n| &n.key != key)
-                    && tasks_by_id.get(id).is_some_and(|(_, t)| &t.key == key)
-            });
-            if let Some((_, id)) = reusable {
-                key_task.insert(key.clone(), id.clone());
-                continue;
+        let legacy = match self.store.get(&pk, records::LEGACY_STATS_SK).await? {
+            Some(item) => {
+                let old: StatsRecord = decode("stats", &item.body)?;
+                Some((item, old))
             }
-            if let Some((_, id)) = dedup.get(key).filter(|(_, id)| trashed.contains(id)) {
-                key_task.insert(key.clone(), id.clone());
-                continue;
-            }
-            let id = TaskLinkId::new();
-            let sk = task_sk(&id);
-            let source_url = content
-                .source_url
-                .take()
-                .map(|u| records::seal(keys, user, &pk, &sk, "source_url", u.as_bytes()));
-            let rec = TaskRecord {
-                task_link_id: id.clone(),
-                status: TaskStatus::Todo,
-                first_seen_date: content.date,
-                completed_date: None,
-                source_page_id: page_id.clone(),
-                key: key.clone(),
-                text: records::seal(keys, user, &pk, &sk, "text", text.as_bytes()),
-                source_url,
-                appearances: Vec::new(),
-                history: Default::default(),
-                created_at: now,
-                notion: None,
-            };
-            if let Some(lease) = content
-                .new_task
-                .as_ref()
-                .filter(|n| &n.key == key)
-                .and_then(|n| n.notion_lease)
-            {
-                writes.push(super::notion::new_outbox_write(user, &id, now, lease));
-            }
-            let cond = match dedup.get(key) {
-                Some((item, _)) => Cond::Version(item.version),
-                None => Cond::NotExists,
-            };
-            let version = match dedup.get(key) {
-                Some((item, _)) => item.version + 1,
-                None => 1,
-            };
-            writes.push(Write::put(
-                Item {
-                    pk: pk.clone(),
-                    sk: taskkey_sk(key),
-                    gsi1: None,
-                    version,
-                    expires_at: None,
-                    body: encode(&TaskKeyRecord {
-                        task_link_id: id.clone(),
-                    }),
-                },
-                cond,
-            ));
-            tasks_by_id.insert(id.clone(), (None, rec));
-            key_task.insert(key.clone(), id);
-        }
-
-        // Link the lines and recompute every affected task's appearances and status.
-        let mut appearances: HashMap<TaskLinkId, Vec<Appearance>> = HashMap::new();
-        let mut line_tasks = HashMap::new();
-        for (line, key) in content.lines.iter_mut().zip(&line_keys) {
-            line.task_link_id = None;
-            let Some(key) = key else { continue };
-            let id = key_task[key].clone();
-            appearances.entry(id.clone()).or_default().push(Appearance {
-                page_id: page_id.clone(),
-                line_id: line.line_id.clone(),
-                date: content.date,
-                page_status: line.page_status.unwrap_or(PageStatus::Open),
-            });
-            line_tasks.insert(line.line_id.clone(), id.clone());
-            line.task_link_id = Some(id);
-        }
-        for (id, (item, mut rec)) in tasks_by_id {
-            let mut apps: Vec<Appearance> = rec
-                .appearances
-                .iter()
-                .filter(|a| &a.page_id != page_id)
-                .cloned()
-                .collect();
-            apps.extend(appearances.remove(&id).unwrap_or_default());
-            let sk = task_sk(&id);
-            if apps.is_empty() {
-                // The task was written only here and the page no longer shows it.
-                if let Some(item) = item {
-                    writes.push(Write::delete(pk.clone(), sk, Cond::Version(item.version)));
-                    if let Some((dedup_item, owner)) = dedup.get(&rec.key)
-                        && owner == &id
-                    {
-                        writes.push(Write::delete(
-                            pk.clone(),
-                            taskkey_sk(&rec.key),
-                            Cond::Version(dedup_item.version),
-                        ));
-                    }
-                }
-                continue;
-            }
-            apps.sort_by(|a, b| {
-                (a.date, &a.page_id, &a.line_id).cmp(&(b.date, &b.page_id, &b.line_id))
-            });
-            rec.first_seen_date = apps[0].date;
-            rec.appearances = apps;
-            rec.reconcile();
-            let (cond, version) = match &item {
-                Some(item) => (Cond::Version(item.version), item.version + 1),
-                None => (Cond::NotExists, 1),
-            };
-            writes.push(Write::put(
-                Item {
-                    pk: pk.clone(),
-                    sk,
-                    gsi1: Some((
-                        tasks_partition(user, rec.status),
-                        task_gsi_sk(rec.first_seen_date, &id),
-                    )),
-                    version,
-                    expires_at: None,
-                    body: encode(&rec),
-                },
-                cond,
-            ));
-        }
-        let _ = today;
-
-        // The index: terms of every line, blinded.
-        let mut tf: BTreeMap<String, u32> = BTreeMap::new();
-        let mut doc_len = 0u32;
-        for line in &content.lines {
-            for term in crate::domain::text::terms(&line.text) {
-                *tf.entry(keys.blind("term", &term)).or_default() += 1;
-                doc_len += 1;
-            }
-        }
-        let rev: u32 = rand::random();
-        let old_terms: BTreeSet<String> = existing
-            .as_ref()
-            .map(|p| p.record.terms.iter().cloned().collect())
-            .unwrap_or_default();
-
-        // Statistics for BM25: added to, never rewritten, so commits of other pages do not
-        // contend here. A legacy record (one versioned item) is folded into the counters by
-        // the first commit that sees it.
-        let (mut pages_delta, mut len_delta) = match &existing {
-            Some(p) => (0i64, i64::from(doc_len) - i64::from(p.record.doc_len)),
-            None => (1, i64::from(doc_len)),
+            None => None,
         };
-        if let Some(legacy) = self.store.get(&pk, records::LEGACY_STATS_SK).await? {
-            let old: StatsRecord = decode("stats", &legacy.body)?;
-            pages_delta += i64::from(old.pages);
-            len_delta += i64::try_from(old.total_len).unwrap_or(i64::MAX);
-            writes.push(Write::delete(
-                pk.clone(),
-                records::LEGACY_STATS_SK,
-                Cond::Version(legacy.version),
-            ));
-        }
-        if pages_delta != 0 {
-            writes.push(Write::add(pk.clone(), records::STATS_PAGES_SK, pages_delta));
-        }
-        if len_delta != 0 {
-            writes.push(Write::add(pk.clone(), records::STATS_LEN_SK, len_delta));
-        }
 
-        // The page itself, and its stem.
-        let psk = page_sk(page_id);
-        let created = existing.is_none();
-        if created && let Some(stem) = &content.stem {
-            writes.push(records::stem_write(&pk, stem, page_id));
-        }
-        let record = PageRecord {
-            page_id: page_id.clone(),
-            date: content.date,
-            has_pdf: content.has_pdf,
-            has_png: content.has_png,
-            ocr_kind: content.ocr.as_ref().map(|(k, _)| *k),
-            ocr: content
-                .ocr
-                .as_ref()
-                .map(|(_, s)| records::seal(keys, user, &pk, &psk, "ocr", s.as_bytes())),
-            lines: records::seal(keys, user, &pk, &psk, "lines", &encode(&content.lines)),
-            stem: content
-                .stem
-                .clone()
-                .or_else(|| existing.as_ref().and_then(|p| p.record.stem.clone())),
-            terms: tf.keys().cloned().collect(),
+        // The plan: each derived item set in turn (page_plan), then one transaction.
+        let scope = page_plan::Scope {
+            user,
+            keys,
+            pk: &pk,
+            page_id,
+            now: self.clock.unix(),
+        };
+        let (mut writes, key_task) = page_plan::resolve_keys(
+            &scope,
+            &mut content,
+            &key_text,
+            &dedup,
+            &mut tasks_by_id,
+            &trashed,
+        );
+        let (appearances, line_tasks) =
+            page_plan::link_lines(page_id, &mut content, &line_keys, &key_task);
+        writes.extend(page_plan::task_writes(
+            &scope,
+            tasks_by_id,
+            appearances,
+            &dedup,
+        ));
+        let (tf, doc_len) = page_plan::index_terms(keys, &content.lines);
+        let rev: u32 = rand::random();
+        writes.extend(page_plan::counter_writes(
+            &pk,
+            existing.as_ref(),
+            doc_len,
+            legacy,
+        ));
+        writes.extend(page_plan::page_writes(
+            &scope,
+            &content,
+            existing.as_ref(),
+            sources,
+            &tf,
             doc_len,
             rev,
-            created_at: existing.as_ref().map_or(now, |p| p.record.created_at),
-            updated_at: now,
-            sources: sources
-                .or_else(|| existing.as_ref().map(|p| p.record.sources))
-                .unwrap_or_default(),
-        };
-        let (cond, version) = match &existing {
-            Some(p) => (Cond::Version(p.item.version), p.item.version + 1),
-            None => (Cond::NotExists, 1),
-        };
-        writes.push(Write::put(
-            Item {
-                pk: pk.clone(),
-                sk: psk,
-                gsi1: Some((pages_partition(user), page_gsi_sk(content.date, page_id))),
-                version,
-                expires_at: None,
-                body: encode(&record),
-            },
-            cond,
         ));
-        writes.push(records::revision_write(&pk));
-
         // Its vectors, in its block, rewritten in the same transaction (conditional on the
         // version read, so concurrent commits into one block retry like any other conflict).
         writes.push(
             self.vector_block_write(user, keys, page_id, rev, content.date, &content.lines)
                 .await?,
         );
-
         let postings = search::posting_writes(user, page_id, &tf, doc_len, rev);
-        if writes.len() + postings.len() <= MAX_TRANSACTION_ITEMS {
-            writes.extend(postings);
-        } else {
-            if writes.len() > MAX_TRANSACTION_ITEMS {
-                return Err(NotebookError::Invalid(format!(
-                    "a page may link at most about {} tasks",
-                    MAX_TRANSACTION_ITEMS / 2 - 2
-                )));
-            }
-            for chunk in postings.chunks(MAX_TRANSACTION_ITEMS) {
-                self.store.transact(chunk.to_vec()).await?;
-            }
+        let before = page_plan::place_postings(&mut writes, postings)?;
+        for chunk in before.chunks(MAX_TRANSACTION_ITEMS) {
+            self.store.transact(chunk.to_vec()).await?;
         }
         self.store.transact(writes).await?;
 
-        let stale: Vec<Write> = old_terms
-            .iter()
-            .filter(|t| !tf.contains_key(*t))
-            .map(|t| {
-                Write::delete(
-                    records::term_partition(user, t),
-                    page_id.to_string(),
-                    Cond::None,
-                )
-            })
-            .collect();
+        let old_terms = existing.as_ref().map_or(&[][..], |p| &p.record.terms[..]);
+        let stale = page_plan::stale_postings(user, page_id, old_terms, &tf);
         for chunk in stale.chunks(MAX_TRANSACTION_ITEMS) {
             if let Err(e) = self.store.transact(chunk.to_vec()).await {
                 // Stale postings are ignored by search (revision mismatch); they only skew df.
@@ -849,7 +633,7 @@ impl Notebook {
             }
         }
         Ok(Committed {
-            created,
+            created: existing.is_none(),
             tasks: line_tasks,
         })
     }
