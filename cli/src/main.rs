@@ -120,6 +120,9 @@ enum Command {
         #[command(subcommand)]
         command: GrantCommand,
     },
+    /// The MCP tools this nib serves, in tools/list order: one line each, `name<TAB>scope<TAB>title`
+    /// (the scope a token needs to list and call it).
+    Tools,
     /// Check a deployment: the table, the bucket, the data key, a probe item, the connector.
     /// One line per check, `ok` or `FAIL: <cause> -> <fix>`; exit code 1 on any failure.
     Doctor,
@@ -516,6 +519,12 @@ async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
         Command::Client { command } => client(command, target).await,
         Command::Grant { command } => grant(command, target).await,
         Command::Notion { command } => notion(command, target).await,
+        Command::Tools => {
+            for t in nib::tools::catalog() {
+                println!("{}\t{}\t{}", t.name, t.scope, t.title);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Doctor => doctor(target).await,
         Command::Smoke { url, token } => {
             let checks = nib::smoke::smoke(&url, token.as_deref()).await;

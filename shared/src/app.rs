@@ -74,8 +74,19 @@ pub enum AppError {
     },
 }
 
+/// Which back end a system runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackEnd {
+    /// One data directory: the embedded store, the key file, the asset folder.
+    Local,
+    /// DynamoDB, S3 and KMS.
+    Aws,
+}
+
 /// The system over one back end.
 pub struct App {
+    /// Which back end it runs on (ask this rather than inferring it from the parts).
+    pub back_end: BackEnd,
     /// The data directory (local back end only).
     pub data_dir: Option<PathBuf>,
     pub store: Arc<dyn Store>,
@@ -194,9 +205,7 @@ impl App {
                 public_url: options.public_url.trim_end_matches('/').to_owned(),
             },
         );
-        notebook = notebook.with_notion(crate::adapters::notion::NotionApi::new(
-            &options.notion_api_url,
-        ));
+        notebook = with_notion_api(notebook, &options.notion_api_url);
         if let Some(engine) = ocr_engine(options.ocr)? {
             notebook = notebook.with_ocr(engine);
         }
@@ -204,6 +213,7 @@ impl App {
         let tokens = Arc::new(Tokens::new(store.clone(), clock.clone()));
         let oauth_secret = Zeroizing::new(keys.derive("oauth"));
         Ok(App {
+            back_end: BackEnd::Local,
             data_dir: Some(data_dir.to_owned()),
             store,
             session_key: Zeroizing::new(keys.derive("session-ids")),
@@ -243,11 +253,12 @@ impl App {
                 .await?;
         let keys: Arc<dyn Keys> = Arc::new(kms);
         let (vault, assets, notebook) = aws_notebook(&config, &clients, &store, &keys, &clock);
-        let notebook = Arc::new(notebook);
+        let notebook = Arc::new(with_notion_api(notebook, &config.notion_api_url));
         let tokens = Arc::new(Tokens::new(store.clone(), clock.clone()));
         let limiter: Arc<dyn RateLimiter> =
             Arc::new(StoreRateLimiter::new(store.clone(), clock.clone()));
         Ok(App {
+            back_end: BackEnd::Aws,
             data_dir: None,
             store,
             keys,
@@ -284,7 +295,8 @@ impl App {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let store: Arc<dyn Store> = Arc::new(clients.store(&config).with_clock(clock.clone()));
         let keys: Arc<dyn Keys> = Arc::new(clients.keys(&config));
-        let (vault, assets, mut notebook) = aws_notebook(&config, &clients, &store, &keys, &clock);
+        let (vault, assets, notebook) = aws_notebook(&config, &clients, &store, &keys, &clock);
+        let mut notebook = with_notion_api(notebook, &config.notion_api_url);
         if let Some(engine) = ocr_engine(ocr)? {
             notebook = notebook.with_ocr(engine);
         }
@@ -295,6 +307,7 @@ impl App {
         };
         let oauth_secret = throwaway();
         Ok(App {
+            back_end: BackEnd::Aws,
             data_dir: None,
             tokens: Arc::new(Tokens::new(store.clone(), clock.clone())),
             limiter: Arc::new(StoreRateLimiter::new(store.clone(), clock.clone())),
@@ -416,9 +429,10 @@ impl App {
     }
 }
 
-/// The vault, assets and notebook over AWS, as `nib serve --backend aws` and the admin
-/// commands build them (one place, so both see the same configuration).
-fn aws_notebook(
+/// The vault, assets and notebook over AWS, as `nib serve --backend aws`, the admin commands
+/// and the Lambda functions build them (one place, so all see the same configuration). Without
+/// a Notion client: who pushes to Notion adds it ([`with_notion_api`]).
+pub(crate) fn aws_notebook(
     config: &AwsConfig,
     clients: &AwsClients,
     store: &Arc<dyn Store>,
@@ -441,9 +455,11 @@ fn aws_notebook(
             asset_ttl_seconds: config.asset_ttl_seconds,
             public_url: config.public_url.clone().unwrap_or_default(),
         },
-    )
-    .with_notion(crate::adapters::notion::NotionApi::new(
-        &config.notion_api_url,
-    ));
+    );
     (vault, assets, notebook)
+}
+
+/// The notebook, pushing tasks to Notion through the API at `api_url`.
+pub(crate) fn with_notion_api(notebook: Notebook, api_url: &str) -> Notebook {
+    notebook.with_notion(crate::adapters::notion::NotionApi::new(api_url))
 }

@@ -164,12 +164,10 @@ impl TestApp {
         aws_config: Option<nib::config::AwsConfig>,
     ) -> TestApp {
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let backend = if options.backend == Backend::Lambda {
-            Backend::Lambda
-        } else if app.local_assets.is_some() {
-            Backend::Local
-        } else {
-            Backend::Aws
+        let backend = match (options.backend, app.back_end) {
+            (Backend::Lambda, _) => Backend::Lambda,
+            (_, nib::app::BackEnd::Local) => Backend::Local,
+            (_, nib::app::BackEnd::Aws) => Backend::Aws,
         };
         let app = Arc::new(app);
         let token = app

@@ -465,40 +465,20 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
     };
     let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
     let (_, body) = app.rpc_with(&read, list.clone()).await;
-    assert_eq!(
-        names(&body),
-        [
-            "list_pages",
-            "get_page",
-            "search_pages",
-            "list_tasks",
-            "search",
-            "fetch",
-            "list_trash",
-            "list_access"
-        ]
-    );
+    // In catalog order, each tool its scope allows.
+    let catalog = |scope: Scope| -> Vec<String> {
+        nib::tools::catalog()
+            .iter()
+            .filter(|t| scope.allows(t.scope))
+            .map(|t| t.name.to_owned())
+            .collect()
+    };
+    assert_eq!(names(&body), catalog(Scope::Read));
+    assert_eq!(names(&body).len(), 8, "the eight read tools");
     assert!(body["result"].get("nextCursor").is_none());
     let (_, body) = app.rpc_with(&write, list.clone()).await;
-    assert_eq!(
-        names(&body),
-        [
-            "list_pages",
-            "get_page",
-            "search_pages",
-            "list_tasks",
-            "create_task",
-            "update_task_status",
-            "search",
-            "fetch",
-            "delete_page",
-            "restore_page",
-            "delete_task",
-            "restore_task",
-            "list_trash",
-            "list_access"
-        ]
-    );
+    assert_eq!(names(&body), catalog(Scope::Write));
+    assert_eq!(names(&body).len(), nib::tools::catalog().len());
     // Deterministic: the same list twice.
     let (_, again) = app.rpc_with(&write, list).await;
     assert_eq!(body, again);

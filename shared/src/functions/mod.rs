@@ -36,10 +36,9 @@ use crate::auth::oauth::grants::GRANT_PREFIX;
 use crate::auth::oauth::token::REFRESH_KEY_PREFIX;
 use crate::auth::tokens::Tokens;
 use crate::config::{AwsConfig, ConfigError};
-use crate::crypto::Vault;
 use crate::http::{HttpConfig, HttpState, RateLimits, url_authority};
 use crate::mcp::NibMcp;
-use crate::notebook::{Notebook, NotebookConfig};
+use crate::notebook::Notebook;
 use crate::ports::{Clock, Keys, Store, SystemClock};
 use crate::tools::invocation::{ToolInvocation, ToolReply};
 use crate::tools::{InProcess, ToolClass};
@@ -115,20 +114,24 @@ pub const PARTITIONS: [(&str, &[Partition]); 5] = [
 /// | `NIB_PAGES_FUNCTION` | name or ARN of the pages function | mcp |
 /// | `NIB_TASKS_FUNCTION` | name or ARN of the tasks function | mcp |
 /// | `NIB_RATE_PER_MINUTE`, `NIB_RATE_PER_HOUR`, `NIB_WRITE_RATE_PER_MINUTE`, `NIB_WRITE_RATE_PER_HOUR` | per-credential limits on `/mcp`, 0 = off (as `nib serve`'s flags) | mcp (60, 1000, 0, 0) |
+/// Parsed once at cold start: a bad value stops the function there, naming the variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionEnv {
+    /// Checked when set; [`FunctionEnv::public_url`] asks for it where a function needs it.
     pub public_url: Option<String>,
     pub pages_function: Option<String>,
     pub tasks_function: Option<String>,
-    pub rate_limits: Result<RateLimits, ConfigError>,
+    pub rate_limits: RateLimits,
 }
 
 impl FunctionEnv {
-    pub fn from_env() -> FunctionEnv {
+    pub fn from_env() -> Result<FunctionEnv, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> FunctionEnv {
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<FunctionEnv, ConfigError> {
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
         let limit = |name: &'static str, default: u64| match get(name) {
             None => Ok(default),
@@ -137,50 +140,35 @@ impl FunctionEnv {
                 reason: format!("'{v}' is not a whole number"),
             }),
         };
-        let rate_limits = (|| {
-            Ok(RateLimits {
-                per_minute: limit("NIB_RATE_PER_MINUTE", RateLimits::DEFAULT.per_minute)?,
-                per_hour: limit("NIB_RATE_PER_HOUR", RateLimits::DEFAULT.per_hour)?,
-                writes_per_minute: limit("NIB_WRITE_RATE_PER_MINUTE", 0)?,
-                writes_per_hour: limit("NIB_WRITE_RATE_PER_HOUR", 0)?,
-            })
-        })();
-        FunctionEnv {
-            public_url: get("NIB_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_owned()),
+        let rate_limits = RateLimits {
+            per_minute: limit("NIB_RATE_PER_MINUTE", RateLimits::DEFAULT.per_minute)?,
+            per_hour: limit("NIB_RATE_PER_HOUR", RateLimits::DEFAULT.per_hour)?,
+            writes_per_minute: limit("NIB_WRITE_RATE_PER_MINUTE", 0)?,
+            writes_per_hour: limit("NIB_WRITE_RATE_PER_HOUR", 0)?,
+        };
+        let public_url = get("NIB_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_owned());
+        if let Some(url) = &public_url {
+            let http = url.starts_with("https://") || url.starts_with("http://");
+            if !http || url_authority(url).is_none() {
+                return Err(ConfigError::Invalid {
+                    name: "NIB_PUBLIC_URL",
+                    reason: "must be an http:// or https:// URL with a host".into(),
+                });
+            }
+        }
+        Ok(FunctionEnv {
+            public_url,
             pages_function: get("NIB_PAGES_FUNCTION"),
             tasks_function: get("NIB_TASKS_FUNCTION"),
             rate_limits,
-        }
+        })
     }
 
     fn public_url(&self) -> Result<&str, ConfigError> {
-        let url = self
-            .public_url
+        self.public_url
             .as_deref()
-            .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
-        let http = url.starts_with("https://") || url.starts_with("http://");
-        if !http || url_authority(url).is_none() {
-            return Err(ConfigError::Invalid {
-                name: "NIB_PUBLIC_URL",
-                reason: "must be an http:// or https:// URL with a host".into(),
-            });
-        }
-        Ok(url)
+            .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))
     }
-}
-
-/// The HTTP settings of a deployed function: the public URL's host is the one accepted `Host`
-/// (API Gateway passes the client's), its origin the one accepted `Origin`; the default rate
-/// limits (the front sets its configured ones); no session ids (each request may land on
-/// another instance, so the stateless era's rules apply to every era).
-pub fn http_config(public_url: &str) -> HttpConfig {
-    let host = url_authority(public_url).unwrap_or_default().to_owned();
-    let scheme = public_url.split("://").next().unwrap_or("https");
-    let mut config = HttpConfig::local(public_url.to_owned());
-    config.allowed_hosts = vec![host.clone()];
-    config.allowed_origins = vec![format!("{scheme}://{host}")];
-    config.rate_limits = RateLimits::DEFAULT;
-    config
 }
 
 /// The `mcp` front: authenticates, limits, answers lifecycle and discovery itself, and
@@ -203,8 +191,7 @@ pub async fn front(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store: Arc<dyn Store> = Arc::new(clients.store(config));
     let dispatch = Arc::new(LambdaDispatch::new(clients.lambda.clone(), pages, tasks));
-    let mut http = http_config(public_url);
-    http.rate_limits = env.rate_limits.clone()?;
+    let http = HttpConfig::deployed(public_url, env.rate_limits);
     let oauth_config = http
         .oauth
         .clone()
@@ -258,29 +245,15 @@ fn notebook_over(config: &AwsConfig, clients: &AwsClients) -> Result<Notebook, A
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store: Arc<dyn Store> = Arc::new(clients.store(config));
     let keys: Arc<dyn Keys> = Arc::new(clients.keys(config));
-    let vault = Arc::new(Vault::new(
-        store.clone(),
-        keys,
-        config.key_cache_size,
-        config.key_cache_ttl,
-    ));
-    Ok(Notebook::new(
-        store,
-        vault,
-        Arc::new(clients.assets(config)),
-        clock,
-        NotebookConfig {
-            asset_ttl_seconds: config.asset_ttl_seconds,
-            public_url: config.public_url.clone().unwrap_or_default(),
-        },
-    ))
+    let (_, _, notebook) = crate::app::aws_notebook(config, clients, &store, &keys, &clock);
+    Ok(notebook)
 }
 
 /// The `mcp` front from the environment: [`AwsConfig`], [`FunctionEnv`], SDK clients.
 pub async fn front_from_env() -> Result<axum::Router, AppError> {
     let config = AwsConfig::from_env()?;
     let clients = AwsClients::connect(&config).await;
-    front(&config, &FunctionEnv::from_env(), &clients).await
+    front(&config, &FunctionEnv::from_env()?, &clients).await
 }
 
 /// The `oauth` function: the authorization server and the well-known documents; no `/mcp`.
@@ -295,7 +268,7 @@ pub async fn oauth(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store: Arc<dyn Store> = Arc::new(clients.store(config));
     let keys = OAuthKeys::load(config, clients, store.as_ref()).await?;
-    let http = http_config(public_url);
+    let http = HttpConfig::deployed(public_url, RateLimits::DEFAULT);
     let oauth_config = http
         .oauth
         .clone()
@@ -315,7 +288,7 @@ pub async fn oauth(
 pub async fn oauth_from_env() -> Result<axum::Router, AppError> {
     let config = AwsConfig::from_env()?;
     let clients = AwsClients::connect(&config).await;
-    oauth(&config, &FunctionEnv::from_env(), &clients).await
+    oauth(&config, &FunctionEnv::from_env()?, &clients).await
 }
 
 /// The `ingest` function from the environment. `NIB_OCR=textract` reads ink-only uploads with
@@ -369,9 +342,7 @@ impl ClassFunction {
         let mut notebook = notebook_over(&config, &clients)?;
         if class == ToolClass::Tasks {
             // The tasks function pushes tasks to the users' Notion databases (issue 16).
-            notebook = notebook.with_notion(crate::adapters::notion::NotionApi::new(
-                &config.notion_api_url,
-            ));
+            notebook = crate::app::with_notion_api(notebook, &config.notion_api_url);
         }
         Ok(ClassFunction::new(class, Arc::new(notebook)))
     }
@@ -390,36 +361,41 @@ mod tests {
     fn the_public_url_sets_the_accepted_host_and_origin() {
         let env = FunctionEnv::from_lookup(|name| {
             (name == "NIB_PUBLIC_URL").then(|| "https://nib.example.com/".to_owned())
-        });
+        })
+        .unwrap();
         let url = env.public_url().unwrap();
         assert_eq!(url, "https://nib.example.com");
-        let http = http_config(url);
+        let http = HttpConfig::deployed(url, env.rate_limits);
         assert_eq!(http.allowed_hosts, vec!["nib.example.com"]);
         assert_eq!(http.allowed_origins, vec!["https://nib.example.com"]);
         assert!(!http.sessions);
         assert_eq!(http.rate_limits, RateLimits::DEFAULT);
-        assert_eq!(env.rate_limits, Ok(RateLimits::DEFAULT));
+        assert_eq!(env.rate_limits, RateLimits::DEFAULT);
         let off = FunctionEnv::from_lookup(|name| name.starts_with("NIB_RATE").then(|| "0".into()));
-        assert_eq!(off.rate_limits.unwrap().all(), vec![]);
+        assert_eq!(off.unwrap().rate_limits.all(), vec![]);
     }
 
     #[test]
-    fn a_missing_or_bad_public_url_names_the_variable() {
-        let env = FunctionEnv::from_lookup(|_| None);
+    fn a_missing_or_bad_variable_is_named_at_cold_start() {
+        let env = FunctionEnv::from_lookup(|_| None).unwrap();
         assert_eq!(
             env.public_url().unwrap_err(),
             ConfigError::Missing("NIB_PUBLIC_URL")
         );
-        let env = FunctionEnv::from_lookup(|_| Some("nib.example.com".into()));
+        let bad_url = FunctionEnv::from_lookup(|name| {
+            (name == "NIB_PUBLIC_URL").then(|| "nib.example.com".into())
+        });
         assert!(matches!(
-            env.public_url().unwrap_err(),
-            ConfigError::Invalid {
+            bad_url,
+            Err(ConfigError::Invalid {
                 name: "NIB_PUBLIC_URL",
                 ..
-            }
+            })
         ));
+        let bad_limit =
+            FunctionEnv::from_lookup(|name| (name == "NIB_RATE_PER_MINUTE").then(|| "lots".into()));
         assert!(matches!(
-            env.rate_limits,
+            bad_limit,
             Err(ConfigError::Invalid {
                 name: "NIB_RATE_PER_MINUTE",
                 ..

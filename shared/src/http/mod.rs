@@ -137,6 +137,25 @@ impl HttpConfig {
         }
     }
 
+    /// A deployed function's settings: the public URL's host is the one accepted `Host` (API
+    /// Gateway passes the client's), its origin the one accepted `Origin`; no session ids (each
+    /// request may land on another instance, so the stateless era's rules apply to every era);
+    /// the authorization server at the public URL.
+    pub fn deployed(public_url: &str, rate_limits: RateLimits) -> Self {
+        let host = url_authority(public_url).unwrap_or_default().to_owned();
+        let scheme = public_url.split("://").next().unwrap_or("https");
+        HttpConfig {
+            public_url: public_url.to_owned(),
+            allowed_origins: vec![format!("{scheme}://{host}")],
+            allowed_hosts: vec![host],
+            public_discovery: false,
+            sessions: false,
+            max_body_bytes: MAX_BODY_BYTES,
+            rate_limits,
+            oauth: Some(OAuthConfig::new(public_url)),
+        }
+    }
+
     /// Where the protected resource metadata for `/mcp` lives.
     pub fn resource_metadata_url(&self) -> String {
         format!(
