@@ -408,6 +408,22 @@ mod tests {
         UserId::parse("alice").unwrap()
     }
 
+    fn scope<'a>(
+        user: &'a UserId,
+        keys: &'a UserKeys,
+        pk: &'a str,
+        page_id: &'a PageId,
+        now: i64,
+    ) -> Scope<'a> {
+        Scope {
+            user,
+            keys,
+            pk,
+            page_id,
+            now,
+        }
+    }
+
     fn date(s: &str) -> Date {
         Date::parse(s).unwrap()
     }
@@ -514,13 +530,7 @@ mod tests {
         let (u, page) = (user(), PageId::new());
         let keys = UserKeys::for_tests(&u);
         let pk = records::user_pk(&u);
-        let s = Scope {
-            user: &u,
-            keys: &keys,
-            pk: &pk,
-            page_id: &page,
-            now: 42,
-        };
+        let s = scope(&u, &keys, &pk, &page, 42);
         let (live, trashed_id, old) = (TaskLinkId::new(), TaskLinkId::new(), TaskLinkId::new());
         let key_text: BTreeMap<String, String> = ["live", "trashed", "fresh", "recreated"]
             .map(|k| (k.to_owned(), format!("text of {k}")))
@@ -614,13 +624,7 @@ mod tests {
         let (u, page, other) = (user(), PageId::new(), PageId::new());
         let keys = UserKeys::for_tests(&u);
         let pk = records::user_pk(&u);
-        let s = Scope {
-            user: &u,
-            keys: &keys,
-            pk: &pk,
-            page_id: &page,
-            now: 1,
-        };
+        let s = scope(&u, &keys, &pk, &page, 1);
         let (shared, gone, new) = (TaskLinkId::new(), TaskLinkId::new(), TaskLinkId::new());
         let tasks: Tasks = BTreeMap::from([
             (
@@ -766,13 +770,7 @@ mod tests {
         let (u, page) = (user(), PageId::new());
         let keys = UserKeys::for_tests(&u);
         let pk = records::user_pk(&u);
-        let s = Scope {
-            user: &u,
-            keys: &keys,
-            pk: &pk,
-            page_id: &page,
-            now: 100,
-        };
+        let s = scope(&u, &keys, &pk, &page, 100);
         let c = content(vec![line("a", "hello", Notation::Bullet)]);
         let tf = BTreeMap::from([("t1".to_owned(), 1)]);
         let writes = page_writes(&s, &c, None, None, &tf, 1, 77);
