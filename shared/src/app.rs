@@ -369,11 +369,8 @@ impl App {
         let dispatch = Arc::new(InProcess {
             notebook: self.notebook.clone(),
         });
-        let mcp = crate::http::mcp_service(
-            NibMcp::new(dispatch.clone())
-                .with_image_origin(self.asset_origin.as_deref().unwrap_or(&config.public_url)),
-            config.max_body_bytes,
-        );
+        let mcp = NibMcp::new(dispatch.clone())
+            .with_image_origin(self.asset_origin.as_deref().unwrap_or(&config.public_url));
         let sessions = config
             .sessions
             .then(|| SessionSigner::new(*self.session_key));

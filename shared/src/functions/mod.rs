@@ -202,10 +202,7 @@ pub async fn front(
         clock.clone(),
         signing::verify_only(config)?,
     );
-    let mcp = crate::http::mcp_service(
-        NibMcp::new(dispatch.clone()).with_image_origin(&config.asset_origin()),
-        http.max_body_bytes,
-    );
+    let mcp = NibMcp::new(dispatch.clone()).with_image_origin(&config.asset_origin());
     let state = http_state(http, store, clock, Some((mcp, dispatch)), oauth);
     Ok(crate::http::front_router(state))
 }
@@ -217,7 +214,7 @@ fn http_state(
     config: HttpConfig,
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-    front: Option<(crate::http::McpService, Arc<LambdaDispatch>)>,
+    front: Option<(NibMcp, Arc<LambdaDispatch>)>,
     oauth: OAuth,
 ) -> Arc<HttpState> {
     let (mcp, dispatch) = front.unzip();

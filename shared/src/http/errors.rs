@@ -45,11 +45,14 @@ pub enum HttpError {
         window_secs: u64,
         retry_after_secs: u64,
     },
-    /// The protocol layer refused the message in plain text (rmcp's transport errors).
+    /// A message the transport's rules of its protocol revision refuse: a JSON-RPC error
+    /// (`code`) with an HTTP status (headers that contradict the body, missing request
+    /// metadata, params that do not parse, a client's response sent to a stateless server).
     #[error("{message}")]
-    Protocol {
+    Rpc {
         status: StatusCode,
         id: Option<Value>,
+        code: i64,
         message: String,
     },
     #[error("internal error")]
@@ -70,7 +73,7 @@ impl HttpError {
             HttpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             HttpError::UnknownSession => StatusCode::NOT_FOUND,
             HttpError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            HttpError::Protocol { status, .. } => *status,
+            HttpError::Rpc { status, .. } => *status,
             HttpError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -94,7 +97,7 @@ impl HttpError {
             HttpError::MissingSession => "session_required",
             HttpError::InsufficientScope { .. } => "insufficient_scope",
             HttpError::RateLimited { .. } => "rate_limited",
-            HttpError::Protocol { .. } => "invalid_request",
+            HttpError::Rpc { .. } => "invalid_request",
             HttpError::Internal => "internal_error",
         }
     }
@@ -105,9 +108,10 @@ impl HttpError {
         let cid = json!({ "correlationId": correlation_id });
         let body = match &self {
             HttpError::Parse => jsonrpc_error(None, PARSE_ERROR, &message, cid),
-            HttpError::InvalidRequest { id, .. } | HttpError::Protocol { id, .. } => {
+            HttpError::InvalidRequest { id, .. } => {
                 jsonrpc_error(id.clone(), INVALID_REQUEST, &message, cid)
             }
+            HttpError::Rpc { id, code, .. } => jsonrpc_error(id.clone(), *code, &message, cid),
             HttpError::RateLimited {
                 id,
                 retry_after_secs,
@@ -162,13 +166,20 @@ pub const RATE_LIMITED_CODE: i64 = -32029;
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 
-/// The one writer of JSON-RPC error bodies the HTTP layer answers with (the protocol layer's
-/// own errors are rmcp's `ErrorData`).
+/// JSON-RPC's code for params that do not fit the method.
+pub const INVALID_PARAMS: i64 = -32602;
+/// MCP's code for transport headers that contradict the body (2026-07-28, SEP-2243).
+pub const HEADER_MISMATCH: i64 = -32020;
+
+/// The one writer of JSON-RPC error bodies: the HTTP layer's refusals, and the protocol
+/// layer's errors (rmcp's `ErrorData`: its code, message and data).
+/// A `data` of `null` is left out.
 pub fn jsonrpc_error(id: Option<Value>, code: i64, message: &str, data: Value) -> Value {
-    json!({
-        "jsonrpc": "2.0", "id": id.unwrap_or(Value::Null),
-        "error": { "code": code, "message": message, "data": data }
-    })
+    let mut error = json!({ "code": code, "message": message });
+    if !data.is_null() {
+        error["data"] = data;
+    }
+    json!({ "jsonrpc": "2.0", "id": id.unwrap_or(Value::Null), "error": error })
 }
 
 fn window_name(secs: u64) -> String {

@@ -1,5 +1,6 @@
 //! `/mcp`: the body parsed once ([`McpRequest`]), our checks in the order the design fixes,
-//! each a small function, then the protocol layer (rmcp) with each message's own bytes.
+//! each a small function, then each message through the transport's rules and the protocol
+//! layer.
 //!
 //! 1. Host and Origin (403), 2. size (413), 3. shape and headers: media types (415/406), the
 //!    one parse, the messages' shape, batches, the version header (400), 4. authentication
@@ -21,15 +22,15 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use tower::ServiceExt;
 
 use super::mcp_request::{self, McpRequest};
+use super::mcp_transport::{self, Answer};
 use super::{HttpConfig, HttpError, HttpState};
 use crate::auth::oauth::jwt::Verifier;
 use crate::auth::tokens::{self, TokenError};
 use crate::auth::{Principal, Scope};
+use crate::mcp::SUPPORTED_VERSIONS;
 use crate::mcp::access::{self, Need};
-use crate::mcp::{CorrelationId, SUPPORTED_VERSIONS};
 use crate::ports::RateDecision;
 use crate::telemetry;
 
@@ -128,7 +129,7 @@ async fn serve(
         rate_limit(st, p, &request, cid).await?;
     }
     let initialize = request.is_initialize();
-    let mut response = to_protocol(st, parts, &body, &request, principal.as_ref(), cid).await?;
+    let mut response = to_protocol(st, &parts.headers, &request, principal.as_ref(), cid).await?;
     if initialize
         && response.status() == StatusCode::OK
         && let (Some(signer), Some(p)) = (&st.sessions, &principal)
@@ -367,58 +368,65 @@ fn check_session(
     }
 }
 
-/// After the checks: each message through rmcp with its own bytes. We never stream, so both
-/// media types are acceptable to it. A batch's replies are joined as they came.
+/// After the checks: each message through the transport's rules and the protocol layer
+/// ([`mcp_transport`]). A batch's replies are joined in order; a member the transport refuses
+/// is answered with its JSON-RPC error in its place.
 async fn to_protocol(
     st: &HttpState,
-    mut parts: Parts,
-    body: &Bytes,
+    headers: &HeaderMap,
     request: &McpRequest<'_>,
     principal: Option<&Principal>,
     cid: &str,
 ) -> Result<Response, HttpError> {
-    parts.headers.insert(
-        header::ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    parts.headers.remove(SESSION_HEADER);
-    parts.extensions.insert(CorrelationId(cid.to_owned()));
-    if let Some(p) = principal {
-        parts.extensions.insert(p.clone());
-    }
+    // Only the `oauth` Lambda has no server, and its router has no /mcp.
+    let mcp = st.mcp.as_ref().ok_or(HttpError::Internal)?;
     if !request.batch {
-        let reply = forward(st, &parts, body.clone()).await?;
-        return Ok(reply.into_response(request.first_id(), cid, &st.config));
+        let m = &request.messages[0];
+        return Ok(
+            match mcp_transport::answer(mcp, headers, m, principal, cid).await? {
+                Answer::Accepted => StatusCode::ACCEPTED.into_response(),
+                Answer::Message { status, body } => json_response(status, body),
+            },
+        );
     }
-    let mut joined = Vec::with_capacity(body.len());
+    let mut joined = Vec::with_capacity(256 * request.messages.len());
     for m in &request.messages {
-        let reply = forward(st, &parts, body.slice_ref(m.raw.get().as_bytes())).await?;
-        if reply.status == StatusCode::ACCEPTED || reply.body.is_empty() {
-            continue;
-        }
+        let body = match mcp_transport::answer(mcp, headers, m, principal, cid).await {
+            Ok(Answer::Accepted) => continue,
+            Ok(Answer::Message { body, .. }) => body,
+            Err(HttpError::Rpc {
+                id, code, message, ..
+            }) => {
+                let error = super::errors::jsonrpc_error(
+                    id,
+                    code,
+                    &message,
+                    serde_json::json!({ "correlationId": cid }),
+                );
+                serde_json::to_vec(&error).unwrap_or_default()
+            }
+            Err(other) => return Err(other),
+        };
         joined.push(if joined.is_empty() { b'[' } else { b',' });
-        if reply.is_json() {
-            joined.extend_from_slice(&reply.body);
-        } else {
-            let error = super::errors::jsonrpc_error(
-                m.id.clone(),
-                super::errors::INVALID_REQUEST,
-                &String::from_utf8_lossy(&reply.body),
-                serde_json::json!({ "correlationId": cid }),
-            );
-            joined.extend_from_slice(error.to_string().as_bytes());
-        }
+        joined.extend_from_slice(&body);
     }
     if joined.is_empty() {
         return Ok(StatusCode::ACCEPTED.into_response());
     }
     joined.push(b']');
-    Ok((
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        joined,
+    Ok(json_response(StatusCode::OK, joined))
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
     )
-        .into_response())
+        .into_response()
 }
 
 /// The caller of a bearer token: an API token, or an access token of our authorization server.
@@ -484,74 +492,6 @@ async fn rate_limit(
         }
     }
     Ok(())
-}
-
-/// One reply of the protocol layer, buffered.
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Reply {
-    fn is_json(&self) -> bool {
-        self.headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/json"))
-    }
-
-    /// As sent, except rmcp's plain-text transport errors, which become JSON-RPC errors like
-    /// every other error.
-    fn into_response(self, id: Option<serde_json::Value>, cid: &str, cfg: &HttpConfig) -> Response {
-        if self.status.is_client_error() && !self.is_json() && !self.body.is_empty() {
-            return HttpError::Protocol {
-                status: self.status,
-                id,
-                message: String::from_utf8_lossy(&self.body).into_owned(),
-            }
-            .into_response(cid, cfg);
-        }
-        let mut r = Response::new(Body::from(self.body));
-        *r.status_mut() = self.status;
-        *r.headers_mut() = self.headers;
-        r
-    }
-}
-
-/// One message through rmcp.
-async fn forward(st: &HttpState, parts: &Parts, body: Bytes) -> Result<Reply, HttpError> {
-    let mut req = Request::builder()
-        .method(Method::POST)
-        .uri(parts.uri.clone())
-        .version(parts.version);
-    if let Some(h) = req.headers_mut() {
-        *h = parts.headers.clone();
-        h.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    }
-    if let Some(x) = req.extensions_mut() {
-        *x = parts.extensions.clone();
-    }
-    let req = req
-        .body(http_body_util::Full::new(body))
-        .map_err(|_| HttpError::Internal)?;
-    // Only the `oauth` Lambda has no service, and its router has no /mcp.
-    let mcp = st.mcp.clone().ok_or(HttpError::Internal)?;
-    let response = mcp
-        .oneshot(req)
-        .await
-        .unwrap_or_else(|never| match never {});
-    let (rparts, rbody) = response.into_parts();
-    let body = rbody
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_else(|never| match never {});
-    Ok(Reply {
-        status: rparts.status,
-        headers: rparts.headers,
-        body,
-    })
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 mod errors;
 mod mcp_endpoint;
 mod mcp_request;
+mod mcp_transport;
 mod oauth;
 mod pages;
 
@@ -25,8 +26,6 @@ use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use rmcp::transport::streamable_http_server::StreamableHttpService;
-use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use serde::Deserialize;
 
 pub use errors::{HttpError, RATE_LIMITED_CODE, oauth_error_response};
@@ -172,15 +171,13 @@ pub fn url_authority(url: &str) -> Option<&str> {
     rest.split('/').next().filter(|host| !host.is_empty())
 }
 
-pub type McpService = StreamableHttpService<NibMcp, NeverSessionManager>;
-
 /// What the handlers share.
 pub struct HttpState {
     pub config: HttpConfig,
     pub tokens: Arc<Tokens>,
-    /// The MCP service behind `/mcp`; `None` for a process that serves only the authorization
+    /// The MCP server behind `/mcp`; `None` for a process that serves only the authorization
     /// server (the `oauth` Lambda, [`authorization_router`]).
-    pub mcp: Option<McpService>,
+    pub mcp: Option<NibMcp>,
     pub sessions: Option<SessionSigner>,
     pub assets: Option<Arc<LocalAssets>>,
     pub clock: Arc<dyn Clock>,
@@ -191,26 +188,6 @@ pub struct HttpState {
     /// Runs `get_page` for `/pages/{id}` (the tool calls' own dispatch); `None` where no page
     /// is served (the `oauth` Lambda).
     pub dispatch: Option<Arc<dyn Dispatch>>,
-}
-
-/// Builds rmcp's service: stateless, JSON responses, no SSE, our own checks in front.
-pub fn mcp_service(handler: NibMcp, max_body_bytes: usize) -> McpService {
-    use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .with_sse_keep_alive(None)
-        .with_sse_retry(None)
-        // Host and Origin are checked before authentication by our own layer, with the
-        // configured lists; rmcp's loopback default would refuse API Gateway's hosts.
-        .disable_allowed_hosts()
-        .disable_allowed_origins()
-        .with_max_request_body_bytes(max_body_bytes);
-    StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(NeverSessionManager::default()),
-        config,
-    )
 }
 
 /// Everything, for `nib serve`: `/mcp`, the well-known documents, the authorization server

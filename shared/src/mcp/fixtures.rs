@@ -5,9 +5,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use rmcp::RoleServer;
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData, Tool};
-use rmcp::service::RequestContext;
+use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData, RequestMetaObject, Tool};
 
 const SIMPLE: &str = "test_simple_text";
 const MISSING_CAPABILITY: &str = "test_missing_capability";
@@ -33,15 +31,11 @@ pub static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
     ]
 });
 
-/// The client's declared capabilities: from `_meta` (2026-07-28) or the initialize handshake.
-fn declares_sampling(ctx: &RequestContext<RoleServer>) -> bool {
-    let meta = serde_json::to_value(&ctx.meta).unwrap_or_default();
-    if let Some(caps) = meta.get("io.modelcontextprotocol/clientCapabilities") {
-        return caps.get("sampling").is_some();
-    }
-    ctx.peer
-        .peer_info()
-        .is_some_and(|info| info.capabilities.sampling.is_some())
+/// Whether the request's `_meta` (2026-07-28) declares the client's sampling capability. A
+/// stateless server keeps no handshake, so older revisions declare nothing.
+fn declares_sampling(meta: &RequestMetaObject) -> bool {
+    meta.client_capabilities()
+        .is_some_and(|caps| caps.sampling.is_some())
 }
 
 /// Whether `name` is one of the fixture tools (they answer without a token).
@@ -50,24 +44,19 @@ pub fn is_tool(name: &str) -> bool {
 }
 
 /// Answers a fixture tool, or `None` for every other name.
-pub fn call(
-    name: &str,
-    ctx: &RequestContext<RoleServer>,
-) -> Option<Result<CallToolResponse, ErrorData>> {
+pub fn call(name: &str, meta: &RequestMetaObject) -> Option<Result<CallToolResult, ErrorData>> {
     match name {
         SIMPLE => Some(Ok(CallToolResult::success(vec![ContentBlock::text(
             "This is a simple text response for testing.",
-        )])
-        .into())),
-        MISSING_CAPABILITY if !declares_sampling(ctx) => Some(Err(ErrorData::new(
+        )]))),
+        MISSING_CAPABILITY if !declares_sampling(meta) => Some(Err(ErrorData::new(
             ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
             "this tool needs the client's sampling capability",
             Some(serde_json::json!({ "requiredCapabilities": { "sampling": {} } })),
         ))),
         MISSING_CAPABILITY => Some(Ok(CallToolResult::success(vec![ContentBlock::text(
             "sampling declared",
-        )])
-        .into())),
+        )]))),
         _ => None,
     }
 }

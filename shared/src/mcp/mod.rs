@@ -1,35 +1,29 @@
-//! The MCP server handler on top of `rmcp`: server info, `tools/list` filtered by the caller's
-//! scope and paginated, and `tools/call` through the [`Dispatch`] port.
+//! The MCP server: ours, on rmcp's model types. [`protocol`] takes one typed JSON-RPC message
+//! and applies each protocol revision's lifecycle rules; the methods here answer the requests
+//! (server info, `tools/list` filtered by the caller's scope and paginated, `tools/call`
+//! through the [`Dispatch`] port, resources and prompts).
 //!
-//! rmcp does the protocol (version negotiation, the four eras, `server/discover`, `_meta` and
-//! header checks); the HTTP layer in front of it (`crate::http`) authenticates, decides from
-//! [`access`] what each request needs of its caller (401/403 are its answers, never this
-//! handler's), and puts the verified [`Principal`] and the request's correlation id into the
-//! request extensions, which rmcp hands to this handler as `http::request::Parts`.
+//! The HTTP layer in front (`crate::http`) authenticates, decides from [`access`] what each
+//! request needs of its caller (401/403 are its answers, never this module's), checks the
+//! transport's rules of each revision, and hands every message here with its [`Ctx`]: the
+//! verified [`Principal`], the request's correlation id and the revision it speaks.
 
-use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResult, ContentBlock, DiscoverResult, ErrorData,
-    GetPromptRequestParams, GetPromptResponse, Icon, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    GetPromptRequestParams, GetPromptResult, Icon, Implementation, InitializeRequestParams,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResult, RequestMetaObject, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
-use rmcp::service::RequestContext;
-use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
 
 use crate::auth::{Principal, Scope};
 use crate::telemetry;
 use crate::tools::{self, Dispatch, ToolError};
-
-/// The request's correlation id, set by the HTTP layer.
-#[derive(Debug, Clone)]
-pub struct CorrelationId(pub String);
 
 /// Tools per `tools/list` page.
 pub const TOOLS_PAGE_SIZE: usize = 50;
@@ -78,12 +72,60 @@ static TOOLS: LazyLock<Vec<(Scope, Tool)>> = LazyLock::new(|| {
         .collect()
 });
 
-/// The rmcp server handler. Cheap to clone: rmcp's stateless transport builds one per request.
+/// What a message is answered with, besides its id: a result to serialize, or a result
+/// already serialized for the revision it is sent to (`tools/list` pages are rendered once).
+#[derive(Debug)]
+pub enum Reply {
+    Result(Box<rmcp::model::ServerResult>),
+    Json(Arc<str>),
+}
+
+/// What the HTTP layer tells the server about a message.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    /// The verified caller; `None` only for what needs no token ([`access`]).
+    pub principal: Option<&'a Principal>,
+    pub correlation_id: &'a str,
+    /// The revision the message speaks: the initialize request's, else the
+    /// `MCP-Protocol-Version` header (which must equal a `_meta` version), else 2025-03-26
+    /// (the transport's rule for a request without the header).
+    pub version: ProtocolVersion,
+    /// The request's `_meta` (2026-07-28: its version and the client's capabilities).
+    pub meta: RequestMetaObject,
+}
+
+impl Ctx<'_> {
+    /// Whether the message speaks 2026-07-28 or later.
+    pub fn is_stateless_era(&self) -> bool {
+        self.version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+    }
+
+    /// The caller of a request that needs one. The HTTP layer let the request through only
+    /// with a principal whose scope allows it ([`access::need`]), so a missing one is our
+    /// own fault.
+    fn caller(&self) -> Result<&Principal, ErrorData> {
+        self.principal.ok_or_else(|| {
+            tracing::error!(correlation_id = %self.correlation_id, "a request that needs a principal reached the handler without one");
+            internal_error(self.correlation_id)
+        })
+    }
+}
+
+fn internal_error(correlation_id: &str) -> ErrorData {
+    ErrorData::internal_error(
+        "internal error",
+        Some(serde_json::json!({ "correlationId": correlation_id })),
+    )
+}
+
+/// The MCP server. Cheap to clone; one serves every request of a process.
 #[derive(Clone)]
 pub struct NibMcp {
     dispatch: Arc<dyn Dispatch>,
     /// The origin of signed page image URLs: the page viewer's CSP allows images from it only.
     image_origin: Arc<str>,
+    /// `tools/list` pages, rendered once per scope, offset and result shape.
+    tool_lists: Arc<protocol::ToolLists>,
 }
 
 impl NibMcp {
@@ -91,6 +133,7 @@ impl NibMcp {
         NibMcp {
             dispatch,
             image_origin: Arc::from("http://127.0.0.1"),
+            tool_lists: Arc::default(),
         }
     }
 
@@ -100,34 +143,11 @@ impl NibMcp {
         self.image_origin = Arc::from(viewer::origin_of(url));
         self
     }
-}
 
-/// The caller of a request that needs one. The HTTP layer let the request through only with
-/// a principal whose scope allows it ([`access::need`]), so a missing one is our own fault.
-fn caller(ctx: &RequestContext<RoleServer>) -> Result<&Principal, ErrorData> {
-    principal(ctx).ok_or_else(|| {
-        let id = correlation(ctx);
-        tracing::error!(correlation_id = %id, "a request that needs a principal reached the handler without one");
-        ErrorData::internal_error(
-            "internal error",
-            Some(serde_json::json!({ "correlationId": id })),
-        )
-    })
-}
-
-fn parts(ctx: &RequestContext<RoleServer>) -> Option<&http::request::Parts> {
-    ctx.extensions.get::<http::request::Parts>()
-}
-
-fn principal(ctx: &RequestContext<RoleServer>) -> Option<&Principal> {
-    parts(ctx).and_then(|p| p.extensions.get::<Principal>())
-}
-
-fn correlation(ctx: &RequestContext<RoleServer>) -> String {
-    parts(ctx)
-        .and_then(|p| p.extensions.get::<CorrelationId>())
-        .map(|c| c.0.clone())
-        .unwrap_or_else(telemetry::correlation_id)
+    /// The tool calls' dispatch (the `/pages` route reads pages through it too).
+    pub fn dispatch(&self) -> &Arc<dyn Dispatch> {
+        &self.dispatch
+    }
 }
 
 /// The tools a caller with `scope` sees, in catalog order.
@@ -167,86 +187,64 @@ pub const SUPPORTED_VERSIONS: [ProtocolVersion; 4] = [
     ProtocolVersion::V_2026_07_28,
 ];
 
-impl ServerHandler for NibMcp {
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(&SUPPORTED_VERSIONS)
+/// Server name, version, capabilities and instructions.
+fn server_info() -> ServerConfig {
+    let mut info = Implementation::new("nib", env!("CARGO_PKG_VERSION"));
+    info.title = Some("nib notebook".into());
+    info.icons = Some(icons());
+    ServerConfig::new(
+        ServerCapabilities::builder()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .build(),
+    )
+    .with_server_info(info)
+    .with_instructions(INSTRUCTIONS)
+}
+
+impl NibMcp {
+    /// `initialize`: the server info, at the version negotiated with the client's.
+    fn initialize(&self, request: &InitializeRequestParams) -> Result<InitializeResult, ErrorData> {
+        let mut info = server_info();
+        info.protocol_version = protocol::negotiate(&request.protocol_version)?;
+        Ok(info)
     }
 
-    fn get_info(&self) -> ServerConfig {
-        let mut info = Implementation::new("nib", env!("CARGO_PKG_VERSION"));
-        info.title = Some("nib notebook".into());
-        info.icons = Some(icons());
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_prompts()
-                .enable_resources()
-                .enable_tools()
-                .build(),
-        )
-        .with_server_info(info)
-        .with_instructions(INSTRUCTIONS)
+    /// `server/discover` (2026-07-28).
+    fn discover(&self) -> DiscoverResult {
+        DiscoverResult::from_server_info(SUPPORTED_VERSIONS.to_vec(), server_info())
     }
 
-    async fn initialize(
+    /// One page of the tools the caller may see: rendered once per scope, offset and shape.
+    fn list_tools(
         &self,
-        request: InitializeRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<InitializeResult, ErrorData> {
-        ctx.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
-    }
-
-    async fn ping(&self, _ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        Ok(())
-    }
-
-    async fn discover(
-        &self,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<DiscoverResult, ErrorData> {
-        Ok(DiscoverResult::from_server_info(
-            self.supported_protocol_versions().into_owned(),
-            self.get_info(),
-        ))
-    }
-
-    async fn list_tools(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
+        request: Option<&PaginatedRequestParams>,
+        ctx: &Ctx<'_>,
+    ) -> Result<Arc<str>, ErrorData> {
         // Without a principal (public discovery) the caller sees what a read token would.
-        let scope = principal(&ctx).map_or(Scope::Read, |p| p.scope);
-        let offset = match request.and_then(|r| r.cursor) {
-            Some(c) => decode_cursor(&c)
+        let scope = ctx.principal.map_or(Scope::Read, |p| p.scope);
+        let offset = match request.and_then(|r| r.cursor.as_deref()) {
+            Some(c) => decode_cursor(c)
+                .filter(|&o| o <= visible_tools(scope).count())
                 .ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
             None => 0,
         };
-        // One clone of the tools on the page only (the rendered catalog is built once).
-        let total = visible_tools(scope).count();
-        let page: Vec<Tool> = visible_tools(scope)
-            .skip(offset)
-            .take(TOOLS_PAGE_SIZE)
-            .cloned()
-            .collect();
-        // The list depends on the caller's scope: private, and stable for a while.
-        let mut result = ListToolsResult::with_all_items(page)
-            .with_ttl_ms(TOOLS_TTL_MS)
-            .with_cache_scope(CacheScope::Private);
-        if offset + TOOLS_PAGE_SIZE < total {
-            result.next_cursor = Some(encode_cursor(offset + TOOLS_PAGE_SIZE));
-        }
-        Ok(result)
+        Ok(self
+            .tool_lists
+            .page(scope, offset, ctx.is_stateless_era(), || {
+                tools_page(scope, offset)
+            }))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        ctx: &Ctx<'_>,
+    ) -> Result<CallToolResult, ErrorData> {
         let name = request.name.as_ref();
         #[cfg(feature = "conformance-fixtures")]
-        if let Some(result) = fixtures::call(name, &ctx) {
+        if let Some(result) = fixtures::call(name, &ctx.meta) {
             return result;
         }
         // An unknown name is a protocol error whoever asks: it reveals nothing tools/list
@@ -257,14 +255,14 @@ impl ServerHandler for NibMcp {
                 None,
             ));
         };
-        let principal = caller(&ctx)?;
+        let principal = ctx.caller()?;
         debug_assert!(principal.scope.allows(tool.scope));
         let args = request.arguments.unwrap_or_default();
         match self.dispatch.call(principal, name, args).await {
             Ok(value) => {
                 // The text block stays first and unchanged; links follow where the revision
                 // has them.
-                let links = resources::links_for(name, &value, &resources::request_version(&ctx));
+                let links = resources::links_for(name, &value, &ctx.version);
                 let mut result = CallToolResult::structured(value);
                 result
                     .content
@@ -276,85 +274,53 @@ impl ServerHandler for NibMcp {
                     }))
                     .ok();
                 }
-                Ok(result.into())
+                Ok(result)
             }
             Err(ToolError::UnknownTool(name)) => Err(ErrorData::invalid_params(
                 format!("unknown tool: {name}"),
                 None,
             )),
             Err(e @ (ToolError::Internal(_) | ToolError::Unavailable(_))) => {
-                let id = correlation(&ctx);
-                tracing::error!(correlation_id = %id, tool = name, error = %telemetry::chain(&e), "tool failed");
-                Err(ErrorData::internal_error(
-                    "internal error",
-                    Some(serde_json::json!({ "correlationId": id })),
-                ))
+                tracing::error!(correlation_id = %ctx.correlation_id, tool = name, error = %telemetry::chain(&e), "tool failed");
+                Err(internal_error(ctx.correlation_id))
             }
-            Err(business) => Ok(error_result(business.to_string()).into()),
+            Err(business) => Ok(error_result(business.to_string())),
         }
-    }
-
-    async fn list_resources(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, ErrorData> {
-        self.list_page_resources(principal(&ctx), request.and_then(|r| r.cursor), || {
-            correlation(&ctx)
-        })
-        .await
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(resources::templates())
     }
 
     async fn read_resource(
         &self,
-        request: ReadResourceRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, ErrorData> {
+        request: &ReadResourceRequestParams,
+        ctx: &Ctx<'_>,
+    ) -> Result<ReadResourceResult, ErrorData> {
         let uri = request.uri.as_str();
         // The viewer holds no user data: anyone may read it (hosts prefetch it).
         if uri == viewer::VIEWER_URI {
-            return Ok(viewer::read(&self.image_origin).into());
+            return Ok(viewer::read(&self.image_origin));
         }
         #[cfg(feature = "conformance-fixtures")]
         if let Some(result) = fixtures::read_resource(uri) {
-            return Ok(result.into());
+            return Ok(result);
         }
         // Not one of nib's URIs: not found whoever asks (it reveals nothing).
         if !resources::is_nib_uri(uri) {
             return Err(resources::resource_not_found(uri));
         }
-        let principal = caller(&ctx)?;
-        self.read_nib_resource(principal, uri, || correlation(&ctx))
+        let principal = ctx.caller()?;
+        self.read_nib_resource(principal, uri, ctx.correlation_id)
             .await
-            .map(Into::into)
-    }
-
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(prompts::list())
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<GetPromptResponse, ErrorData> {
+        ctx: &Ctx<'_>,
+    ) -> Result<GetPromptResult, ErrorData> {
         let name = request.name.as_str();
         let args = request.arguments.unwrap_or_default();
         #[cfg(feature = "conformance-fixtures")]
         if let Some(result) = fixtures::get_prompt(name, &args) {
-            return Ok(result.into());
+            return Ok(result);
         }
         if !prompts::is_prompt(name) {
             return Err(ErrorData::invalid_params(
@@ -362,13 +328,13 @@ impl ServerHandler for NibMcp {
                 None,
             ));
         }
-        let principal = caller(&ctx)?;
+        let principal = ctx.caller()?;
         let builder = prompts::Builder {
             dispatch: self.dispatch.as_ref(),
             principal,
         };
         match builder.get(name, &args).await {
-            Ok(result) => Ok(result.into()),
+            Ok(result) => Ok(result),
             Err(e @ prompts::PromptError::Argument(..)) => {
                 Err(ErrorData::invalid_params(e.to_string(), None))
             }
@@ -379,21 +345,36 @@ impl ServerHandler for NibMcp {
                 ))
             }
             Err(e) => {
-                let id = correlation(&ctx);
-                tracing::error!(correlation_id = %id, prompt = name, error = %telemetry::chain(&e), "prompt failed");
-                Err(ErrorData::internal_error(
-                    "internal error",
-                    Some(serde_json::json!({ "correlationId": id })),
-                ))
+                tracing::error!(correlation_id = %ctx.correlation_id, prompt = name, error = %telemetry::chain(&e), "prompt failed");
+                Err(internal_error(ctx.correlation_id))
             }
         }
     }
+}
+
+/// The `tools/list` result of one page of a scope's tools.
+fn tools_page(scope: Scope, offset: usize) -> ListToolsResult {
+    let total = visible_tools(scope).count();
+    let page: Vec<Tool> = visible_tools(scope)
+        .skip(offset)
+        .take(TOOLS_PAGE_SIZE)
+        .cloned()
+        .collect();
+    // The list depends on the caller's scope: private, and stable for a while.
+    let mut result = ListToolsResult::with_all_items(page)
+        .with_ttl_ms(TOOLS_TTL_MS)
+        .with_cache_scope(CacheScope::Private);
+    if offset + TOOLS_PAGE_SIZE < total {
+        result.next_cursor = Some(encode_cursor(offset + TOOLS_PAGE_SIZE));
+    }
+    result
 }
 
 pub mod access;
 #[cfg(feature = "conformance-fixtures")]
 mod fixtures;
 mod prompts;
+pub mod protocol;
 mod resources;
 pub mod viewer;
 

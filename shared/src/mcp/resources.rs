@@ -88,7 +88,7 @@ impl NibMcp {
         &self,
         principal: Option<&Principal>,
         cursor: Option<String>,
-        cid: impl FnOnce() -> String,
+        cid: &str,
     ) -> Result<ListResourcesResult, ErrorData> {
         #[cfg(feature = "conformance-fixtures")]
         let mut items: Vec<Resource> = if cursor.is_none() {
@@ -116,7 +116,7 @@ impl NibMcp {
                 Err(ToolError::InvalidArgument { .. } | ToolError::Rejected(_)) => {
                     return Err(ErrorData::invalid_params("invalid cursor", None));
                 }
-                Err(e) => return Err(internal(&cid(), "resources/list", &e)),
+                Err(e) => return Err(internal(cid, "resources/list", &e)),
             };
             for p in listed["pages"].as_array().into_iter().flatten() {
                 if let (Some(id), Some(date)) = (p["page_id"].as_str(), p["date"].as_str()) {
@@ -137,21 +137,20 @@ impl NibMcp {
         &self,
         principal: &Principal,
         uri: &str,
-        cid: impl FnOnce() -> String,
+        cid: &str,
     ) -> Result<ReadResourceResult, ErrorData> {
         let contents = match self.dispatch.read_resource(principal, uri).await {
             Ok(c) => c,
             Err(e @ (ToolError::Internal(_) | ToolError::Unavailable(_))) => {
-                return Err(internal(&cid(), "resources/read", &e));
+                return Err(internal(cid, "resources/read", &e));
             }
             // Not found, another user's, or refused: the same answer.
             Err(_) => return Err(resource_not_found(uri)),
         };
         let contents: Vec<ResourceContents> =
             serde_json::from_value(Value::Array(contents)).map_err(|e| {
-                let id = cid();
-                tracing::error!(correlation_id = %id, error = %e, "resources/read: contents do not parse");
-                internal_error(&id)
+                tracing::error!(correlation_id = %cid, error = %e, "resources/read: contents do not parse");
+                internal_error(cid)
             })?;
         if contents.is_empty() {
             return Err(resource_not_found(uri));
@@ -213,24 +212,6 @@ pub(super) fn links_for(tool: &str, value: &Value, version: &ProtocolVersion) ->
         }
         _ => Vec::new(),
     }
-}
-
-/// The revision a request speaks: its `_meta` (2026-07-28), else the `MCP-Protocol-Version`
-/// header, else the initialize handshake; a request with none of them is 2025-03-26 (the
-/// transport rule for a missing header).
-pub(super) fn request_version(
-    ctx: &rmcp::service::RequestContext<rmcp::RoleServer>,
-) -> ProtocolVersion {
-    if let Some(v) = ctx.meta.protocol_version() {
-        return v;
-    }
-    let header = super::parts(ctx)
-        .and_then(|p| p.headers.get("mcp-protocol-version"))
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| serde_json::from_value::<ProtocolVersion>(Value::String(v.to_owned())).ok());
-    header
-        .or_else(|| ctx.peer.peer_info().map(|i| i.protocol_version.clone()))
-        .unwrap_or(ProtocolVersion::V_2025_03_26)
 }
 
 #[cfg(test)]

@@ -1,0 +1,344 @@
+//! One JSON-RPC message of a `POST /mcp`, after the endpoint's checks: the typed parse (rmcp's
+//! model types), the Streamable HTTP transport's rules of the message's protocol revision,
+//! the protocol layer ([`crate::mcp::protocol`]), and the reply's status and bytes.
+//!
+//! The transport's rules, in the order they are checked:
+//! 1. `initialize`: an `MCP-Protocol-Version` header, when sent, names the version in its params
+//!    (400, -32600).
+//! 2. From 2026-07-28 (the header's version), SEP-2243: `Mcp-Method` is required and equals the
+//!    body's method, `Mcp-Name` equals the tool, prompt or URI the body names (Base64 when
+//!    wrapped as `=?base64?...?=`); each at most once (400, -32020). `initialize` may omit
+//!    them, but one it sends must say `initialize`.
+//! 3. A `_meta` protocol version needs the header, naming the same version (400, -32020);
+//!    without one, `server/discover` and a request whose header says 2026-07-28 or later lack
+//!    their required metadata (400, -32602).
+//! 4. Then the protocol layer. A request that negotiates inline (a `_meta` version, or
+//!    `server/discover`) has its protocol errors mapped to statuses: unsupported version,
+//!    missing capability and header mismatch 400, malformed metadata 400, unknown method 404;
+//!    every other reply is 200 with the JSON-RPC message.
+//!
+//! A notification is answered 202 once its headers pass; a client's response or error is
+//! refused (a stateless server has no request of its own pending).
+
+use std::io::Write;
+
+use axum::http::{HeaderMap, StatusCode};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, ProtocolVersion};
+use serde_json::Value;
+
+use super::HttpError;
+use super::errors::{HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, jsonrpc_error};
+use super::mcp_request::Message;
+use crate::auth::Principal;
+use crate::mcp::{Ctx, NibMcp, Reply, protocol};
+
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+
+/// What a message is answered with.
+#[derive(Debug)]
+pub(super) enum Answer {
+    /// Nothing (a notification): 202 when the whole request is such.
+    Accepted,
+    /// A JSON-RPC response or error.
+    Message { status: StatusCode, body: Vec<u8> },
+}
+
+/// The message `m` through the transport's rules and the protocol layer.
+pub(super) async fn answer(
+    mcp: &NibMcp,
+    headers: &HeaderMap,
+    m: &Message<'_>,
+    principal: Option<&Principal>,
+    correlation_id: &str,
+) -> Result<Answer, HttpError> {
+    let refuse = |status: StatusCode, code: i64, message: String| HttpError::Rpc {
+        status,
+        id: m.id.clone(),
+        code,
+        message,
+    };
+    let typed: ClientJsonRpcMessage = serde_json::from_str(m.raw.get()).map_err(|e| {
+        refuse(
+            StatusCode::BAD_REQUEST,
+            INVALID_PARAMS,
+            format!(
+                "invalid params for {}: {e}",
+                m.method().unwrap_or("the message")
+            ),
+        )
+    })?;
+    let header_version = header(headers, VERSION_HEADER)
+        .map_err(|e| refuse(StatusCode::BAD_REQUEST, INVALID_REQUEST, e))?;
+    let request = match typed {
+        ClientJsonRpcMessage::Request(r) => r.request,
+        ClientJsonRpcMessage::Notification(_) => {
+            check_standard_headers(headers, header_version, m, false)
+                .map_err(|e| refuse(StatusCode::BAD_REQUEST, HEADER_MISMATCH, e))?;
+            return Ok(Answer::Accepted);
+        }
+        ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_) => {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                INVALID_REQUEST,
+                "a stateless server does not accept JSON-RPC responses".into(),
+            ));
+        }
+    };
+    let version = match &request {
+        ClientRequest::InitializeRequest(init) => {
+            let asked = init.params.protocol_version.as_str();
+            if let Some(h) = header_version
+                && h != asked
+            {
+                return Err(refuse(
+                    StatusCode::BAD_REQUEST,
+                    INVALID_REQUEST,
+                    format!(
+                        "MCP-Protocol-Version header ({h}) does not match initialize params.protocolVersion ({asked})"
+                    ),
+                ));
+            }
+            init.params.protocol_version.clone()
+        }
+        _ => header_version
+            .and_then(|v| serde_json::from_value(Value::String(v.to_owned())).ok())
+            .unwrap_or(ProtocolVersion::V_2025_03_26),
+    };
+    let initialize = matches!(request, ClientRequest::InitializeRequest(_));
+    check_standard_headers(headers, header_version, m, initialize)
+        .map_err(|e| refuse(StatusCode::BAD_REQUEST, HEADER_MISMATCH, e))?;
+    if !initialize {
+        check_meta_version(header_version, &request)
+            .map_err(|(code, e)| refuse(StatusCode::BAD_REQUEST, code, e))?;
+    }
+    let inline = protocol::negotiates_inline(&request);
+    let meta_malformed = inline && protocol::meta_malformed(&request);
+    let ctx = Ctx {
+        principal,
+        correlation_id,
+        version,
+        meta: rmcp::model::GetMeta::get_meta(&request).clone(),
+    };
+    let answer = protocol::serve(mcp, request, &ctx).await;
+    let id = m.id.as_ref().unwrap_or(&Value::Null);
+    Ok(match answer {
+        Ok(reply) => Answer::Message {
+            status: StatusCode::OK,
+            body: result_body(id, &reply),
+        },
+        Err(error) => Answer::Message {
+            status: if inline {
+                inline_error_status(error.code, meta_malformed)
+            } else {
+                StatusCode::OK
+            },
+            body: error_body(id, &error),
+        },
+    })
+}
+
+/// The HTTP status of a protocol error of a request that negotiates inline.
+fn inline_error_status(code: ErrorCode, meta_malformed: bool) -> StatusCode {
+    match code {
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+        ErrorCode::INVALID_PARAMS if meta_malformed => StatusCode::BAD_REQUEST,
+        ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":…,"result":…}`.
+fn result_body(id: &Value, reply: &Reply) -> Vec<u8> {
+    let mut out = Vec::with_capacity(match reply {
+        Reply::Json(json) => json.len() + 48,
+        Reply::Result(_) => 1024,
+    });
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    // Ids and results are JSON values already: writing them cannot fail.
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(b",\"result\":");
+    match reply {
+        Reply::Json(json) => out.extend_from_slice(json.as_bytes()),
+        Reply::Result(result) => {
+            let _ = serde_json::to_writer(&mut out, result);
+        }
+    }
+    let _ = out.write_all(b"}");
+    out
+}
+
+/// The protocol layer's error, written by the one JSON-RPC error writer.
+fn error_body(id: &Value, error: &ErrorData) -> Vec<u8> {
+    let body = jsonrpc_error(
+        Some(id.clone()),
+        i64::from(error.code.0),
+        &error.message,
+        error.data.clone().unwrap_or(Value::Null),
+    );
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// A header's one value as text; `None` when absent. Twice, or not text, is an error.
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, String> {
+    let mut values = headers.get_all(name).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(format!("duplicate {name} header"));
+    }
+    value
+        .to_str()
+        .map(Some)
+        .map_err(|_| format!("{name} header contains invalid characters"))
+}
+
+/// Rule 2, SEP-2243's standard headers, from 2026-07-28 (the header's version).
+fn check_standard_headers(
+    headers: &HeaderMap,
+    header_version: Option<&str>,
+    m: &Message<'_>,
+    initialize: bool,
+) -> Result<(), String> {
+    if header_version.is_none_or(|v| v < ProtocolVersion::STANDARD_HEADERS.as_str()) {
+        return Ok(());
+    }
+    let Some(method) = m.method() else {
+        return Ok(());
+    };
+    match header(headers, METHOD_HEADER)? {
+        None if initialize => return Ok(()),
+        None => return Err("missing required Mcp-Method header".to_owned()),
+        Some(value) if value != method => {
+            return Err(format!(
+                "Mcp-Method header `{value}` does not match body method `{method}`"
+            ));
+        }
+        Some(_) => {}
+    }
+    if initialize {
+        return Ok(());
+    }
+    if let Some(expected) = named(method, m) {
+        match header(headers, NAME_HEADER)? {
+            None => return Err(format!("missing required Mcp-Name header for `{method}`")),
+            Some(raw) => {
+                let decoded = decode_header_value(raw)
+                    .ok_or_else(|| "Mcp-Name header is not valid Base64".to_owned())?;
+                if decoded != expected {
+                    return Err(format!(
+                        "Mcp-Name header `{decoded}` does not match body value `{expected}`"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What `Mcp-Name` must carry for a method: the tool or prompt name, the resource URI, the
+/// task id. `None` for methods without a name.
+fn named<'m>(method: &str, m: &'m Message<'_>) -> Option<&'m str> {
+    match method {
+        "tools/call"
+        | "prompts/get"
+        | "resources/read"
+        | "resources/subscribe"
+        | "resources/unsubscribe"
+        | "tasks/get"
+        | "tasks/update"
+        | "tasks/cancel" => m.name(),
+        _ => None,
+    }
+}
+
+/// A header value as SEP-2243 encodes it: as is, or `=?base64?{Base64 of UTF-8}?=`.
+fn decode_header_value(value: &str) -> Option<String> {
+    use base64::Engine;
+    let Some(inner) = value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    else {
+        return Some(value.to_owned());
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(inner)
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// Rule 3: a `_meta` version and the header agree; the stateless revision's requests carry
+/// their metadata.
+fn check_meta_version(
+    header_version: Option<&str>,
+    request: &ClientRequest,
+) -> Result<(), (i64, String)> {
+    let meta = rmcp::model::GetMeta::get_meta(request);
+    let Some(meta_version) = meta.protocol_version() else {
+        let required = matches!(request, ClientRequest::DiscoverRequest(_))
+            || header_version.is_some_and(|v| v >= ProtocolVersion::V_2026_07_28.as_str());
+        if required {
+            let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
+            return Err((
+                INVALID_PARAMS,
+                format!(
+                    "Invalid params: request _meta is missing or has malformed required fields: {}",
+                    missing.join(", ")
+                ),
+            ));
+        }
+        return Ok(());
+    };
+    match header_version {
+        None => Err((
+            HEADER_MISMATCH,
+            "request _meta protocolVersion requires MCP-Protocol-Version header".into(),
+        )),
+        Some(h) if h != meta_version.as_str() => Err((
+            HEADER_MISMATCH,
+            format!(
+                "MCP-Protocol-Version header ({h}) does not match request _meta protocolVersion ({meta_version})"
+            ),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_decode_as_sep_2243_writes_them() {
+        assert_eq!(decode_header_value("get_page").as_deref(), Some("get_page"));
+        assert_eq!(
+            decode_header_value("=?base64?Y2Fmw6k=?=").as_deref(),
+            Some("café")
+        );
+        assert_eq!(decode_header_value("=?base64?***?="), None);
+    }
+
+    #[test]
+    fn inline_errors_map_to_statuses() {
+        assert_eq!(
+            inline_error_status(ErrorCode::METHOD_NOT_FOUND, false),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            inline_error_status(ErrorCode::INVALID_PARAMS, false),
+            StatusCode::OK
+        );
+        assert_eq!(
+            inline_error_status(ErrorCode::INVALID_PARAMS, true),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            inline_error_status(ErrorCode::UNSUPPORTED_PROTOCOL_VERSION, false),
+            StatusCode::BAD_REQUEST
+        );
+    }
+}
