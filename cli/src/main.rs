@@ -1175,7 +1175,10 @@ async fn access_list(
         let (records, more) = log.list(user, since_ms, before, 200).await?;
         for (_, r) in &records {
             if json {
-                println!("{}", nib::tools::access_record_json(r));
+                println!(
+                    "{}",
+                    serde_json::to_string(&nib::tools::AccessRecordView::of(r))?
+                );
                 continue;
             }
             let ids: Vec<String> = r

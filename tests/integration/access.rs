@@ -281,7 +281,7 @@ async fn call_in(tools: &InProcess, tool: &str, args: Value) -> Value {
         .await
         .unwrap_or_else(|e| panic!("{tool}: {e}"));
     tools.settle().await.unwrap();
-    out
+    serde_json::from_str(out.get()).unwrap()
 }
 
 /// The three reads and their arguments.

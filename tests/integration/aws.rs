@@ -59,7 +59,10 @@ async fn tool(app: &TestApp, name: &str, args: Value) -> (Value, CallCounts) {
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     dispatch.settle().await.unwrap();
-    (result, calls.since(&before))
+    (
+        serde_json::from_str(result.get()).unwrap(),
+        calls.since(&before),
+    )
 }
 
 /// Writes the access records waiting in memory (the local flusher's job, done now so that

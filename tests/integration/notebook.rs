@@ -735,6 +735,7 @@ async fn call_in(tools: &(InProcess, Principal), tool: &str, args: Value) -> Val
         .0
         .call(&tools.1, tool, args.as_object().unwrap().clone())
         .await
+        .map(|out| serde_json::from_str(out.get()).unwrap())
         .unwrap_or_else(|e| panic!("{tool}: {e}"))
 }
 

@@ -36,6 +36,17 @@ impl TestClock {
     fn advance(&self, secs: i64) {
         self.0.fetch_add(secs, Ordering::SeqCst);
     }
+
+    /// A clock a second past the start of an hour (so of a minute too): the limiters' fixed
+    /// windows then last the whole test, whatever real time does meanwhile (a test that
+    /// crossed a minute boundary in real time saw its counts start over).
+    fn at_hour_start() -> TestClock {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        TestClock(AtomicI64::new(3600 - now % 3600 + 1))
+    }
 }
 
 impl Clock for TestClock {
@@ -78,7 +89,7 @@ impl Env {
     async fn over(options: Options, prepare: impl FnOnce(&mut App, &Arc<TestClock>)) -> Env {
         let data = tempfile::tempdir().unwrap();
         let mut app = App::open_local(data.path(), LocalOptions::default()).unwrap();
-        let clock = Arc::new(TestClock::default());
+        let clock = Arc::new(TestClock::at_hour_start());
         app.clock = clock.clone();
         app.limiter = Arc::new(InMemoryRateLimiter::new(clock.clone()));
         let user = UserId::parse("default").unwrap();

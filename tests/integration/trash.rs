@@ -685,6 +685,7 @@ impl Purge {
             args.as_object().cloned().unwrap_or_default(),
         )
         .await
+        .map(|out| serde_json::from_str(out.get()).unwrap())
         .map_err(|e| e.to_string())
     }
 }

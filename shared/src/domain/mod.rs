@@ -12,7 +12,7 @@ pub use ids::{Date, IdError, PageId, TaskLinkId, UserId};
 use serde::{Deserialize, Serialize};
 
 /// How a line was written on the page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Notation {
     /// A markdown heading (`#`, `##`, ...).
@@ -26,7 +26,7 @@ pub enum Notation {
 }
 
 /// What the page itself says about a task line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PageStatus {
     /// `- [ ]`
@@ -40,7 +40,7 @@ pub enum PageStatus {
 }
 
 /// The reconciled status of a task link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskStatus {
     Todo,
@@ -68,7 +68,7 @@ impl TaskStatus {
 }
 
 /// Whether a line's effective status is what its own page says, or was decided elsewhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StatusSource {
     Page,

@@ -162,7 +162,7 @@ fn result_body(id: &Value, reply: &Reply) -> Vec<u8> {
     let _ = serde_json::to_writer(&mut out, id);
     out.extend_from_slice(b",\"result\":");
     match reply {
-        Reply::Json(json) => out.extend_from_slice(json.as_bytes()),
+        Reply::Json(json) => out.extend_from_slice(json),
         Reply::Result(result) => {
             let _ = serde_json::to_writer(&mut out, result);
         }

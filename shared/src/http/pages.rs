@@ -210,13 +210,17 @@ async fn page(
         unreachable!("an object literal")
     };
     match dispatch.call(&principal, "get_page", args).await {
-        Ok(result) => match PageView::from_result(&result).render() {
-            Ok(body) => html(StatusCode::OK, body),
-            Err(e) => {
-                tracing::error!(correlation_id = %cid, error = %e, "page rendering failed");
-                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        Ok(result) => {
+            match PageView::from_result(&serde_json::from_str(result.get()).unwrap_or_default())
+                .render()
+            {
+                Ok(body) => html(StatusCode::OK, body),
+                Err(e) => {
+                    tracing::error!(correlation_id = %cid, error = %e, "page rendering failed");
+                    StatusCode::INTERNAL_SERVER_ERROR.into_response()
+                }
             }
-        },
+        }
         Err(
             ToolError::NotFound(_) | ToolError::InvalidArgument { .. } | ToolError::Rejected(_),
         ) => not_found(),

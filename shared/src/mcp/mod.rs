@@ -12,14 +12,16 @@ use std::sync::{Arc, LazyLock};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bytes::Bytes;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResult, ContentBlock, DiscoverResult, ErrorData,
     GetPromptRequestParams, GetPromptResult, Icon, Implementation, InitializeRequestParams,
     InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResult, RequestMetaObject, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    ServerConfig, ServerResult, Tool, ToolAnnotations,
 };
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::auth::{Principal, Scope};
 use crate::telemetry;
@@ -57,10 +59,10 @@ static TOOLS: LazyLock<Vec<(Scope, Tool)>> = LazyLock::new(|| {
                 .with_raw_output_schema(object(&t.output_schema))
                 .with_annotations(ToolAnnotations::from_raw(
                     Some(t.title.to_owned()),
-                    Some(t.read_only),
-                    Some(t.destructive),
-                    Some(t.idempotent),
-                    Some(t.open_world),
+                    Some(t.annotations.read_only),
+                    Some(t.annotations.destructive),
+                    Some(t.annotations.idempotent),
+                    Some(t.annotations.open_world),
                 ))
                 .with_icons(icons());
             let tool = match viewer::tool_meta(t.name) {
@@ -77,7 +79,7 @@ static TOOLS: LazyLock<Vec<(Scope, Tool)>> = LazyLock::new(|| {
 #[derive(Debug)]
 pub enum Reply {
     Result(Box<rmcp::model::ServerResult>),
-    Json(Arc<str>),
+    Json(Bytes),
 }
 
 /// What the HTTP layer tells the server about a message.
@@ -221,7 +223,7 @@ impl NibMcp {
         &self,
         request: Option<&PaginatedRequestParams>,
         ctx: &Ctx<'_>,
-    ) -> Result<Arc<str>, ErrorData> {
+    ) -> Result<Bytes, ErrorData> {
         // Without a principal (public discovery) the caller sees what a read token would.
         let scope = ctx.principal.map_or(Scope::Read, |p| p.scope);
         let offset = match request.and_then(|r| r.cursor.as_deref()) {
@@ -241,11 +243,11 @@ impl NibMcp {
         &self,
         request: CallToolRequestParams,
         ctx: &Ctx<'_>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Reply, ErrorData> {
         let name = request.name.as_ref();
         #[cfg(feature = "conformance-fixtures")]
         if let Some(result) = fixtures::call(name, &ctx.meta) {
-            return result;
+            return result.map(|r| Reply::Result(Box::new(ServerResult::CallToolResult(r))));
         }
         // An unknown name is a protocol error whoever asks: it reveals nothing tools/list
         // does not, and it is a malformed request, which the design answers before auth.
@@ -259,22 +261,20 @@ impl NibMcp {
         debug_assert!(principal.scope.allows(tool.scope));
         let args = request.arguments.unwrap_or_default();
         match self.dispatch.call(principal, name, args).await {
-            Ok(value) => {
+            Ok(output) => {
                 // The text block stays first and unchanged; links follow where the revision
                 // has them.
-                let links = resources::links_for(name, &value, &ctx.version);
-                let mut result = CallToolResult::structured(value);
-                result
-                    .content
-                    .extend(links.into_iter().map(ContentBlock::resource_link));
+                let links = resources::links_for(name, &output, &ctx.version);
                 // What the page viewer needs to know: whether ticking a box may change a task.
-                if viewer::WIDGET_TOOLS.contains(&name) {
-                    result.meta = serde_json::from_value(serde_json::json!({
-                        "nib/canWrite": principal.scope.allows(Scope::Write)
-                    }))
-                    .ok();
-                }
-                Ok(result)
+                let can_write = viewer::WIDGET_TOOLS
+                    .contains(&name)
+                    .then(|| principal.scope.allows(Scope::Write));
+                Ok(Reply::Json(tool_result(
+                    &output,
+                    &links,
+                    can_write,
+                    ctx.is_stateless_era(),
+                )))
             }
             Err(ToolError::UnknownTool(name)) => Err(ErrorData::invalid_params(
                 format!("unknown tool: {name}"),
@@ -284,7 +284,9 @@ impl NibMcp {
                 tracing::error!(correlation_id = %ctx.correlation_id, tool = name, error = %telemetry::chain(&e), "tool failed");
                 Err(internal_error(ctx.correlation_id))
             }
-            Err(business) => Ok(error_result(business.to_string())),
+            Err(business) => Ok(Reply::Result(Box::new(ServerResult::CallToolResult(
+                error_result(business.to_string()),
+            )))),
         }
     }
 
@@ -352,6 +354,43 @@ impl NibMcp {
     }
 }
 
+/// A successful `tools/call` result, written in one pass: the tool's output as
+/// `structuredContent` and, escaped, as the first (text) content block, then the resource
+/// links, `isError: false`, and `_meta["nib/canWrite"]` for the tools the page viewer calls.
+/// It is what rmcp's `CallToolResult::structured` serializes to, for `stateless_era` with its
+/// `resultType` (tested against it), without building the output as a tree first.
+fn tool_result(
+    output: &RawValue,
+    links: &[rmcp::model::Resource],
+    can_write: Option<bool>,
+    stateless_era: bool,
+) -> Bytes {
+    let json = output.get();
+    let mut out = Vec::with_capacity(2 * json.len() + 128 + 160 * links.len());
+    out.push(b'{');
+    if stateless_era {
+        out.extend_from_slice(b"\"resultType\":\"complete\",");
+    }
+    out.extend_from_slice(b"\"content\":[{\"type\":\"text\",\"text\":");
+    // Writing JSON into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, json);
+    out.push(b'}');
+    for link in links {
+        out.push(b',');
+        let _ = serde_json::to_writer(&mut out, &ContentBlock::resource_link(link.clone()));
+    }
+    out.extend_from_slice(b"],\"structuredContent\":");
+    out.extend_from_slice(json.as_bytes());
+    out.extend_from_slice(b",\"isError\":false");
+    if let Some(can_write) = can_write {
+        out.extend_from_slice(b",\"_meta\":{\"nib/canWrite\":");
+        out.extend_from_slice(if can_write { b"true" } else { b"false" });
+        out.push(b'}');
+    }
+    out.push(b'}');
+    out.into()
+}
+
 /// The `tools/list` result of one page of a scope's tools.
 fn tools_page(scope: Scope, offset: usize) -> ListToolsResult {
     let total = visible_tools(scope).count();
@@ -398,5 +437,41 @@ mod tests {
     fn cursors_round_trip_and_reject_garbage() {
         assert_eq!(decode_cursor(&encode_cursor(50)), Some(50));
         assert_eq!(decode_cursor("garbage!"), None);
+    }
+}
+
+#[cfg(test)]
+mod tool_result_tests {
+    use super::*;
+
+    /// Our one-pass writer says what rmcp's `CallToolResult::structured` (shaped for the
+    /// revision) says, with links and the viewer's `_meta`.
+    #[test]
+    fn a_tool_result_is_what_rmcps_structured_result_serializes_to() {
+        let value = serde_json::json!({
+            "page_id": "p1", "text": "a \"quoted\" line\nand a second, ü",
+            "lines": [{ "n": 1, "done": null }], "unchanged": false,
+        });
+        let output = serde_json::value::to_raw_value(&value).unwrap();
+        let links = vec![page_resource("p1", "2026-06-19")];
+        for stateless in [false, true] {
+            for (links, can_write) in [(&links[..0], None), (&links[..], Some(true))] {
+                let ours: Value =
+                    serde_json::from_slice(&tool_result(&output, links, can_write, stateless))
+                        .unwrap();
+                let mut theirs = CallToolResult::structured(value.clone());
+                theirs
+                    .content
+                    .extend(links.iter().cloned().map(ContentBlock::resource_link));
+                if let Some(w) = can_write {
+                    theirs.meta =
+                        serde_json::from_value(serde_json::json!({ "nib/canWrite": w })).ok();
+                }
+                let mut theirs = ServerResult::CallToolResult(theirs);
+                protocol::tests::shape_for(&mut theirs, stateless);
+                let theirs = serde_json::to_value(&theirs).unwrap();
+                assert_eq!(ours, theirs, "stateless {stateless}, links {}", links.len());
+            }
+        }
     }
 }

@@ -161,15 +161,22 @@ pub(super) struct Builder<'a> {
 }
 
 impl Builder<'_> {
+    /// A tool's output as JSON to read fields from (prompts are not a hot path).
+    fn read(&self, output: &serde_json::value::RawValue) -> Value {
+        serde_json::from_str(output.get()).unwrap_or_default()
+    }
+
     async fn pages(&self, from: Date, to: Date) -> Result<Vec<Value>, PromptError> {
         let mut args = Map::new();
         args.insert("from".into(), json!(from));
         args.insert("to".into(), json!(to));
         args.insert("limit".into(), json!(MAX_EMBEDDED_PAGES));
-        let v = self
-            .dispatch
-            .call(self.principal, "list_pages", args)
-            .await?;
+        let v = self.read(
+            &self
+                .dispatch
+                .call(self.principal, "list_pages", args)
+                .await?,
+        );
         let mut pages = v["pages"].as_array().cloned().unwrap_or_default();
         // Oldest first reads like a diary.
         pages.reverse();
@@ -187,10 +194,12 @@ impl Builder<'_> {
             if let Some(c) = cursor.take() {
                 args.insert("cursor".into(), json!(c));
             }
-            let v = self
-                .dispatch
-                .call(self.principal, "list_tasks", args)
-                .await?;
+            let v = self.read(
+                &self
+                    .dispatch
+                    .call(self.principal, "list_tasks", args)
+                    .await?,
+            );
             out.extend(v["tasks"].as_array().cloned().unwrap_or_default());
             match v["next_cursor"].as_str() {
                 Some(c) if out.len() < MAX_TASKS => cursor = Some(c.to_owned()),

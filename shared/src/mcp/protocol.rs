@@ -15,7 +15,9 @@
 //! The transport's rules (headers against the body, HTTP statuses) are `http::mcp_endpoint`'s.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+
+use bytes::Bytes;
 
 use rmcp::model::{ClientRequest, ErrorCode, ErrorData, GetMeta, ProtocolVersion, ServerResult};
 
@@ -123,7 +125,7 @@ async fn dispatch(
         R::ListToolsRequest(r) => {
             return mcp.list_tools(r.params.as_ref(), ctx).map(Reply::Json);
         }
-        R::CallToolRequest(r) => ServerResult::CallToolResult(mcp.call_tool(r.params, ctx).await?),
+        R::CallToolRequest(r) => return mcp.call_tool(r.params, ctx).await,
         R::ListResourcesRequest(r) => ServerResult::ListResourcesResult(
             mcp.list_page_resources(
                 ctx.principal,
@@ -171,7 +173,7 @@ fn shape(result: &mut ServerResult, stateless_era: bool) {
 /// cost of answering it.
 #[derive(Debug, Default)]
 pub struct ToolLists {
-    rendered: Mutex<HashMap<(Scope, usize, bool), Arc<str>>>,
+    rendered: Mutex<HashMap<(Scope, usize, bool), Bytes>>,
 }
 
 impl ToolLists {
@@ -182,21 +184,43 @@ impl ToolLists {
         offset: usize,
         stateless_era: bool,
         build: impl FnOnce() -> rmcp::model::ListToolsResult,
-    ) -> Arc<str> {
+    ) -> Bytes {
         let key = (scope, offset, stateless_era);
         if let Some(json) = self.lock().get(&key) {
             return json.clone();
         }
         let mut result = ServerResult::ListToolsResult(build());
         shape(&mut result, stateless_era);
-        let json: Arc<str> = serde_json::to_string(&result)
+        let json: Bytes = serde_json::to_vec(&result)
             .expect("a tool list serializes")
             .into();
         self.lock().insert(key, json.clone());
         json
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Scope, usize, bool), Arc<str>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Scope, usize, bool), Bytes>> {
         self.rendered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// [`shape`], for the tests of other modules.
+    pub fn shape_for(result: &mut ServerResult, stateless_era: bool) {
+        shape(result, stateless_era);
+    }
+
+    #[test]
+    fn initialize_agrees_to_a_version_with_a_handshake() {
+        assert_eq!(
+            negotiate(&ProtocolVersion::V_2025_06_18).unwrap(),
+            ProtocolVersion::V_2025_06_18
+        );
+        // 2026-07-28 has no handshake, and 2024-11-05 is not spoken: the newest with one.
+        for asked in [ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2024_11_05] {
+            assert_eq!(negotiate(&asked).unwrap(), ProtocolVersion::V_2025_11_25);
+        }
     }
 }

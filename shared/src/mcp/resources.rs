@@ -11,6 +11,8 @@ use rmcp::model::{
     CacheScope, ErrorData, ListResourceTemplatesResult, ListResourcesResult, ProtocolVersion,
     ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
 };
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::{NibMcp, icons};
@@ -109,8 +111,8 @@ impl NibMcp {
             if let Some(c) = cursor {
                 args.insert("cursor".into(), Value::String(c));
             }
-            let listed = match self.dispatch.call(principal, "list_pages", args).await {
-                Ok(v) => v,
+            let listed: Value = match self.dispatch.call(principal, "list_pages", args).await {
+                Ok(v) => serde_json::from_str(v.get()).unwrap_or_default(),
                 // The one argument a caller controls is the cursor (a class function's reply
                 // carries a business error as `Rejected`).
                 Err(ToolError::InvalidArgument { .. } | ToolError::Rejected(_)) => {
@@ -175,42 +177,70 @@ fn internal(id: &str, method: &str, e: &ToolError) -> ErrorData {
     internal_error(id)
 }
 
+/// What a tool's output names of pages, for its resource links: read from its JSON without
+/// building a tree (everything else is skipped).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Named {
+    page_id: Option<String>,
+    /// `fetch`'s page id.
+    id: Option<String>,
+    date: Option<String>,
+    png_url: Option<String>,
+    metadata: Option<Dated>,
+    /// `list_pages`'s pages.
+    pages: Vec<PageRef>,
+    /// `search_pages`'s hits.
+    results: Vec<PageRef>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Dated {
+    date: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PageRef {
+    page_id: Option<String>,
+    date: Option<String>,
+}
+
 /// The resource links a tool's result names (only for revisions that have them): the pages
 /// of `get_page`, `fetch`, `list_pages` and `search_pages`, and `get_page`'s image.
-pub(super) fn links_for(tool: &str, value: &Value, version: &ProtocolVersion) -> Vec<Resource> {
-    if !supports_resource_links(version) {
+pub(super) fn links_for(tool: &str, output: &RawValue, version: &ProtocolVersion) -> Vec<Resource> {
+    if !supports_resource_links(version)
+        || !matches!(tool, "get_page" | "fetch" | "list_pages" | "search_pages")
+    {
         return Vec::new();
     }
-    let pair = |p: &Value, id: &str, date: &Value| -> Option<(String, String)> {
-        Some((p[id].as_str()?.to_owned(), date.as_str()?.to_owned()))
-    };
+    let named: Named = serde_json::from_str(output.get()).unwrap_or_default();
     match tool {
-        "get_page" => pair(value, "page_id", &value["date"])
-            .map(|(id, date)| {
-                let mut links = vec![page_resource(&id, &date)];
-                if !value["png_url"].is_null() {
-                    links.push(image_resource(&id, &date));
+        "get_page" => match (&named.page_id, &named.date) {
+            (Some(id), Some(date)) => {
+                let mut links = vec![page_resource(id, date)];
+                if named.png_url.is_some() {
+                    links.push(image_resource(id, date));
                 }
                 links
-            })
-            .unwrap_or_default(),
-        "fetch" => pair(value, "id", &value["metadata"]["date"])
-            .map(|(id, date)| vec![page_resource(&id, &date)])
-            .unwrap_or_default(),
-        "list_pages" | "search_pages" => {
+            }
+            _ => Vec::new(),
+        },
+        "fetch" => match (&named.id, named.metadata.and_then(|m| m.date)) {
+            (Some(id), Some(date)) => vec![page_resource(id, &date)],
+            _ => Vec::new(),
+        },
+        _ => {
             let list = if tool == "list_pages" {
-                &value["pages"]
+                named.pages
             } else {
-                &value["results"]
+                named.results
             };
-            list.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| pair(p, "page_id", &p["date"]))
-                .map(|(id, date)| page_resource(&id, &date))
+            list.into_iter()
+                .filter_map(|p| Some(page_resource(&p.page_id?, &p.date?)))
                 .collect()
         }
-        _ => Vec::new(),
     }
 }
 
@@ -220,7 +250,10 @@ mod tests {
 
     #[test]
     fn links_only_from_2025_06_18() {
-        let page = json!({ "page_id": "p1", "date": "2026-06-19", "png_url": "https://x" });
+        let page = serde_json::value::to_raw_value(
+            &json!({ "page_id": "p1", "date": "2026-06-19", "png_url": "https://x" }),
+        )
+        .unwrap();
         assert!(links_for("get_page", &page, &ProtocolVersion::V_2025_03_26).is_empty());
         let links = links_for("get_page", &page, &ProtocolVersion::V_2025_06_18);
         let uris: Vec<&str> = links.iter().map(|l| l.uri.as_str()).collect();

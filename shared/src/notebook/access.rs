@@ -89,6 +89,17 @@ pub struct AccessLog {
     background: AtomicBool,
     started: AtomicBool,
     dropped: AtomicU64,
+    /// Orders this process's records within one millisecond ([`ordered_nonce`]).
+    sequence: AtomicU64,
+}
+
+/// A record's nonce: this process's record count in its top 24 bits, so that two records of
+/// one millisecond sort in the order they were made (newest first stays newest first), and 40
+/// random bits, so that records of different processes never share a key. The count wraps
+/// every 16,777,216 records; only two records of one millisecond on either side of the wrap
+/// could sort the wrong way round.
+fn ordered_nonce(sequence: u64) -> u64 {
+    ((sequence & 0xff_ffff) << 40) | (rand::random::<u64>() & 0xff_ffff_ffff)
 }
 
 impl AccessLog {
@@ -102,6 +113,7 @@ impl AccessLog {
             background: AtomicBool::new(true),
             started: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
+            sequence: AtomicU64::new(0),
         }
     }
 
@@ -134,7 +146,7 @@ impl AccessLog {
         let at_ms = self.now_ms();
         let position = AccessPosition {
             at_ms,
-            nonce: rand::random(),
+            nonce: ordered_nonce(self.sequence.fetch_add(1, Ordering::Relaxed)),
         };
         let record = AccessRecord {
             at_ms,
@@ -322,6 +334,21 @@ mod tests {
     use super::*;
     use crate::adapters::embedded::EmbeddedStore;
     use crate::ports::SystemClock;
+
+    #[test]
+    fn records_of_one_millisecond_sort_in_the_order_they_were_made() {
+        let keys: Vec<String> = (0..1000)
+            .map(|n| {
+                access_sk(AccessPosition {
+                    at_ms: 1_750_000_000_000,
+                    nonce: ordered_nonce(n),
+                })
+            })
+            .collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(sorted, keys);
+    }
 
     fn log() -> (tempfile::TempDir, Arc<AccessLog>) {
         let dir = tempfile::tempdir().unwrap();

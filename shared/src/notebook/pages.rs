@@ -113,23 +113,24 @@ pub struct PageSummary {
     pub has_ocr: bool,
 }
 
-/// One line of `get_page`'s `structure_json`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+// `get_page`'s output schema takes its descriptions from these doc comments: they are written
+// for clients.
+/// One line of the page: its text, section and notation, and for a task line its status and task.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LineView {
     pub line_id: String,
     pub text: String,
     pub section: Option<String>,
     pub notation: Notation,
-    /// The effective status, in the page vocabulary like `page_status` (`todo` is `open`).
+    /// A task line's effective status, in the page's vocabulary like page_status (an open task is open).
     pub status: Option<PageStatus>,
     pub page_status: Option<PageStatus>,
     pub status_source: Option<StatusSource>,
     pub completed_date: Option<Date>,
     pub notion_url: Option<String>,
-    /// The task a task line shows (for `update_task_status`), when it has one.
+    /// A task line's task, for update_task_status; null for other lines.
     pub task_link_id: Option<TaskLinkId>,
-    /// How sure the OCR engine was of this line (0..1, below `ocr::UNSURE_BELOW` unsure);
-    /// `None` for lines not read by an engine.
+    /// For a line read from the ink by OCR: how sure the engine was (0..1). Below 0.75 the line is unsure: say you could not read it well rather than trusting every word.
     pub ocr_confidence: Option<f32>,
 }
 

@@ -23,15 +23,17 @@ use crate::domain::{Date, PageId, UserId};
 use crate::embed;
 use crate::ports::{Cond, Item, Query, Write};
 
-/// How a query is matched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a query is matched: hybrid (words and meaning, fused), keyword (words only) or meaning
+/// (meaning only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum SearchMode {
-    /// Keywords (BM25) and meaning (cosine) fused ([`hybrid_score`]).
+    // Keywords (BM25) and meaning (cosine) fused (`hybrid_score`).
     #[default]
     Hybrid,
-    /// BM25 over the words alone.
+    // BM25 over the words alone.
     Keyword,
-    /// The cosine of the query's vector with each page's best chunk alone.
+    // The cosine of the query's vector with each page's best chunk alone.
     Meaning,
 }
 

@@ -23,8 +23,10 @@ pub enum TaskFilter {
     All,
 }
 
-/// One row of `list_tasks`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+// `list_tasks`'s output schema takes its descriptions from these doc comments: they are written
+// for clients.
+/// A task: its text, reconciled status, the day it was first written and the page it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct TaskView {
     pub task_link_id: TaskLinkId,
     pub text: String,

@@ -52,7 +52,7 @@ pub const TRASH_DAYS: i64 = 30;
 const DAY_SECONDS: i64 = 86_400;
 
 /// What was deleted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TrashKind {
     Page,

@@ -1,8 +1,28 @@
 //! `fetch {id}` -> `{"id","title","text","url","metadata"}`: the ChatGPT connector shape.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
 
-use super::{Ctx, ToolClass, ToolDef, ToolError, object_schema};
+use super::{
+    Annotations, Ctx, Output, ToolClass, ToolDef, ToolError, object_schema, output, output_schema,
+};
+use crate::domain::{Date, PageId};
+
+/// The connector shape: the page's text, title and stable link.
+#[derive(Serialize, JsonSchema)]
+struct Fetched<'a> {
+    id: &'a PageId,
+    title: String,
+    text: String,
+    url: String,
+    metadata: Metadata,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Metadata {
+    date: Date,
+}
 use crate::auth::Scope;
 
 pub fn def() -> ToolDef {
@@ -12,26 +32,14 @@ pub fn def() -> ToolDef {
         description: "Fetch the full text of a page by the id `search` returned, with its stable link (`url`: the page for its owner after sign-in).",
         scope: Scope::Read,
         class: ToolClass::Pages,
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
+        annotations: Annotations::READ_ONLY,
         input_schema: object_schema(json!({ "id": { "type": "string" } }), &["id"]),
-        output_schema: object_schema(
-            json!({
-                "id": { "type": "string" },
-                "title": { "type": "string" },
-                "text": { "type": "string" },
-                "url": { "type": "string" },
-                "metadata": object_schema(json!({ "date": { "type": "string" } }), &["date"])
-            }),
-            &["id", "title", "text", "url", "metadata"],
-        ),
+        output_schema: output_schema::<Fetched>(),
         handler: |ctx| Box::pin(run(ctx)),
     }
 }
 
-async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     let page_id = ctx.args.page_id("id")?;
     let p = ctx.notebook.get_page(&ctx.principal.user, &page_id).await?;
     let text = p
@@ -40,11 +48,11 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .map(|l| l.text.as_str())
         .collect::<Vec<_>>()
         .join("\n");
-    Ok(json!({
-        "id": p.page_id,
-        "title": format!("Page of {}", p.date),
-        "text": text,
-        "url": ctx.notebook.page_url(&p.page_id),
-        "metadata": { "date": p.date },
-    }))
+    output(&Fetched {
+        id: &p.page_id,
+        title: format!("Page of {}", p.date),
+        text,
+        url: ctx.notebook.page_url(&p.page_id),
+        metadata: Metadata { date: p.date },
+    })
 }

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::resources::READ_RESOURCE;
-use super::{Dispatch, ToolClass, ToolError, find};
+use super::{Dispatch, Output, ToolClass, ToolError, find};
 use crate::auth::Principal;
 
 /// What the front sends.
@@ -36,12 +36,23 @@ pub struct ToolInvocation {
     pub arguments: Map<String, Value>,
 }
 
-/// What the class function answers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What the class function answers: the tool's output as it was written (the front passes
+/// it on without parsing it into a tree).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolReply {
-    Result(Value),
+    Result(Output),
     Error(ReplyError),
+}
+
+impl PartialEq for ToolReply {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ToolReply::Result(a), ToolReply::Result(b)) => a.get() == b.get(),
+            (ToolReply::Error(a), ToolReply::Error(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// A failed call, as much of it as the front may tell the client.
@@ -73,7 +84,7 @@ pub struct RemoteInternal {
 
 impl ToolReply {
     /// The reply for a handler's outcome. Internal causes are logged here, once, and not sent.
-    pub fn from_outcome(tool: &str, outcome: Result<Value, ToolError>) -> ToolReply {
+    pub fn from_outcome(tool: &str, outcome: Result<Output, ToolError>) -> ToolReply {
         match outcome {
             Ok(value) => ToolReply::Result(value),
             Err(ToolError::UnknownTool(name)) => ToolReply::Error(ReplyError {
@@ -96,7 +107,7 @@ impl ToolReply {
 
     /// Back into the outcome the front hands to the MCP layer. `function` names the function
     /// that answered, for the log line of an internal error.
-    pub fn into_outcome(self, function: &str) -> Result<Value, ToolError> {
+    pub fn into_outcome(self, function: &str) -> Result<Output, ToolError> {
         match self {
             ToolReply::Result(value) => Ok(value),
             ToolReply::Error(e) => Err(match e.kind {
@@ -131,7 +142,7 @@ pub async fn serve(
                 Some(uri) => dispatch
                     .read_resource(&principal, uri)
                     .await
-                    .map(Value::Array),
+                    .and_then(|contents| super::output(&contents)),
                 None => Err(ToolError::invalid("uri", "must be a string")),
             }
         }
@@ -153,7 +164,8 @@ mod tests {
 
     #[test]
     fn replies_round_trip_as_json() {
-        let ok = ToolReply::Result(serde_json::json!({"pages": []}));
+        let ok =
+            ToolReply::Result(super::super::output(&serde_json::json!({"pages": []})).unwrap());
         let text = serde_json::to_string(&ok).unwrap();
         assert_eq!(text, r#"{"result":{"pages":[]}}"#);
         assert_eq!(serde_json::from_str::<ToolReply>(&text).unwrap(), ok);
@@ -197,8 +209,8 @@ mod tests {
             _: &Principal,
             name: &str,
             _: Map<String, Value>,
-        ) -> Result<Value, ToolError> {
-            Ok(Value::String(name.to_owned()))
+        ) -> Result<Output, ToolError> {
+            super::super::output(&name)
         }
         async fn read_resource(&self, _: &Principal, uri: &str) -> Result<Vec<Value>, ToolError> {
             Ok(vec![Value::String(uri.to_owned())])
@@ -220,7 +232,7 @@ mod tests {
         let read = || invocation(READ_RESOURCE, serde_json::json!({ "uri": "nib://x" }));
         assert_eq!(
             serve(&Echo, ToolClass::Pages, read()).await,
-            ToolReply::Result(serde_json::json!(["nib://x"]))
+            ToolReply::Result(super::super::output(&["nib://x"]).unwrap())
         );
         let refused = serve(&Echo, ToolClass::Tasks, read()).await;
         assert!(

@@ -1,15 +1,36 @@
 //! `list_pages {from?, to?, limit?, cursor?}` ->
 //! `{"pages":[{page_id,date,has_ink,has_ocr}],"next_cursor","limit_applied"}`, newest first.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
 
 use super::cursor::{self, Cursor};
 use super::{
-    Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, cursor_schema, if_revision_schema,
-    limit_schema, object_schema, paged_object_schema, revisable, unchanged, with_revision,
+    Annotations, Ctx, DATE_PATTERN, Output, Paging, Revisable, ToolClass, ToolDef, ToolError,
+    cursor_schema, if_revision_schema, limit_schema, object_schema, output, output_schema,
 };
 use crate::auth::Scope;
+use crate::domain::{Date, PageId};
 use crate::notebook::revision_token;
+
+/// One page of the notebook's pages, newest first.
+#[derive(Serialize, JsonSchema)]
+struct Pages {
+    pages: Vec<PageRow>,
+    #[serde(flatten)]
+    paging: Paging,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct PageRow {
+    page_id: PageId,
+    date: Date,
+    has_ink: bool,
+    has_ocr: bool,
+    /// The page's stable link: it shows the page to its owner after sign-in.
+    page_url: String,
+}
 
 pub fn def() -> ToolDef {
     ToolDef {
@@ -18,10 +39,7 @@ pub fn def() -> ToolDef {
         description: "List the notebook's pages, newest first. `from` and `to` (YYYY-MM-DD, inclusive) narrow the dates; `limit` defaults to 50 (max 200; more counts as 200). When more pages follow, `next_cursor` is set: pass it as `cursor` to continue. Pass the revision of an answer you have to the same call as `if_revision`: if the notebook did not change, the answer is only {unchanged: true, revision}.",
         scope: Scope::Read,
         class: ToolClass::Pages,
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
+        annotations: Annotations::READ_ONLY,
         input_schema: object_schema(
             json!({
                 "from": { "type": "string", "pattern": DATE_PATTERN, "description": "First date, inclusive (YYYY-MM-DD)." },
@@ -32,21 +50,12 @@ pub fn def() -> ToolDef {
             }),
             &[],
         ),
-        output_schema: revisable(paged_object_schema(
-            json!({ "pages": { "type": "array", "items": object_schema(json!({
-                "page_id": { "type": "string" },
-                "date": { "type": "string" },
-                "has_ink": { "type": "boolean" },
-                "has_ocr": { "type": "boolean" },
-                "page_url": { "type": "string", "description": "The page's stable link: it shows the page to its owner after sign-in." }
-            }), &["page_id", "date", "has_ink", "has_ocr", "page_url"]) } }),
-            &["pages"],
-        )),
+        output_schema: output_schema::<Revisable<Pages>>(),
         handler: |ctx| Box::pin(run(ctx)),
     }
 }
 
-async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     let from = ctx.args.opt_date("from")?;
     let to = ctx.args.opt_date("to")?;
     let limit = ctx.args.limit("limit", 50, 200)?;
@@ -69,7 +78,7 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         cursor.unwrap_or_default(),
     ]);
     if ctx.args.opt_str("if_revision")? == Some(revision.as_str()) {
-        return Ok(unchanged(revision));
+        return output(&Revisable::<Pages>::Unchanged { revision });
     }
     let (pages, more) = ctx
         .notebook
@@ -85,20 +94,22 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .last()
         .filter(|_| more)
         .map(|p| Cursor::Page(p.date, p.page_id.clone()).encode());
-    let pages: Vec<Value> = pages
-        .iter()
-        .map(|p| {
-            json!({
-                "page_id": p.page_id,
-                "date": p.date,
-                "has_ink": p.has_ink,
-                "has_ocr": p.has_ocr,
-                "page_url": ctx.notebook.page_url(&p.page_id),
-            })
+    let pages = pages
+        .into_iter()
+        .map(|p| PageRow {
+            page_url: ctx.notebook.page_url(&p.page_id),
+            page_id: p.page_id,
+            date: p.date,
+            has_ink: p.has_ink,
+            has_ocr: p.has_ocr,
         })
         .collect();
-    Ok(with_revision(
-        json!({ "pages": pages, "next_cursor": next_cursor, "limit_applied": limit }),
-        revision,
-    ))
+    let answer = Pages {
+        pages,
+        paging: Paging {
+            next_cursor,
+            limit_applied: limit,
+        },
+    };
+    output(&Revisable::Full { answer, revision })
 }

@@ -1,15 +1,24 @@
 //! `list_tasks {status?, since?, limit?, cursor?}` -> `{"tasks":[...],"next_cursor","limit_applied"}`.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
 
 use super::cursor::{self, Cursor};
 use super::{
-    Ctx, DATE_PATTERN, ToolClass, ToolDef, ToolError, cursor_schema, if_revision_schema,
-    limit_schema, nullable, object_schema, paged_object_schema, revisable, unchanged,
-    with_revision,
+    Annotations, Ctx, DATE_PATTERN, Output, Paging, Revisable, ToolClass, ToolDef, ToolError,
+    cursor_schema, if_revision_schema, limit_schema, object_schema, output, output_schema,
 };
 use crate::auth::Scope;
-use crate::notebook::{TaskFilter, revision_token};
+use crate::notebook::{TaskFilter, TaskView, revision_token};
+
+/// One page of the notebook's tasks, oldest first seen first.
+#[derive(Serialize, JsonSchema)]
+struct Tasks {
+    tasks: Vec<TaskView>,
+    #[serde(flatten)]
+    paging: Paging,
+}
 
 pub fn def() -> ToolDef {
     ToolDef {
@@ -18,10 +27,7 @@ pub fn def() -> ToolDef {
         description: "List the tasks written in the notebook (a task copied across pages is one task). `status`: open (default, not done), done, or all; `since` (YYYY-MM-DD) keeps tasks first seen on or after that date; `limit` defaults to 50 (max 200; more counts as 200). Oldest first. When more tasks follow, `next_cursor` is set: pass it as `cursor` to continue. Pass the revision of an answer you have to the same call as `if_revision`: if the notebook did not change, the answer is only {unchanged: true, revision}.",
         scope: Scope::Read,
         class: ToolClass::Tasks,
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
+        annotations: Annotations::READ_ONLY,
         input_schema: object_schema(
             json!({
                 "status": { "type": "string", "enum": ["open", "done", "all"], "default": "open" },
@@ -32,23 +38,12 @@ pub fn def() -> ToolDef {
             }),
             &[],
         ),
-        output_schema: revisable(paged_object_schema(
-            json!({ "tasks": { "type": "array", "items": object_schema(json!({
-                "task_link_id": { "type": "string" },
-                "text": { "type": "string" },
-                "status": { "type": "string", "enum": ["todo", "done", "cancelled"] },
-                "first_seen_date": { "type": "string" },
-                "completed_date": nullable("string"),
-                "source_page_id": { "type": "string" },
-                "notion_url": nullable("string")
-            }), &["task_link_id", "text", "status", "first_seen_date", "completed_date", "source_page_id", "notion_url"]) } }),
-            &["tasks"],
-        )),
+        output_schema: output_schema::<Revisable<Tasks>>(),
         handler: |ctx| Box::pin(run(ctx)),
     }
 }
 
-async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     let status = ctx
         .args
         .choice("status", &["open", "done", "all"], Some("open"))?;
@@ -72,7 +67,7 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         cursor.unwrap_or_default(),
     ]);
     if ctx.args.opt_str("if_revision")? == Some(revision.as_str()) {
-        return Ok(unchanged(revision));
+        return output(&Revisable::<Tasks>::Unchanged { revision });
     }
     let (tasks, more) = ctx
         .notebook
@@ -88,8 +83,12 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .last()
         .filter(|_| more)
         .map(|t| Cursor::Task(t.first_seen_date, t.task_link_id.clone()).encode());
-    Ok(with_revision(
-        json!({ "tasks": tasks, "next_cursor": next_cursor, "limit_applied": limit }),
-        revision,
-    ))
+    let answer = Tasks {
+        tasks,
+        paging: Paging {
+            next_cursor,
+            limit_applied: limit,
+        },
+    };
+    output(&Revisable::Full { answer, revision })
 }

@@ -2,15 +2,42 @@
 //! `{"items":[{kind,id,title,date,deleted_on,purge_on,tasks}],"next_cursor","limit_applied"}`,
 //! newest deletion first.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
 
 use super::cursor::{self, Cursor};
 use super::{
-    Ctx, ToolClass, ToolDef, ToolError, cursor_schema, limit_schema, object_schema,
-    paged_object_schema,
+    Annotations, Ctx, Output, Paging, ToolClass, ToolDef, ToolError, cursor_schema, limit_schema,
+    object_schema, output, output_schema,
 };
 use crate::auth::Scope;
-use crate::notebook::trash_cursor_key;
+use crate::domain::Date;
+use crate::notebook::{TrashKind, trash_cursor_key};
+
+/// What is in the trash, newest deletion first.
+#[derive(Serialize, JsonSchema)]
+struct Trash<'a> {
+    items: Vec<TrashItem<'a>>,
+    #[serde(flatten)]
+    paging: Paging,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct TrashItem<'a> {
+    kind: TrashKind,
+    /// The page_id (restore_page) or task_link_id (restore_task).
+    id: &'a str,
+    /// A page's date, or a task's text.
+    title: &'a str,
+    /// The page's date, or the day the task was first seen.
+    date: Date,
+    deleted_on: Date,
+    /// The day (UTC) it is purged for good unless restored before.
+    purge_on: Date,
+    /// For a page: how many of its tasks went to the trash with it.
+    tasks: usize,
+}
 
 pub fn def() -> ToolDef {
     ToolDef {
@@ -19,10 +46,7 @@ pub fn def() -> ToolDef {
         description: "List what is in the trash, newest deletion first: deleted pages and tasks, each with the day it is purged for good (30 days after deletion). restore_page or restore_task brings one back. `limit` defaults to 50 (max 200); pass `next_cursor` as `cursor` to continue.",
         scope: Scope::Read,
         class: ToolClass::Pages,
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
+        annotations: Annotations::READ_ONLY,
         input_schema: object_schema(
             json!({
                 "limit": limit_schema(50, 200),
@@ -30,23 +54,12 @@ pub fn def() -> ToolDef {
             }),
             &[],
         ),
-        output_schema: paged_object_schema(
-            json!({ "items": { "type": "array", "items": object_schema(json!({
-                "kind": { "type": "string", "enum": ["page", "task"] },
-                "id": { "type": "string", "description": "The page_id (restore_page) or task_link_id (restore_task)." },
-                "title": { "type": "string", "description": "A page's date, or a task's text." },
-                "date": { "type": "string", "description": "The page's date, or the day the task was first seen." },
-                "deleted_on": { "type": "string" },
-                "purge_on": { "type": "string", "description": "The day (UTC) it is purged for good unless restored before." },
-                "tasks": { "type": "integer", "description": "For a page: how many of its tasks went to the trash with it." }
-            }), &["kind", "id", "title", "date", "deleted_on", "purge_on", "tasks"]) } }),
-            &["items"],
-        ),
+        output_schema: output_schema::<Trash>(),
         handler: |ctx| Box::pin(run(ctx)),
     }
 }
 
-async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     let limit = ctx.args.limit("limit", 50, 200)?;
     let after = cursor::trash(ctx.args.opt_str("cursor")?)?;
     let (entries, more) = ctx
@@ -57,19 +70,23 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .last()
         .filter(|_| more)
         .map(|e| Cursor::Trash(trash_cursor_key(e)).encode());
-    let items: Vec<Value> = entries
+    let items = entries
         .iter()
-        .map(|e| {
-            json!({
-                "kind": e.kind,
-                "id": e.id,
-                "title": e.title,
-                "date": e.date,
-                "deleted_on": e.deleted_on,
-                "purge_on": e.purge_on,
-                "tasks": e.tasks,
-            })
+        .map(|e| TrashItem {
+            kind: e.kind,
+            id: &e.id,
+            title: &e.title,
+            date: e.date,
+            deleted_on: e.deleted_on,
+            purge_on: e.purge_on,
+            tasks: e.tasks,
         })
         .collect();
-    Ok(json!({ "items": items, "next_cursor": next_cursor, "limit_applied": limit }))
+    output(&Trash {
+        items,
+        paging: Paging {
+            next_cursor,
+            limit_applied: limit,
+        },
+    })
 }

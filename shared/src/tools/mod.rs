@@ -14,6 +14,7 @@ mod list_access;
 mod list_pages;
 mod list_tasks;
 mod list_trash;
+mod output;
 pub mod resources;
 mod restore_page;
 mod restore_task;
@@ -28,7 +29,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 pub use args::Args;
-pub use list_access::{record_json as access_record_json, rfc3339_ms};
+pub use list_access::{AccessRecordView, rfc3339_ms};
+pub use output::{Annotations, Output, Paging, Revisable, output, output_schema};
 
 use crate::auth::{Principal, Scope};
 use crate::domain::{PageId, TaskLinkId};
@@ -80,7 +82,7 @@ pub struct Ctx<'a> {
     pub args: Args<'a>,
 }
 
-type Handler = for<'a> fn(Ctx<'a>) -> BoxFuture<'a, Result<Value, ToolError>>;
+type Handler = for<'a> fn(Ctx<'a>) -> BoxFuture<'a, Result<Output, ToolError>>;
 
 /// The class function that owns a tool on AWS (DESIGN §3): the Lambda the `mcp` front invokes
 /// for it. Locally every class runs in the one process.
@@ -105,7 +107,8 @@ impl ToolClass {
     }
 }
 
-/// One tool of the catalog.
+/// One tool of the catalog: a tool is its module (arguments, handler, a typed output whose
+/// schema is derived, [`output_schema`]) plus one line in [`catalog`].
 pub struct ToolDef {
     pub name: &'static str,
     pub title: &'static str,
@@ -114,10 +117,7 @@ pub struct ToolDef {
     pub scope: Scope,
     /// The function that runs it on AWS.
     pub class: ToolClass,
-    pub read_only: bool,
-    pub destructive: bool,
-    pub idempotent: bool,
-    pub open_world: bool,
+    pub annotations: Annotations,
     pub input_schema: Value,
     pub output_schema: Value,
     pub handler: Handler,
@@ -169,7 +169,7 @@ pub trait Dispatch: Send + Sync {
         principal: &Principal,
         name: &str,
         args: Map<String, Value>,
-    ) -> Result<Value, ToolError>;
+    ) -> Result<Output, ToolError>;
 
     /// `resources/read` of `uri` ([`resources`]): the result's `contents`. On AWS the pages
     /// function reads it, as it runs the page tools.
@@ -211,7 +211,7 @@ impl Dispatch for InProcess {
         principal: &Principal,
         name: &str,
         args: Map<String, Value>,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<Output, ToolError> {
         let tool = permitted(principal, name)?;
         let args = Args::new(&args, tool.input_schema["properties"].as_object());
         args.check_known()?;
@@ -296,45 +296,138 @@ impl Opened {
             resources::NibUri::Task(id) => self.task(id),
         }
     }
-
-    /// Every `page_id` (and `id`, the connector tools' page id) and `task_link_id` anywhere in
-    /// `value`.
-    fn collect(&mut self, value: &Value) {
-        match value {
-            Value::Object(map) => {
-                for (key, v) in map {
-                    match (key.as_str(), v.as_str()) {
-                        ("page_id" | "id", Some(s)) => {
-                            if let Ok(id) = PageId::parse(s) {
-                                self.page(id);
-                            }
-                        }
-                        ("task_link_id", Some(s)) => {
-                            if let Ok(id) = TaskLinkId::parse(s) {
-                                self.task(id);
-                            }
-                        }
-                        _ => self.collect(v),
-                    }
-                }
-            }
-            Value::Array(items) => items.iter().for_each(|v| self.collect(v)),
-            _ => {}
-        }
-    }
 }
 
 /// What a successful call of `tool` answering `result` opened, for the access record; `None`
 /// when it records nothing: an unchanged answer (nothing was opened), or a tool of
 /// [`UNRECORDED`]. Every other tool is recorded by construction, new ones included: the ids
-/// come from the result, which names what the call showed.
-pub fn opened(tool: &str, result: &Value) -> Option<Opened> {
-    if UNRECORDED.contains(&tool) || result["unchanged"] == Value::Bool(true) {
+/// come from the result, which names what the call showed: every `page_id` (and `id`, the
+/// connector tools' page id) and `task_link_id` anywhere in it, read in one pass over its
+/// JSON (no tree is built).
+pub fn opened(tool: &str, result: &Output) -> Option<Opened> {
+    if UNRECORDED.contains(&tool) {
         return None;
     }
-    let mut opened = Opened::default();
-    opened.collect(result);
-    Some(opened)
+    let mut walk = IdWalk::default();
+    let mut de = serde_json::Deserializer::from_str(result.get());
+    serde::de::DeserializeSeed::deserialize(
+        Collect {
+            walk: &mut walk,
+            key: Key::Other,
+            top: true,
+        },
+        &mut de,
+    )
+    .ok()?;
+    (!walk.unchanged).then_some(walk.opened)
+}
+
+#[derive(Default)]
+struct IdWalk {
+    opened: Opened,
+    unchanged: bool,
+}
+
+/// The key a value sits under, as far as the access record cares.
+#[derive(Clone, Copy, PartialEq)]
+enum Key {
+    Page,
+    Task,
+    Unchanged,
+    Other,
+}
+
+/// One JSON value, walked: string ids under the keys that name them are collected.
+struct Collect<'w> {
+    walk: &'w mut IdWalk,
+    key: Key,
+    /// The value is the result itself (its `unchanged` is the answer's).
+    top: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Collect<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Collect<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        match self.key {
+            Key::Page => {
+                if let Ok(id) = PageId::parse(v) {
+                    self.walk.opened.page(id);
+                }
+            }
+            Key::Task => {
+                if let Ok(id) = TaskLinkId::parse(v) {
+                    self.walk.opened.task(id);
+                }
+            }
+            Key::Unchanged | Key::Other => {}
+        }
+        Ok(())
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<(), E> {
+        if self.key == Key::Unchanged && v {
+            self.walk.unchanged = true;
+        }
+        Ok(())
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(Collect {
+                walk: &mut *self.walk,
+                key: Key::Other,
+                top: false,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let key = match k.as_ref() {
+                "page_id" | "id" => Key::Page,
+                "task_link_id" => Key::Task,
+                "unchanged" if self.top => Key::Unchanged,
+                _ => Key::Other,
+            };
+            map.next_value_seed(Collect {
+                walk: &mut *self.walk,
+                key,
+                top: false,
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// `{"type":"object","properties":...,"required":[...],"additionalProperties":false}`.
@@ -348,10 +441,6 @@ pub(crate) fn object_schema(properties: Value, required: &[&str]) -> Value {
 }
 
 pub(crate) const DATE_PATTERN: &str = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$";
-
-pub(crate) fn nullable(kind: &str) -> Value {
-    serde_json::json!({ "type": [kind, "null"] })
-}
 
 /// The `limit` argument of a list: a whole number of at least 1, lowered to `max` when above
 /// it (no `maximum` in the schema, so that clients do not refuse the call before sending it).
@@ -372,68 +461,10 @@ pub(crate) fn cursor_schema() -> Value {
     })
 }
 
-/// The paging fields of a list's result: `next_cursor` (null when nothing more follows) and
-/// `limit_applied` (the limit used).
-pub(crate) fn paging_schema() -> [(&'static str, Value); 2] {
-    [
-        (
-            "next_cursor",
-            serde_json::json!({ "type": ["string", "null"], "description": "Pass as cursor to get what follows; null when nothing more follows." }),
-        ),
-        (
-            "limit_applied",
-            serde_json::json!({ "type": "integer", "description": "The limit used (a larger one is lowered to the maximum)." }),
-        ),
-    ]
-}
-
-/// `properties` (an object) with the paging fields added, and `required` with their names.
-pub(crate) fn paged_object_schema(mut properties: Value, required: &[&str]) -> Value {
-    let mut names: Vec<&str> = required.to_vec();
-    for (name, schema) in paging_schema() {
-        properties[name] = schema;
-        names.push(name);
-    }
-    object_schema(properties, &names)
-}
-
 /// The `if_revision` argument of a read that may answer "unchanged".
 pub(crate) fn if_revision_schema() -> Value {
     serde_json::json!({
         "type": "string",
         "description": "The revision of an answer you already have to this same call: if nothing it shows has changed, the answer is only {\"unchanged\": true, \"revision\"}. Any other value gets the whole answer.",
     })
-}
-
-/// The output schema of a read that may answer "unchanged": the whole answer (`schema`, an
-/// [`object_schema`]) with `unchanged: false` and its `revision`, or only
-/// `{"unchanged": true, "revision"}`.
-pub(crate) fn revisable(mut schema: Value) -> Value {
-    schema["properties"]["revision"] = serde_json::json!({
-        "type": "string",
-        "description": "This answer's revision: pass it as if_revision to the same call to hear whether anything changed.",
-    });
-    schema["properties"]["unchanged"] = serde_json::json!({
-        "type": "boolean",
-        "description": "true: nothing changed since the answer of if_revision, and only revision is sent.",
-    });
-    let full = schema["required"].take();
-    schema["required"] = serde_json::json!(["unchanged", "revision"]);
-    schema["anyOf"] = serde_json::json!([
-        { "properties": { "unchanged": { "const": false } }, "required": full },
-        { "properties": { "unchanged": { "const": true } } },
-    ]);
-    schema
-}
-
-/// The answer of a read whose `if_revision` is current.
-pub(crate) fn unchanged(revision: String) -> Value {
-    serde_json::json!({ "unchanged": true, "revision": revision })
-}
-
-/// A whole answer (`value`, an object) with `unchanged: false` and its `revision`.
-pub(crate) fn with_revision(mut value: Value, revision: String) -> Value {
-    value["unchanged"] = Value::Bool(false);
-    value["revision"] = Value::String(revision);
-    value
 }

@@ -1,10 +1,15 @@
 //! `restore_task {task_link_id}` -> `{"restored","task_link_id"}`: brings a task deleted with
 //! `delete_task` back exactly as it was.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
 
-use super::{Ctx, ToolClass, ToolDef, ToolError, object_schema};
+use super::{
+    Annotations, Ctx, Output, ToolClass, ToolDef, ToolError, object_schema, output, output_schema,
+};
 use crate::auth::Scope;
+use crate::domain::TaskLinkId;
 
 pub fn def() -> ToolDef {
     ToolDef {
@@ -13,27 +18,29 @@ pub fn def() -> ToolDef {
         description: "Bring a task back from the trash (list_trash) exactly as it was: status, history and every page it appears on. Tasks stay in the trash for 30 days. A task deleted with its page comes back with restore_page. Restoring a task that is not deleted changes nothing.",
         scope: Scope::Write,
         class: ToolClass::Tasks,
-        read_only: false,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
+        annotations: Annotations::IDEMPOTENT_WRITE,
         input_schema: object_schema(
             json!({ "task_link_id": { "type": "string", "description": "A task id from list_trash." } }),
             &["task_link_id"],
         ),
-        output_schema: object_schema(
-            json!({
-                "restored": { "type": "boolean", "description": "False when the task was not deleted." },
-                "task_link_id": { "type": "string" }
-            }),
-            &["restored", "task_link_id"],
-        ),
+        output_schema: output_schema::<TaskRestored>(),
         handler: |ctx| Box::pin(run(ctx)),
     }
 }
 
-async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+/// The task back from the trash.
+#[derive(Serialize, JsonSchema)]
+struct TaskRestored<'a> {
+    /// False when the task was not deleted.
+    restored: bool,
+    task_link_id: &'a TaskLinkId,
+}
+
+async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     let id = ctx.args.task_link_id("task_link_id")?;
     let r = ctx.notebook.restore_task(&ctx.principal.user, &id).await?;
-    Ok(json!({ "restored": r.restored, "task_link_id": id }))
+    output(&TaskRestored {
+        restored: r.restored,
+        task_link_id: &id,
+    })
 }

@@ -2,16 +2,38 @@
 //! `{"query","mode","results":[{page_id,date,snippet,line,page_url}],"next_cursor","limit_applied"}`,
 //! best first.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
 
 use super::cursor::{self, Cursor};
 use super::{
-    Ctx, ToolClass, ToolDef, ToolError, cursor_schema, limit_schema, object_schema,
-    paged_object_schema,
+    Annotations, Ctx, Output, Paging, ToolClass, ToolDef, ToolError, cursor_schema, limit_schema,
+    object_schema, output, output_schema,
 };
 use crate::auth::Scope;
 use crate::domain::text::{self, MAX_QUERY_CHARS, MAX_QUERY_TERMS};
+use crate::domain::{Date, PageId};
 use crate::notebook::{SearchMode, SearchOptions};
+
+/// The pages that match a query, best first.
+#[derive(Serialize, JsonSchema)]
+struct Found<'a> {
+    query: &'a str,
+    mode: SearchMode,
+    results: Vec<Hit>,
+    #[serde(flatten)]
+    paging: Paging,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Hit {
+    page_id: PageId,
+    date: Date,
+    snippet: String,
+    line: String,
+    page_url: String,
+}
 
 /// The `search_pages` options of `ctx`'s arguments: `mode` (default hybrid), `from`, `to`.
 pub(super) fn options(ctx: &Ctx<'_>) -> Result<SearchOptions, ToolError> {
@@ -39,10 +61,7 @@ pub fn def() -> ToolDef {
         description: "Search the pages by meaning and by words. `mode`: \"hybrid\" (default: both, fused), \"keyword\" (the words, ranked by BM25; they match in any form, \"specs\" finds \"spec\") or \"meaning\" (what the query means, in other words too: \"medical visit\" finds \"checkup with Dr. Alvarez\"). Put a phrase in double quotes to require it as written. `from`/`to` (YYYY-MM-DD, inclusive) keep only pages of those dates. Returns page ids, dates, a snippet and the best-matching line; at most 512 characters and 32 distinct words. `limit` defaults to 20 (max 100; more counts as 100); when more results follow, `next_cursor` is set: pass it as `cursor`, with the same query and options, to continue.",
         scope: Scope::Read,
         class: ToolClass::Pages,
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
+        annotations: Annotations::READ_ONLY,
         input_schema: object_schema(
             json!({
                 "query": { "type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": format!("Words, or a \"quoted phrase\"; at most {MAX_QUERY_CHARS} characters and {MAX_QUERY_TERMS} distinct words.") },
@@ -54,22 +73,12 @@ pub fn def() -> ToolDef {
             }),
             &["query"],
         ),
-        output_schema: paged_object_schema(
-            json!({
-                "query": { "type": "string" },
-                "mode": { "type": "string", "enum": SearchMode::NAMES },
-                "results": { "type": "array", "items": object_schema(json!({
-                    "page_id": { "type": "string" }, "date": { "type": "string" }, "snippet": { "type": "string" },
-                    "line": { "type": "string" }, "page_url": { "type": "string" }
-                }), &["page_id", "date", "snippet", "line", "page_url"]) }
-            }),
-            &["query", "results"],
-        ),
+        output_schema: output_schema::<Found>(),
         handler: |ctx| Box::pin(run(ctx)),
     }
 }
 
-async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     let query = ctx.args.text("query", MAX_QUERY_CHARS)?;
     // Refused here, naming the argument, before the notebook reads anything.
     text::parse_bounded_query(query).map_err(|e| ToolError::invalid("query", e.to_string()))?;
@@ -88,11 +97,23 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .search_with(&ctx.principal.user, query, &opts, offset, limit)
         .await?;
     let next_cursor = more.then(|| Cursor::search(offset + hits.len(), &ranking).encode());
-    let results: Vec<Value> = hits
+    let results = hits
         .into_iter()
-        .map(|h| json!({ "page_id": h.page_id, "date": h.date, "snippet": h.snippet, "line": h.line, "page_url": ctx.notebook.page_url(&h.page_id) }))
+        .map(|h| Hit {
+            page_url: ctx.notebook.page_url(&h.page_id),
+            page_id: h.page_id,
+            date: h.date,
+            snippet: h.snippet,
+            line: h.line,
+        })
         .collect();
-    Ok(
-        json!({ "query": query, "mode": opts.mode.as_str(), "results": results, "next_cursor": next_cursor, "limit_applied": limit }),
-    )
+    output(&Found {
+        query,
+        mode: opts.mode,
+        results,
+        paging: Paging {
+            next_cursor,
+            limit_applied: limit,
+        },
+    })
 }

@@ -1,10 +1,15 @@
 //! `update_task_status {task_link_id, status}` ->
 //! `{"task_link_id","updated","status","text","notion_updated"}`.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
 
-use super::{Ctx, ToolClass, ToolDef, ToolError, object_schema};
+use super::{
+    Annotations, Ctx, Output, ToolClass, ToolDef, ToolError, object_schema, output, output_schema,
+};
 use crate::auth::Scope;
+use crate::domain::TaskLinkId;
 use crate::domain::TaskStatus;
 
 pub fn def() -> ToolDef {
@@ -14,10 +19,7 @@ pub fn def() -> ToolDef {
         description: "Mark a task todo, done or cancelled. Idempotent. The status is reconciled with the pages: a page dated later than this update still decides.",
         scope: Scope::Write,
         class: ToolClass::Tasks,
-        read_only: false,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
+        annotations: Annotations::IDEMPOTENT_WRITE,
         input_schema: object_schema(
             json!({
                 "task_link_id": { "type": "string" },
@@ -25,27 +27,22 @@ pub fn def() -> ToolDef {
             }),
             &["task_link_id", "status"],
         ),
-        output_schema: object_schema(
-            json!({
-                "task_link_id": { "type": "string" },
-                "updated": { "type": "boolean" },
-                "status": { "type": "string", "enum": ["todo", "done", "cancelled"] },
-                "text": { "type": "string" },
-                "notion_updated": { "type": "boolean" }
-            }),
-            &[
-                "task_link_id",
-                "updated",
-                "status",
-                "text",
-                "notion_updated",
-            ],
-        ),
+        output_schema: output_schema::<Updated>(),
         handler: |ctx| Box::pin(run(ctx)),
     }
 }
 
-async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
+/// The task with its new status.
+#[derive(Serialize, JsonSchema)]
+struct Updated<'a> {
+    task_link_id: &'a TaskLinkId,
+    updated: bool,
+    status: TaskStatus,
+    text: &'a str,
+    notion_updated: bool,
+}
+
+async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     let status = ctx
         .args
         .choice("status", &["todo", "done", "cancelled"], None)?;
@@ -55,7 +52,11 @@ async fn run(ctx: Ctx<'_>) -> Result<Value, ToolError> {
         .notebook
         .update_task_status_pushed(&ctx.principal.user, &id, status)
         .await?;
-    Ok(
-        json!({ "task_link_id": id, "updated": true, "status": t.status, "text": t.text, "notion_updated": notion_updated }),
-    )
+    output(&Updated {
+        task_link_id: &id,
+        updated: true,
+        status: t.status,
+        text: &t.text,
+        notion_updated,
+    })
 }

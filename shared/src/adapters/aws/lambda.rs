@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use crate::auth::Principal;
 use crate::tools::invocation::{ToolInvocation, ToolReply};
 use crate::tools::resources::READ_RESOURCE;
-use crate::tools::{Dispatch, ToolClass, ToolError, permitted};
+use crate::tools::{Dispatch, Output, ToolClass, ToolError, permitted};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
@@ -107,7 +107,7 @@ impl Dispatch for LambdaDispatch {
         principal: &Principal,
         name: &str,
         args: Map<String, Value>,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<Output, ToolError> {
         let tool = permitted(principal, name)?;
         let function = self.function(tool.class);
         let payload = serde_json::to_vec(&ToolInvocation {
@@ -137,12 +137,12 @@ impl Dispatch for LambdaDispatch {
             arguments,
         })
         .expect("an invocation serializes");
-        let value = match self.invoke(function, payload).await {
+        let output = match self.invoke(function, payload).await {
             Ok(reply) => reply.into_outcome(function)?,
             Err(e) => return Err(ToolError::Unavailable(Box::new(e))),
         };
-        match value {
-            Value::Array(contents) => Ok(contents),
+        match serde_json::from_str(output.get()) {
+            Ok(Value::Array(contents)) => Ok(contents),
             _ => Err(ToolError::Unavailable(Box::new(DispatchError::Function {
                 function: function.to_owned(),
                 kind: "BadReply".into(),
