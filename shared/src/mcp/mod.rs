@@ -453,7 +453,7 @@ mod tool_result_tests {
             "lines": [{ "n": 1, "done": null }], "unchanged": false,
         });
         let output = serde_json::value::to_raw_value(&value).unwrap();
-        let links = vec![page_resource("p1", "2026-06-19")];
+        let links = [page_resource("p1", "2026-06-19")];
         for stateless in [false, true] {
             for (links, can_write) in [(&links[..0], None), (&links[..], Some(true))] {
                 let ours: Value =
