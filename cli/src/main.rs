@@ -451,7 +451,8 @@ fn user_id(s: &str) -> anyhow::Result<UserId> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    nib::telemetry::init();
+    // Written when `main` returns (every command returns through here).
+    let _log = nib::telemetry::init_background();
     let cli = Cli::parse();
     let target = Target {
         backend: if cli.from_terraform.is_some() {

@@ -82,6 +82,25 @@ pub fn init() {
     let _ = subscriber(rust_log.as_deref(), json, std::io::stderr).try_init();
 }
 
+/// Keeps the log writer of [`init_background`] running; dropping it writes what is left.
+pub type LogGuard = tracing_appender::non_blocking::WorkerGuard;
+
+/// [`init`], but the lines are written to stderr by a thread of their own: a request's worker
+/// formats its line and hands it over instead of waiting on the write (`nib` and its
+/// commands; not the Lambda functions, whose instance may be frozen right after a reply, with
+/// lines still waiting). Lines are never dropped: a full buffer (128k lines) makes the logging
+/// thread wait. Hold the guard until the process ends.
+pub fn init_background() -> LogGuard {
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let json = std::env::var("NIB_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("nib-log")
+        .finish(std::io::stderr());
+    let _ = subscriber(rust_log.as_deref(), json, writer).try_init();
+    guard
+}
+
 /// An error and its sources, joined with `: `, for one log line.
 pub fn chain(error: &(dyn Error + 'static)) -> String {
     let mut out = error.to_string();

@@ -11,7 +11,6 @@ use rmcp::model::{
     CacheScope, ErrorData, ListResourceTemplatesResult, ListResourcesResult, ProtocolVersion,
     ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
 };
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
@@ -19,7 +18,7 @@ use super::{NibMcp, icons};
 use crate::auth::Principal;
 use crate::telemetry;
 use crate::tools::resources::{IMAGE_TEMPLATE, NibUri, PAGE_TEMPLATE, TASK_TEMPLATE};
-use crate::tools::{ToolError, resources};
+use crate::tools::{ToolError, resources, scan};
 
 /// Pages per `resources/list` page.
 pub const RESOURCES_PAGE_SIZE: usize = 50;
@@ -177,71 +176,42 @@ fn internal(id: &str, method: &str, e: &ToolError) -> ErrorData {
     internal_error(id)
 }
 
-/// What a tool's output names of pages, for its resource links: read from its JSON without
-/// building a tree (everything else is skipped).
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Named {
-    page_id: Option<String>,
-    /// `fetch`'s page id.
-    id: Option<String>,
-    date: Option<String>,
-    png_url: Option<String>,
-    metadata: Option<Dated>,
-    /// `list_pages`'s pages.
-    pages: Vec<PageRef>,
-    /// `search_pages`'s hits.
-    results: Vec<PageRef>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Dated {
-    date: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct PageRef {
-    page_id: Option<String>,
-    date: Option<String>,
-}
-
 /// The resource links a tool's result names (only for revisions that have them): the pages
-/// of `get_page`, `fetch`, `list_pages` and `search_pages`, and `get_page`'s image.
+/// of `get_page`, `fetch`, `list_pages` and `search_pages`, and `get_page`'s image. Read from
+/// the output's JSON by [`scan::fields`] (no parse): each page's id comes before its date, as
+/// the outputs' types declare them, and pairs go in order.
 pub(super) fn links_for(tool: &str, output: &RawValue, version: &ProtocolVersion) -> Vec<Resource> {
-    if !supports_resource_links(version)
-        || !matches!(tool, "get_page" | "fetch" | "list_pages" | "search_pages")
-    {
+    let id_key = match tool {
+        "get_page" | "list_pages" | "search_pages" => "page_id",
+        "fetch" => "id",
+        _ => return Vec::new(),
+    };
+    if !supports_resource_links(version) {
         return Vec::new();
     }
-    let named: Named = serde_json::from_str(output.get()).unwrap_or_default();
-    match tool {
-        "get_page" => match (&named.page_id, &named.date) {
-            (Some(id), Some(date)) => {
-                let mut links = vec![page_resource(id, date)];
-                if named.png_url.is_some() {
-                    links.push(image_resource(id, date));
-                }
-                links
-            }
-            _ => Vec::new(),
-        },
-        "fetch" => match (&named.id, named.metadata.and_then(|m| m.date)) {
-            (Some(id), Some(date)) => vec![page_resource(id, &date)],
-            _ => Vec::new(),
-        },
-        _ => {
-            let list = if tool == "list_pages" {
-                named.pages
-            } else {
-                named.results
-            };
-            list.into_iter()
-                .filter_map(|p| Some(page_resource(&p.page_id?, &p.date?)))
-                .collect()
+    let json = output.get();
+    let mut pages: Vec<(&str, &str)> = Vec::new();
+    let mut id = None;
+    for (key, value) in scan::fields(json, &[id_key, "date"]) {
+        match (key, id.take()) {
+            (0, _) => id = Some(value),
+            (_, Some(page)) => pages.push((page, value)),
+            (_, None) => {}
         }
     }
+    if tool == "get_page" {
+        return match pages.first() {
+            Some(&(id, date)) if scan::has_string(json, "png_url") => {
+                vec![page_resource(id, date), image_resource(id, date)]
+            }
+            Some(&(id, date)) => vec![page_resource(id, date)],
+            None => Vec::new(),
+        };
+    }
+    pages
+        .into_iter()
+        .map(|(id, date)| page_resource(id, date))
+        .collect()
 }
 
 #[cfg(test)]
@@ -250,8 +220,9 @@ mod tests {
 
     #[test]
     fn links_only_from_2025_06_18() {
-        let page = serde_json::value::to_raw_value(
-            &json!({ "page_id": "p1", "date": "2026-06-19", "png_url": "https://x" }),
+        // As get_page writes it: the id, then the date.
+        let page = serde_json::value::RawValue::from_string(
+            r#"{"page_id":"p1","date":"2026-06-19","png_url":"https://x"}"#.into(),
         )
         .unwrap();
         assert!(links_for("get_page", &page, &ProtocolVersion::V_2025_03_26).is_empty());

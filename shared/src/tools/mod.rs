@@ -16,6 +16,7 @@ mod list_tasks;
 mod list_trash;
 mod output;
 pub mod resources;
+pub mod scan;
 mod restore_page;
 mod restore_task;
 mod search;
@@ -302,132 +303,23 @@ impl Opened {
 /// when it records nothing: an unchanged answer (nothing was opened), or a tool of
 /// [`UNRECORDED`]. Every other tool is recorded by construction, new ones included: the ids
 /// come from the result, which names what the call showed: every `page_id` (and `id`, the
-/// connector tools' page id) and `task_link_id` anywhere in it, read in one pass over its
-/// JSON (no tree is built).
+/// connector tools' page id) and `task_link_id` in it ([`scan::fields`], no parse).
 pub fn opened(tool: &str, result: &Output) -> Option<Opened> {
-    if UNRECORDED.contains(&tool) {
+    // An unchanged answer is `Revisable::Unchanged`, which writes `unchanged` first.
+    if UNRECORDED.contains(&tool) || result.get().starts_with(r#"{"unchanged":true"#) {
         return None;
     }
-    let mut walk = IdWalk::default();
-    let mut de = serde_json::Deserializer::from_str(result.get());
-    serde::de::DeserializeSeed::deserialize(
-        Collect {
-            walk: &mut walk,
-            key: Key::Other,
-            top: true,
-        },
-        &mut de,
-    )
-    .ok()?;
-    (!walk.unchanged).then_some(walk.opened)
-}
-
-#[derive(Default)]
-struct IdWalk {
-    opened: Opened,
-    unchanged: bool,
-}
-
-/// The key a value sits under, as far as the access record cares.
-#[derive(Clone, Copy, PartialEq)]
-enum Key {
-    Page,
-    Task,
-    Unchanged,
-    Other,
-}
-
-/// One JSON value, walked: string ids under the keys that name them are collected.
-struct Collect<'w> {
-    walk: &'w mut IdWalk,
-    key: Key,
-    /// The value is the result itself (its `unchanged` is the answer's).
-    top: bool,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for Collect<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Collect<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
-        match self.key {
-            Key::Page => {
-                if let Ok(id) = PageId::parse(v) {
-                    self.walk.opened.page(id);
-                }
+    let mut opened = Opened::default();
+    for (key, value) in scan::fields(result.get(), &["page_id", "id", "task_link_id"]) {
+        if key < 2 {
+            if let Ok(id) = PageId::parse(value) {
+                opened.page(id);
             }
-            Key::Task => {
-                if let Ok(id) = TaskLinkId::parse(v) {
-                    self.walk.opened.task(id);
-                }
-            }
-            Key::Unchanged | Key::Other => {}
+        } else if let Ok(id) = TaskLinkId::parse(value) {
+            opened.task(id);
         }
-        Ok(())
     }
-
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<(), E> {
-        if self.key == Key::Unchanged && v {
-            self.walk.unchanged = true;
-        }
-        Ok(())
-    }
-
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq
-            .next_element_seed(Collect {
-                walk: &mut *self.walk,
-                key: Key::Other,
-                top: false,
-            })?
-            .is_some()
-        {}
-        Ok(())
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let key = match k.as_ref() {
-                "page_id" | "id" => Key::Page,
-                "task_link_id" => Key::Task,
-                "unchanged" if self.top => Key::Unchanged,
-                _ => Key::Other,
-            };
-            map.next_value_seed(Collect {
-                walk: &mut *self.walk,
-                key,
-                top: false,
-            })?;
-        }
-        Ok(())
-    }
+    Some(opened)
 }
 
 /// `{"type":"object","properties":...,"required":[...],"additionalProperties":false}`.
