@@ -452,7 +452,7 @@ fn user_id(s: &str) -> anyhow::Result<UserId> {
 #[tokio::main]
 async fn main() -> ExitCode {
     // Written when `main` returns (every command returns through here).
-    let _log = nib::telemetry::init_background();
+    let _log = nib::telemetry::init_batched();
     let cli = Cli::parse();
     let target = Target {
         backend: if cli.from_terraform.is_some() {

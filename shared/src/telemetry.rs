@@ -82,23 +82,121 @@ pub fn init() {
     let _ = subscriber(rust_log.as_deref(), json, std::io::stderr).try_init();
 }
 
-/// Keeps the log writer of [`init_background`] running; dropping it writes what is left.
-pub type LogGuard = tracing_appender::non_blocking::WorkerGuard;
+/// How often [`init_batched`]'s thread writes the lines gathered since.
+const LOG_BATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+/// Past this many bytes waiting, a line's writer writes the batch itself.
+const LOG_BATCH_BYTES: usize = 1 << 20;
 
-/// [`init`], but the lines are written to stderr by a thread of their own: a request's worker
-/// formats its line and hands it over instead of waiting on the write (`nib` and its
-/// commands; not the Lambda functions, whose instance may be frozen right after a reply, with
-/// lines still waiting). Lines are never dropped: a full buffer (128k lines) makes the logging
-/// thread wait. Hold the guard until the process ends.
-pub fn init_background() -> LogGuard {
+/// [`init`], but the lines are gathered in memory and written to stderr a batch at a time, by
+/// a thread of their own, every 50 ms (a request's worker formats its line and appends it:
+/// no system call, no thread woken per line; handing each line to a writer thread woke it
+/// every time and cost more than the write). `nib` and its commands use it; the Lambda
+/// functions do not (an instance may be frozen right after a reply, its lines still waiting).
+/// The guard writes what is left when it drops; a process killed outright loses at most the
+/// last 50 ms of lines.
+pub fn init_batched() -> LogGuard {
     let rust_log = std::env::var("RUST_LOG").ok();
     let json = std::env::var("NIB_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("nib-log")
-        .finish(std::io::stderr());
-    let _ = subscriber(rust_log.as_deref(), json, writer).try_init();
-    guard
+    let batch = Batched::default();
+    let shared = batch.0.clone();
+    let thread = std::thread::Builder::new()
+        .name("nib-log".into())
+        .spawn(move || {
+            let mut stopped = shared.stopped.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                let done = *stopped;
+                drop(stopped);
+                shared.write_out();
+                if done {
+                    return;
+                }
+                stopped = shared
+                    .wake
+                    .wait_timeout(
+                        shared.stopped.lock().unwrap_or_else(|e| e.into_inner()),
+                        LOG_BATCH_INTERVAL,
+                    )
+                    .map(|(guard, _)| guard)
+                    .unwrap_or_else(|e| e.into_inner().0);
+            }
+        })
+        .ok();
+    let _ = subscriber(rust_log.as_deref(), json, batch.clone()).try_init();
+    LogGuard {
+        shared: batch.0,
+        thread,
+    }
+}
+
+/// Keeps [`init_batched`]'s writer running; dropping it writes what is left.
+pub struct LogGuard {
+    shared: std::sync::Arc<BatchShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for LogGuard {
+    fn drop(&mut self) {
+        *self
+            .shared
+            .stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = true;
+        self.shared.wake.notify_all();
+        match self.thread.take() {
+            Some(t) => {
+                let _ = t.join();
+            }
+            None => self.shared.write_out(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct BatchShared {
+    lines: std::sync::Mutex<Vec<u8>>,
+    stopped: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl BatchShared {
+    /// Writes the lines waiting to stderr (outside the lock).
+    fn write_out(&self) {
+        let lines = std::mem::take(&mut *self.lines.lock().unwrap_or_else(|e| e.into_inner()));
+        if !lines.is_empty() {
+            use std::io::Write as _;
+            let _ = std::io::stderr().lock().write_all(&lines);
+        }
+    }
+}
+
+/// The lines of [`init_batched`], appended in memory.
+#[derive(Clone, Default)]
+struct Batched(std::sync::Arc<BatchShared>);
+
+impl std::io::Write for Batched {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let full = {
+            let mut lines = self.0.lines.lock().unwrap_or_else(|e| e.into_inner());
+            lines.extend_from_slice(buf);
+            lines.len() > LOG_BATCH_BYTES
+        };
+        if full {
+            self.0.write_out();
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Batched {
+    type Writer = Batched;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
 }
 
 /// An error and its sources, joined with `: `, for one log line.

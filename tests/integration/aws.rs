@@ -152,16 +152,22 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
 
     // A page with task lines also reads its tasks' statuses, in a second BatchGetItem.
     let with_tasks = app.page_of("2026-06-16").await;
-    let (_, calls) = tool(&app, "get_page", json!({ "page_id": with_tasks })).await;
+    let (first, calls) = tool(&app, "get_page", json!({ "page_id": with_tasks })).await;
     assert_eq!(
         calls,
         counts(&[("DynamoDB", "BatchGetItem", 2), ("DynamoDB", "PutItem", 1)]),
         "get_page with task lines"
     );
+    // Read again at the same revision, in the same process: the answer kept by its revision,
+    // so the page and revision items alone (no task statuses opened again).
+    let (again, calls) = tool(&app, "get_page", json!({ "page_id": with_tasks })).await;
+    assert_eq!(again, first);
+    assert_eq!(calls, page_read, "get_page again, its answer kept");
 
-    // With the key not cached (a cold process): the key items and one Decrypt after the
-    // page; an unchanged answer opens nothing, so it needs neither.
+    // With the key not cached (a cold process, no answer kept either): the key items and one
+    // Decrypt after the page; an unchanged answer opens nothing, so it needs neither.
     app.app.vault.forget(&UserId::parse("default").unwrap());
+    app.app.notebook.answers().clear();
     let (same, calls) = tool(
         &app,
         "get_page",

@@ -92,7 +92,7 @@ async fn serve_prints_url_and_a_token_once_and_logs_requests_without_secrets() {
     assert_eq!(body["error"]["data"]["correlationId"], bad_cid.as_str());
 
     // Stop the server and read everything it logged.
-    let _ = server.child.kill();
+    crate::helpers::stop(&mut server.child);
     let mut logs = String::new();
     server
         .child

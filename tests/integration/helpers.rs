@@ -16,6 +16,23 @@ use tempfile::TempDir;
 
 pub const LATEST_LEGACY: &str = "2025-11-25";
 
+/// Stops a `nib` process as an operator would (SIGTERM), so that it shuts down gracefully and
+/// writes the log lines it still holds; killed if it is not gone within ten seconds.
+pub fn stop(child: &mut std::process::Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 pub fn sample_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sample")
 }

@@ -31,6 +31,7 @@ macro_rules! notebook_tests {
             a_hundred_concurrent_creates_of_one_text_make_one_task,
             a_task_reopened_in_the_same_second_is_open,
             line_statuses_speak_the_page_vocabulary,
+            a_page_read_again_shows_every_write_since,
             toggling_a_task_keeps_its_history_bounded,
             search_queries_are_bounded,
             limits_above_the_maximum_are_lowered,
@@ -835,6 +836,45 @@ pub async fn a_task_reopened_in_the_same_second_is_open(app: &TestApp) {
 
 /// Issue 11, item 15: a line's `status` is in the page vocabulary like its `page_status`
 /// (`open`, `done`, `cancelled`, `migrated`); `todo` is only for task objects.
+/// A page read twice at one revision is answered the second time from the answer kept for it
+/// (`notebook::answers`); any write in between, here or on another page, is a new revision and
+/// shows.
+pub async fn a_page_read_again_shows_every_write_since(app: &TestApp) {
+    let page_id = app.page_of("2026-06-16").await;
+    let read = || app.call("get_page", json!({ "page_id": page_id }));
+    let first = read().await;
+    assert_eq!(read().await, first, "the same revision, the same answer");
+    // A status changed elsewhere (a task's update) shows on the page.
+    let task = line(&first, "Follow up on API spec")["task_link_id"].clone();
+    app.call(
+        "update_task_status",
+        json!({ "task_link_id": task, "status": "done" }),
+    )
+    .await;
+    let after = read().await;
+    assert_ne!(after["revision"], first["revision"]);
+    assert_eq!(line(&after, "Follow up on API spec")["status"], "done");
+    // A task added to the page's date shows as a new line.
+    app.call(
+        "create_task",
+        json!({ "target_date": "2026-06-16", "text": "water the ferns" }),
+    )
+    .await;
+    let added = read().await;
+    assert_eq!(line(&added, "water the ferns")["notation"], "task");
+    // Unchanged reads still say so, and their revision is the kept answer's.
+    let same = app
+        .call(
+            "get_page",
+            json!({ "page_id": page_id, "if_revision": added["revision"] }),
+        )
+        .await;
+    assert_eq!(
+        same,
+        json!({ "unchanged": true, "revision": added["revision"] })
+    );
+}
+
 pub async fn line_statuses_speak_the_page_vocabulary(app: &TestApp) {
     let vocabulary = [
         json!("open"),

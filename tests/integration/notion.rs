@@ -933,7 +933,7 @@ async fn serve_and_push(data: &std::path::Path, notion: &NotionStandin) -> (Valu
     .unwrap();
     let done = done["result"]["structuredContent"].clone();
     let logs = tokio::task::spawn_blocking(move || {
-        let _ = child.kill();
+        crate::helpers::stop(&mut child);
         let mut logs = String::new();
         child
             .stderr

@@ -9,6 +9,7 @@
 //! not at all, under optimistic concurrency (item versions), retried on conflict.
 
 mod access;
+pub mod answers;
 mod bundle;
 mod import;
 mod notion;
@@ -40,7 +41,7 @@ pub use rank::{
     Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex, merge, rank, rescored,
 };
 pub use resources::{PageImage, TaskResource};
-pub use revision::{Revised, revision_token};
+pub use revision::{PageAtRevision, revision_token};
 pub use search::{
     HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, SearchHit, SearchMode,
     SearchOptions, hybrid_score,
@@ -120,6 +121,8 @@ pub struct Notebook {
     access: Arc<AccessLog>,
     /// The users' open search indexes at their notebook's revision (`search_index`).
     search_cache: Arc<search_index::SearchCache>,
+    /// Answers of reads kept by their revision (`answers`).
+    answers: Arc<answers::AnswerCache>,
 }
 
 impl Notebook {
@@ -140,7 +143,13 @@ impl Notebook {
             ocr: None,
             notion: None,
             search_cache: Arc::default(),
+            answers: Arc::default(),
         }
+    }
+
+    /// Answers of reads kept by their revision token.
+    pub fn answers(&self) -> &answers::AnswerCache {
+        &self.answers
     }
 
     /// The access record's writer.

@@ -712,7 +712,7 @@ impl Notebook {
         let Some(page) = self.load_page_head(user, page_id).await? else {
             return Err(self.page_missing(user, page_id).await);
         };
-        self.page_view(user, page).await
+        self.open_page(user, page).await
     }
 
     /// The error of a read of a page that is not there: in the trash (and how to restore it),
@@ -727,7 +727,7 @@ impl Notebook {
 
     /// The whole page of an item read: opens the user's keys, the page's sealed fields and its
     /// tasks' statuses, and signs its ink URLs.
-    pub(super) async fn page_view(
+    pub(super) async fn open_page(
         &self,
         user: &UserId,
         page: PageHead,

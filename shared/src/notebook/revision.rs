@@ -18,15 +18,6 @@ use super::records::{self, PageHead, decode, page_sk, user_pk};
 use super::{Notebook, NotebookError, PageView};
 use crate::domain::{PageId, UserId};
 
-/// A read that may be answered as unchanged.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Revised<T> {
-    /// `if_revision` was the current revision: nothing was opened.
-    Unchanged { revision: String },
-    /// The whole answer, and its revision.
-    Full { value: T, revision: String },
-}
-
 /// The revision token of an answer that depends on `parts`.
 pub fn revision_token(parts: &[&str]) -> String {
     let mut h = Sha256::new();
@@ -44,15 +35,13 @@ impl Notebook {
         Ok(records::revision_of(item.as_ref()))
     }
 
-    /// [`Notebook::get_page`], or `Unchanged` when `if_revision` is the page's current
-    /// revision. Reads the page and revision items in one batch; the user's keys are opened
-    /// only for the full answer.
-    pub async fn get_page_if(
+    /// A page's item and its current revision: the page and revision items in one batch,
+    /// nothing opened. [`Notebook::page_view`] opens it when the whole answer is wanted.
+    pub async fn page_revision(
         &self,
         user: &UserId,
         page_id: &PageId,
-        if_revision: Option<&str>,
-    ) -> Result<Revised<PageView>, NotebookError> {
+    ) -> Result<PageAtRevision, NotebookError> {
         let pk = user_pk(user);
         let keys = [
             (pk.clone(), page_sk(page_id)),
@@ -78,12 +67,23 @@ impl Notebook {
             &notebook.to_string(),
             &url_window,
         ]);
-        if if_revision == Some(revision.as_str()) {
-            return Ok(Revised::Unchanged { revision });
-        }
-        let value = self.page_view(user, head).await?;
-        Ok(Revised::Full { value, revision })
+        Ok(PageAtRevision { head, revision })
     }
+
+    /// The whole page of a [`Notebook::page_revision`] read.
+    pub async fn page_view(
+        &self,
+        user: &UserId,
+        page: PageAtRevision,
+    ) -> Result<PageView, NotebookError> {
+        self.open_page(user, page.head).await
+    }
+}
+
+/// A page item read, not opened, and its revision token.
+pub struct PageAtRevision {
+    head: PageHead,
+    pub revision: String,
 }
 
 #[cfg(test)]

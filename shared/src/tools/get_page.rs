@@ -10,7 +10,7 @@ use super::{
     object_schema, output, output_schema,
 };
 use crate::auth::Scope;
-use crate::notebook::{LineView, Revised};
+use crate::notebook::LineView;
 
 /// A page: its text, its lines and signed links to its ink.
 #[derive(Serialize, JsonSchema)]
@@ -58,16 +58,17 @@ pub fn def() -> ToolDef {
 async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     let page_id = ctx.args.page_id("page_id")?;
     let if_revision = ctx.args.opt_str("if_revision")?;
-    let (p, revision) = match ctx
-        .notebook
-        .get_page_if(&ctx.principal.user, &page_id, if_revision)
-        .await?
-    {
-        Revised::Unchanged { revision } => {
-            return output(&Revisable::<PageOutput>::Unchanged { revision });
-        }
-        Revised::Full { value, revision } => (value, revision),
-    };
+    let user = &ctx.principal.user;
+    let page = ctx.notebook.page_revision(user, &page_id).await?;
+    let revision = page.revision.clone();
+    if if_revision == Some(revision.as_str()) {
+        return output(&Revisable::<PageOutput>::Unchanged { revision });
+    }
+    // The same revision answers the same: kept from an earlier read (`notebook::answers`).
+    if let Some(kept) = ctx.notebook.answers().get(user, &revision) {
+        return Ok((*kept).to_owned());
+    }
+    let p = ctx.notebook.page_view(user, page).await?;
     let answer = PageOutput {
         page_id: &p.page_id,
         date: p.date,
@@ -81,5 +82,10 @@ async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
         signed_url_ttl_seconds: p.signed_url_ttl_seconds,
         page_url: ctx.notebook.page_url(&p.page_id),
     };
-    output(&Revisable::Full { answer, revision })
+    let out = output(&Revisable::Full {
+        answer,
+        revision: revision.clone(),
+    })?;
+    ctx.notebook.answers().put(user, &revision, &out);
+    Ok(out)
 }

@@ -44,7 +44,13 @@ fn value_starts(json: &str, key: &str) -> Vec<usize> {
 
 /// Whether the quote at `at` is escaped: an odd run of backslashes before it.
 fn escaped(bytes: &[u8], at: usize) -> bool {
-    bytes[..at].iter().rev().take_while(|b| **b == b'\\').count() % 2 == 1
+    bytes[..at]
+        .iter()
+        .rev()
+        .take_while(|b| **b == b'\\')
+        .count()
+        % 2
+        == 1
 }
 
 /// Whether some field `key` of `json`, at any depth, is a string (not `null` or absent).

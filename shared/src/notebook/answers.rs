@@ -1,0 +1,124 @@
+//! Answers kept by their revision: a read whose revision token ([`super::revision_token`])
+//! is the same answers the same, so the second time it is not opened, decrypted and written
+//! again. The token names everything the answer depends on (that is what lets `if_revision`
+//! say "unchanged"), so a kept answer is the one the read would give. For a page with ink
+//! that includes the half of the signed URLs' lifetime the read falls in: a kept answer's URLs
+//! were signed at most half their lifetime before (as a client's own `if_revision` answer).
+//!
+//! Per process, bounded in bytes, first in first out (a notebook write changes every token of
+//! its user, and the old answers age out). Keyed by the verified user and the token; the
+//! answers are opaque JSON here (a tool's serialized output), held only in memory.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde_json::value::RawValue;
+
+use crate::domain::UserId;
+
+/// How many bytes of answers a process keeps.
+pub const ANSWER_CACHE_BYTES: usize = 4 << 20;
+/// An answer larger than this is not kept (it would push out many others).
+const LARGEST_KEPT: usize = 256 << 10;
+
+type Key = (UserId, String);
+
+#[derive(Debug, Default)]
+struct Kept {
+    answers: HashMap<Key, Arc<RawValue>>,
+    order: VecDeque<Key>,
+    bytes: usize,
+}
+
+/// The kept answers.
+#[derive(Debug, Default)]
+pub struct AnswerCache {
+    kept: Mutex<Kept>,
+}
+
+impl AnswerCache {
+    /// The answer kept for `user` at `revision`.
+    pub fn get(&self, user: &UserId, revision: &str) -> Option<Arc<RawValue>> {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.answers
+            .get(&(user.clone(), revision.to_owned()))
+            .cloned()
+    }
+
+    /// Keeps `answer` for `user` at `revision`, letting the oldest answers go over the budget.
+    pub fn put(&self, user: &UserId, revision: &str, answer: &RawValue) {
+        let size = answer.get().len();
+        if size > LARGEST_KEPT {
+            return;
+        }
+        let key = (user.clone(), revision.to_owned());
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = &mut *kept;
+        if kept.answers.contains_key(&key) {
+            return;
+        }
+        kept.bytes += size;
+        kept.answers
+            .insert(key.clone(), Arc::from(answer.to_owned()));
+        kept.order.push_back(key);
+        while kept.bytes > ANSWER_CACHE_BYTES {
+            let Some(oldest) = kept.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = kept.answers.remove(&oldest) {
+                kept.bytes -= gone.get().len();
+            }
+        }
+    }
+
+    /// Forgets every answer (a process starting cold, in tests).
+    pub fn clear(&self) {
+        *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = Kept::default();
+    }
+
+    /// Bytes of answers kept.
+    pub fn bytes(&self) -> usize {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner()).bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_kept_per_user_and_revision_within_the_budget() {
+        let cache = AnswerCache::default();
+        let alice = UserId::parse("alice").unwrap();
+        let bob = UserId::parse("bob").unwrap();
+        let json = |s: String| RawValue::from_string(s).unwrap();
+        cache.put(&alice, "r1.a", &json(r#"{"a":1}"#.into()));
+        assert_eq!(cache.get(&alice, "r1.a").unwrap().get(), r#"{"a":1}"#);
+        // Another user's read of the same revision is not this one's.
+        assert!(cache.get(&bob, "r1.a").is_none());
+        assert!(cache.get(&alice, "r1.b").is_none());
+        // Past the budget the oldest go first.
+        let big = json(format!("\"{}\"", "x".repeat(200 << 10)));
+        for n in 0..(ANSWER_CACHE_BYTES / (200 << 10) + 2) {
+            cache.put(&bob, &format!("r1.{n}"), &big);
+        }
+        assert!(cache.bytes() <= ANSWER_CACHE_BYTES);
+        assert!(cache.get(&alice, "r1.a").is_none());
+        assert!(cache.get(&bob, "r1.0").is_none());
+        assert!(
+            cache
+                .get(
+                    &bob,
+                    &format!("r1.{}", ANSWER_CACHE_BYTES / (200 << 10) + 1)
+                )
+                .is_some()
+        );
+        // Too big to keep at all.
+        cache.put(
+            &alice,
+            "r1.huge",
+            &json(format!("\"{}\"", "x".repeat(LARGEST_KEPT))),
+        );
+        assert!(cache.get(&alice, "r1.huge").is_none());
+    }
+}
