@@ -222,36 +222,31 @@ async fn read_body(
     }
 }
 
-fn media_type(headers: &HeaderMap, name: header::HeaderName) -> Vec<String> {
+/// The media types a header lists (`type/subtype`, parameters dropped), as written.
+fn media_types(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = &str> {
     headers
         .get_all(name)
-        .iter()
+        .into_iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .collect()
+        .map(|v| v.split(';').next().unwrap_or("").trim())
 }
 
 /// Check 3, shape and headers: the media types, the one parse of the body, each message's shape,
 /// batches only in 2025-03-26, and a version header nib speaks.
 fn check_shape<'b>(headers: &HeaderMap, body: &'b [u8]) -> Result<McpRequest<'b>, HttpError> {
-    if !media_type(headers, header::CONTENT_TYPE)
-        .iter()
-        .any(|m| m == "application/json")
+    if !media_types(headers, header::CONTENT_TYPE)
+        .any(|m| m.eq_ignore_ascii_case("application/json"))
     {
         return Err(HttpError::UnsupportedMediaType);
     }
-    let accept = media_type(headers, header::ACCEPT);
-    if !accept.is_empty()
-        && !accept
-            .iter()
-            .any(|m| m == "application/json" || m == "application/*" || m == "*/*")
+    let mut accept = media_types(headers, header::ACCEPT).peekable();
+    if accept.peek().is_some()
+        && !accept.any(|m| {
+            ["application/json", "application/*", "*/*"]
+                .iter()
+                .any(|ok| m.eq_ignore_ascii_case(ok))
+        })
     {
         return Err(HttpError::NotAcceptable);
     }

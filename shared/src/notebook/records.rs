@@ -266,6 +266,16 @@ pub struct PageHead {
     pub rev: u32,
 }
 
+/// What a page's revision token needs of its item: no sealed field, not even base64-decoded
+/// (`Notebook::page_revision`; the page is opened only for an answer not kept).
+#[derive(Debug, Clone, Deserialize)]
+pub struct PageRevisionHead {
+    pub page_id: PageId,
+    pub has_pdf: bool,
+    pub has_png: bool,
+    pub rev: u32,
+}
+
 /// What a search hit needs of a page item: [`PageHead`] without the OCR source (a hit shows
 /// the page's lines), so that sealed field is skipped rather than base64-decoded for every
 /// hit.

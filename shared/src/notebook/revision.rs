@@ -14,7 +14,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
-use super::records::{self, PageHead, decode, page_sk, user_pk};
+use super::records::{self, PageHead, PageRevisionHead, decode, page_sk, user_pk};
 use super::{Notebook, NotebookError, PageView};
 use crate::domain::{PageId, UserId};
 
@@ -52,7 +52,7 @@ impl Notebook {
             return Err(self.page_missing(user, page_id).await);
         };
         let notebook = records::revision_of(found.next().flatten().as_ref());
-        let head: PageHead = decode("page", &item.body)?;
+        let head: PageRevisionHead = decode("page", &item.body)?;
         let half_ttl = (self.config.asset_ttl_seconds / 2).max(1) as i64;
         let url_window = if head.has_pdf || head.has_png {
             (self.clock.unix() / half_ttl).to_string()
@@ -67,7 +67,10 @@ impl Notebook {
             &notebook.to_string(),
             &url_window,
         ]);
-        Ok(PageAtRevision { head, revision })
+        Ok(PageAtRevision {
+            body: item.body,
+            revision,
+        })
     }
 
     /// The whole page of a [`Notebook::page_revision`] read.
@@ -76,13 +79,14 @@ impl Notebook {
         user: &UserId,
         page: PageAtRevision,
     ) -> Result<PageView, NotebookError> {
-        self.open_page(user, page.head).await
+        let head: PageHead = decode("page", &page.body)?;
+        self.open_page(user, head).await
     }
 }
 
-/// A page item read, not opened, and its revision token.
+/// A page item read, not decoded past what its revision needs, and its revision token.
 pub struct PageAtRevision {
-    head: PageHead,
+    body: Vec<u8>,
     pub revision: String,
 }
 

@@ -34,13 +34,30 @@ pub fn fields<'j>(json: &'j str, keys: &[&str]) -> Vec<(usize, &'j str)> {
 
 /// Where each string value of the field `key` starts (after its opening quote).
 fn value_starts(json: &str, key: &str) -> Vec<usize> {
-    let needle = format!("\"{key}\":\"");
     let bytes = json.as_bytes();
-    memmem::find_iter(bytes, needle.as_bytes())
-        .filter(|&at| !escaped(bytes, at))
-        .map(|at| at + needle.len())
-        .collect()
+    let needle = format!("\"{key}\":\"");
+    let found = |finder: &memmem::Finder<'_>| -> Vec<usize> {
+        finder
+            .find_iter(bytes)
+            .filter(|&at| !escaped(bytes, at))
+            .map(|at| at + finder.needle().len())
+            .collect()
+    };
+    // The keys every call looks for have their searchers built once.
+    match FINDERS.iter().find(|f| f.needle() == needle.as_bytes()) {
+        Some(finder) => found(finder),
+        None => found(&memmem::Finder::new(needle.as_bytes())),
+    }
 }
+
+/// Searchers for the fields of [`super::opened`] and the resource links.
+static FINDERS: std::sync::LazyLock<Vec<memmem::Finder<'static>>> =
+    std::sync::LazyLock::new(|| {
+        ["page_id", "id", "task_link_id", "date", "png_url"]
+            .iter()
+            .map(|k| memmem::Finder::new(format!("\"{k}\":\"").as_bytes()).into_owned())
+            .collect()
+    });
 
 /// Whether the quote at `at` is escaped: an odd run of backslashes before it.
 fn escaped(bytes: &[u8], at: usize) -> bool {
