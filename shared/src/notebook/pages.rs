@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::import::NO_DATE;
 use super::records::{
-    self, EngineOcr, OcrKind, PageHead, PageHitHead, PageListing, PageRecord, PageSources,
+    self, EngineOcr, OcrKind, PageHead, PageListing, PageRecord, PageSources,
     StatsRecord, StemRecord, StoredLine, TaskKeyRecord, TaskRecord, TaskStatusRecord, decode,
     ocr_markdown, page_gsi_sk, page_sk, pages_partition, stem_sk, task_sk, taskkey_sk, user_pk,
 };
@@ -864,20 +864,20 @@ impl Notebook {
     pub(super) async fn ink_url(
         &self,
         user: &UserId,
-        record: &PageHitHead,
+        page_id: &PageId,
+        has_pdf: bool,
+        has_png: bool,
     ) -> Result<Option<String>, NotebookError> {
         let ttl = self.config.asset_ttl_seconds;
-        let kind = if record.has_png {
+        let kind = if has_png {
             AssetKind::Png
-        } else if record.has_pdf {
+        } else if has_pdf {
             AssetKind::Pdf
         } else {
             return Ok(None);
         };
         Ok(Some(
-            self.assets
-                .signed_url(user, &record.page_id, kind, ttl)
-                .await?,
+            self.assets.signed_url(user, page_id, kind, ttl).await?,
         ))
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::pages::open_page_lines;
 use super::rank::{self, Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex};
 use super::records::{PageHitHead, StatsRecord, decode, page_sk, term_partition, user_pk};
-use super::search_index::UserIndex;
+use super::search_index::{HitPage, UserIndex};
 use super::vectors::{self, Block};
 use super::{Notebook, NotebookError};
 use crate::crypto::UserKeys;
@@ -226,11 +226,12 @@ impl Notebook {
         if vectors {
             batch.extend(vectors::block_keys(&pk));
         }
-        let items = self.store.batch_get(&batch).await?;
-        let stats = StatsRecord::from_items(&items[..stats_len])?;
+        let mut items = self.store.batch_get(&batch).await?;
+        let blocks = items.split_off(stats_len);
+        let stats = StatsRecord::from_items(&items)?;
         let v = if vectors {
             let previous = previous.as_ref().and_then(|c| c.vectors.as_deref());
-            Some(self.vectors_from(user, keys, &items[stats_len..], previous)?)
+            Some(self.vectors_from(user, keys, blocks, previous)?)
         } else {
             None
         };
@@ -250,20 +251,22 @@ impl Notebook {
             .store
             .batch_get(&vectors::block_keys(&user_pk(user)))
             .await?;
-        self.vectors_from(user, keys, &items, previous)
+        self.vectors_from(user, keys, items, previous)
     }
 
     /// Opens the vector block items (in block order), reusing the blocks of `previous` whose
-    /// item version is unchanged.
+    /// item version is unchanged. Each sealed item is dropped as soon as it is opened, so the
+    /// sealed and the opened blocks are not all in memory at once (they were twice the
+    /// vectors' size at the peak of a build).
     fn vectors_from(
         &self,
         user: &UserId,
         keys: &UserKeys,
-        items: &[Option<Item>],
+        items: Vec<Option<Item>>,
         previous: Option<&VectorIndex>,
     ) -> Result<Arc<VectorIndex>, NotebookError> {
         let mut blocks = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
+        for (i, item) in items.into_iter().enumerate() {
             let Some(item) = item else {
                 blocks.push(None);
                 continue;
@@ -273,8 +276,9 @@ impl Notebook {
                 .filter(|b| b.version == item.version);
             let open = match kept {
                 Some(b) => b,
-                None => Arc::new(OpenBlock::new(item.version, Block::open(keys, user, item)?)),
+                None => Arc::new(OpenBlock::new(item.version, Block::open(keys, user, &item)?)),
             };
+            drop(item);
             blocks.push(Some(open));
         }
         let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
@@ -411,25 +415,46 @@ impl Notebook {
             let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(take);
             chunk.sort_unstable_by(|a, b| best_first(&index, a, b));
             rest = tail;
-            let pages: Vec<(&Candidate, PageId)> = chunk
+            // The pages of this chunk: opened by an earlier query of the index, else read
+            // (one batch) and opened now, and kept.
+            let mut opened: Vec<Option<Arc<HitPage>>> =
+                chunk.iter().map(|c| index.hit(c.id)).collect();
+            let unread: Vec<(usize, PageId)> = chunk
                 .iter()
-                .filter_map(|c| Some((c, PageId::parse(&index.page(c.id)?).ok()?)))
+                .enumerate()
+                .filter(|(i, _)| opened[*i].is_none())
+                .filter_map(|(i, c)| Some((i, PageId::parse(&index.page(c.id)?).ok()?)))
                 .collect();
-            let page_keys: Vec<(String, String)> = pages
-                .iter()
-                .map(|(_, p)| (pk.clone(), page_sk(p)))
-                .collect();
-            let items = self.store.batch_get(&page_keys).await?;
-            for ((c, _), item) in pages.into_iter().zip(items) {
-                let Some(item) = item else { continue };
-                let record: PageHitHead = decode("page", &item.body)?;
+            if !unread.is_empty() {
+                let page_keys: Vec<(String, String)> = unread
+                    .iter()
+                    .map(|(_, p)| (pk.clone(), page_sk(p)))
+                    .collect();
+                let items = self.store.batch_get(&page_keys).await?;
+                for ((i, _), item) in unread.into_iter().zip(items) {
+                    let Some(item) = item else { continue };
+                    let record: PageHitHead = decode("page", &item.body)?;
+                    let lines = open_page_lines(user, &keys, &record.page_id, &record.lines)?;
+                    let page = Arc::new(HitPage {
+                        page_id: record.page_id,
+                        date: record.date,
+                        rev: record.rev,
+                        has_pdf: record.has_pdf,
+                        has_png: record.has_png,
+                        lines: lines.into_iter().map(|l| l.text).collect(),
+                    });
+                    index.keep_hit(chunk[i].id, page.clone());
+                    opened[i] = Some(page);
+                }
+            }
+            for (c, page) in chunk.iter().zip(opened) {
+                let Some(page) = page else { continue };
                 // Only postings and vectors written for the page's current revision count; a
                 // page matched only through stale ones is not a hit.
-                if !c.has_rev(record.rev) || !opts.admits(record.date) {
+                if !c.has_rev(page.rev) || !opts.admits(page.date) {
                     continue;
                 }
-                let lines = open_page_lines(user, &keys, &record.page_id, &record.lines)?;
-                let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+                let texts: Vec<&str> = page.lines.iter().map(String::as_str).collect();
                 let body = texts.join("\n");
                 if !parsed.phrases.is_empty() {
                     let doc_terms = text::terms(&body);
@@ -442,10 +467,12 @@ impl Notebook {
                     }
                 }
                 let (snippet, line) = snippet_and_line(&body, &texts, &words, c.chunk);
-                let url = self.ink_url(user, &record).await?;
+                let url = self
+                    .ink_url(user, &page.page_id, page.has_pdf, page.has_png)
+                    .await?;
                 hits.push(SearchHit {
-                    page_id: record.page_id,
-                    date: record.date,
+                    page_id: page.page_id.clone(),
+                    date: page.date,
                     snippet,
                     score: c.score,
                     url,

@@ -30,6 +30,35 @@ use crate::domain::UserId;
 pub const BUDGET_BYTES: usize = 48 << 20;
 /// A user's cached posting lists stop growing here (entries); older lists are dropped first.
 const MAX_CACHED_POSTINGS: usize = 400_000;
+/// The opened hits a user's index keeps ([`HitPage`]), in bytes of text; the oldest go first.
+const MAX_HIT_BYTES: usize = 2 << 20;
+
+/// A page a query returned, opened: what the walk over a ranking needs of it. Kept in the
+/// index at its revision, so the next query that returns it reads, decrypts and decodes
+/// nothing: the index's revision is read before the page was, so the page is as new as it
+/// (a later write makes a new index, without these).
+pub(super) struct HitPage {
+    pub page_id: crate::domain::PageId,
+    pub date: crate::domain::Date,
+    pub rev: u32,
+    pub has_pdf: bool,
+    pub has_png: bool,
+    /// The lines' texts.
+    pub lines: Vec<String>,
+}
+
+impl HitPage {
+    fn bytes(&self) -> usize {
+        self.lines.iter().map(|l| l.len() + 24).sum::<usize>() + 128
+    }
+}
+
+#[derive(Default)]
+struct HitPages {
+    pages: HashMap<u32, Arc<HitPage>>,
+    order: std::collections::VecDeque<u32>,
+    bytes: usize,
+}
 
 /// A user's open index at one notebook revision.
 pub(super) struct UserIndex {
@@ -41,6 +70,8 @@ pub(super) struct UserIndex {
     terms: Mutex<TermLists>,
     /// Numbers of the pages that have postings but no vector entry (after the entries').
     others: Mutex<Others>,
+    /// Pages queries returned, opened, by number.
+    hits: Mutex<HitPages>,
     last_used: AtomicU64,
 }
 
@@ -71,6 +102,7 @@ impl UserIndex {
             vectors,
             terms: Mutex::new(TermLists::default()),
             others: Mutex::new(Others::default()),
+            hits: Mutex::new(HitPages::default()),
             last_used: AtomicU64::new(0),
         }
     }
@@ -149,9 +181,35 @@ impl UserIndex {
         }
     }
 
+    /// The page of number `id`, opened by an earlier query of this index.
+    pub fn hit(&self, id: u32) -> Option<Arc<HitPage>> {
+        self.hits.lock().expect("hit pages").pages.get(&id).cloned()
+    }
+
+    /// Keeps an opened page (the oldest kept go past [`MAX_HIT_BYTES`]).
+    pub fn keep_hit(&self, id: u32, page: Arc<HitPage>) {
+        let mut h = self.hits.lock().expect("hit pages");
+        let size = page.bytes();
+        if size > MAX_HIT_BYTES || h.pages.contains_key(&id) {
+            return;
+        }
+        h.bytes += size;
+        h.pages.insert(id, page);
+        h.order.push_back(id);
+        while h.bytes > MAX_HIT_BYTES {
+            let Some(oldest) = h.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = h.pages.remove(&oldest) {
+                h.bytes -= gone.bytes();
+            }
+        }
+    }
+
     fn bytes(&self) -> usize {
         let postings = self.terms.lock().expect("term lists").entries * 40;
-        postings + self.vectors.as_ref().map_or(0, |v| v.bytes())
+        let hits = self.hits.lock().expect("hit pages").bytes;
+        postings + hits + self.vectors.as_ref().map_or(0, |v| v.bytes())
     }
 }
 

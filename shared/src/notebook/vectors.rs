@@ -105,24 +105,27 @@ impl Block {
 
     fn decode_entries(model: String, dims: usize, mut b: &[u8]) -> Result<Block, NotebookError> {
         let mut entries = Vec::new();
-        let take = |n: usize, b: &mut &[u8]| -> Result<Vec<u8>, NotebookError> {
+        // Borrowed from the opened bytes: each entry allocates its id and its vectors once.
+        fn take<'b>(n: usize, b: &mut &'b [u8]) -> Result<&'b [u8], NotebookError> {
             if b.len() < n {
                 return Err(corrupt("cut short"));
             }
             let (h, t) = b.split_at(n);
             *b = t;
-            Ok(h.to_vec())
-        };
+            Ok(h)
+        }
         while !b.is_empty() {
             let n = take(1, &mut b)?[0] as usize;
-            let page = String::from_utf8(take(n, &mut b)?).map_err(|_| corrupt("page id"))?;
+            let page = std::str::from_utf8(take(n, &mut b)?)
+                .map_err(|_| corrupt("page id"))?
+                .to_owned();
             let rev = u32::from_le_bytes(take(4, &mut b)?.try_into().expect("4 bytes"));
-            let date = String::from_utf8(take(10, &mut b)?).map_err(|_| corrupt("date"))?;
-            let date = Date::parse(&date).map_err(|_| corrupt("date"))?;
+            let date = std::str::from_utf8(take(10, &mut b)?).map_err(|_| corrupt("date"))?;
+            let date = Date::parse(date).map_err(|_| corrupt("date"))?;
             let chunks = u16::from_le_bytes(take(2, &mut b)?.try_into().expect("2 bytes")) as usize;
             let vectors = take(chunks * dims, &mut b)?
-                .into_iter()
-                .map(|v| v as i8)
+                .iter()
+                .map(|v| *v as i8)
                 .collect();
             entries.push(Entry {
                 page,
