@@ -213,6 +213,154 @@ pub fn snippet(text: &str, query_terms: &[String], max_chars: usize) -> String {
 impl TermMatcher<'_> {
     /// [`snippet`] for this matcher's query.
     pub fn snippet(&self, text: &str, max_chars: usize) -> String {
+        Snippable::new(text).snippet(self, max_chars)
+    }
+}
+
+/// A text made ready for snippets: its words joined by single spaces, and every place a cut
+/// may fall (the starts of its word-boundary segments). A search keeps one per page it returns
+/// (`notebook::search_index`), so a page returned again is not segmented again; the query's
+/// terms are matched against its words when a snippet is asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snippable {
+    /// Runs of whitespace, newlines included, as one space; no space at either end.
+    flat: String,
+    /// Its length in chars.
+    chars: usize,
+    /// Each word-boundary segment: its start in chars and its byte range.
+    segments: Vec<Segment>,
+    /// For each line (split at `\n`) with a word: where its words start in `flat`, in chars,
+    /// and its index.
+    lines: Vec<(u32, u32)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Segment {
+    char_start: u32,
+    bytes: (u32, u32),
+    /// Whether it holds a letter or digit (only those can match a term).
+    word: bool,
+}
+
+impl Snippable {
+    pub fn new(text: &str) -> Snippable {
+        let mut lines = Vec::new();
+        let mut at = 0u32;
+        for (i, line) in text.split('\n').enumerate() {
+            let mut words = line.split_whitespace().peekable();
+            if words.peek().is_none() {
+                continue;
+            }
+            if at > 0 {
+                at += 1; // the space that joins it to the line before
+            }
+            lines.push((at, i as u32));
+            let mut first = true;
+            for w in words {
+                if !first {
+                    at += 1;
+                }
+                first = false;
+                at += w.chars().count() as u32;
+            }
+        }
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let mut segments = Vec::new();
+        let mut chars = 0u32;
+        let mut bytes = 0u32;
+        for segment in flat.split_word_bounds() {
+            let len = segment.len() as u32;
+            segments.push(Segment {
+                char_start: chars,
+                bytes: (bytes, bytes + len),
+                word: segment.chars().any(char::is_alphanumeric),
+            });
+            chars += segment.chars().count() as u32;
+            bytes += len;
+        }
+        Snippable {
+            chars: chars as usize,
+            flat,
+            segments,
+            lines,
+        }
+    }
+
+    /// The index of the line (of the text, split at `\n`) that holds char `offset` of the
+    /// joined words.
+    pub fn line_at(&self, offset: usize) -> Option<usize> {
+        let i = self
+            .lines
+            .partition_point(|(start, _)| *start as usize <= offset);
+        i.checked_sub(1).map(|i| self.lines[i].1 as usize)
+    }
+
+    /// The char offset of the first word whose term is one of `matcher`'s.
+    pub fn first_match(&self, matcher: &TermMatcher<'_>) -> Option<usize> {
+        self.segments
+            .iter()
+            .find(|s| s.word && matcher.matches(&self.flat[s.bytes.0 as usize..s.bytes.1 as usize]))
+            .map(|s| s.char_start as usize)
+    }
+
+    /// The text's snippet of at most `max_chars` characters (see [`snippet`]).
+    pub fn snippet(&self, matcher: &TermMatcher<'_>, max_chars: usize) -> String {
+        let total = self.chars;
+        if total <= max_chars {
+            return self.flat.clone();
+        }
+        if max_chars == 0 {
+            return String::new();
+        }
+        // Char offsets of every segment start, plus the end: the places we may cut.
+        let bounds = || {
+            self.segments
+                .iter()
+                .map(|s| s.char_start as usize)
+                .chain(std::iter::once(total))
+        };
+        let hit_start = self.first_match(matcher).unwrap_or(0);
+        // Start a little before the match, but not so late that the window runs off the end.
+        let lead = (max_chars / 4).min(40);
+        let mut start = hit_start.saturating_sub(lead).min(total - max_chars);
+        if start > 0 {
+            // The match starts on a boundary, so this never moves past it.
+            start = bounds().find(|&b| b >= start).unwrap_or(start);
+        }
+        let mut end = (start + max_chars).min(total);
+        if end < total {
+            let last_fit = bounds()
+                .take_while(|&b| b <= end)
+                .last()
+                .unwrap_or(end);
+            // Cut on a word boundary unless that would lose the match (a word longer than the
+            // window) or half the window (a long word such as a URL); then cut between chars.
+            // When the match fits, its end is a boundary past its start.
+            if last_fit > start.max(hit_start) && (end - last_fit) * 2 <= max_chars {
+                end = last_fit;
+            }
+        }
+        let body: String = self.flat.chars().skip(start).take(end - start).collect();
+        let mut out = String::with_capacity(body.len() + 6);
+        if start > 0 {
+            out.push('…');
+        }
+        out.push_str(body.trim());
+        if end < total {
+            out.push('…');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The snippet as it was computed before [`Snippable`] (a walk over the text's segments up
+    /// to the match and a window past it): the oracle the prepared text is checked against.
+    fn snippet_by_walk(m: &TermMatcher<'_>, text: &str, max_chars: usize) -> String {
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
         let total = flat.chars().count();
         if total <= max_chars {
@@ -233,7 +381,7 @@ impl TermMatcher<'_> {
             }
             let len = segment.chars().count();
             bounds.push(chars_seen);
-            if hit.is_none() && segment.chars().any(char::is_alphanumeric) && self.matches(segment)
+            if hit.is_none() && segment.chars().any(char::is_alphanumeric) && m.matches(segment)
             {
                 hit = Some(chars_seen);
             }
@@ -275,12 +423,7 @@ impl TermMatcher<'_> {
         }
         out
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()
@@ -494,6 +637,33 @@ mod tests {
             let q = terms(&query);
             let s = snippet(&text, &q, max_chars);
             prop_assert!(s.chars().count() <= max_chars + 2, "{:?} -> {:?}", text, s);
+        }
+
+        /// The prepared text gives the snippet the walk over the text gave, for any text,
+        /// query and window.
+        #[test]
+        fn a_prepared_text_snippets_as_the_walk_did(
+            text in prop_oneof![any::<String>(), wordy_text()],
+            query in prop_oneof![any::<String>(), Just("spec".to_owned()), Just("会議 word".to_owned())],
+            max_chars in 0usize..200,
+        ) {
+            let q = terms(&query);
+            let m = TermMatcher::new(&q);
+            prop_assert_eq!(Snippable::new(&text).snippet(&m, max_chars), snippet_by_walk(&m, &text, max_chars));
+        }
+
+        /// The line of the first match is the first line holding a query word.
+        #[test]
+        fn the_first_match_is_in_the_first_line_with_a_query_word(
+            lines in proptest::collection::vec(prop_oneof![any::<String>(), wordy_text()], 0..6),
+            query in prop_oneof![Just("spec".to_owned()), Just("会議 word".to_owned()), any::<String>()],
+        ) {
+            let text = lines.join("\n");
+            let q = terms(&query);
+            let m = TermMatcher::new(&q);
+            let prepared = Snippable::new(&text);
+            let by_lines = text.split('\n').position(|l| m.any_in(l));
+            prop_assert_eq!(prepared.first_match(&m).and_then(|at| prepared.line_at(at)), by_lines);
         }
 
         #[test]

@@ -435,14 +435,13 @@ impl Notebook {
                     let Some(item) = item else { continue };
                     let record: PageHitHead = decode("page", &item.body)?;
                     let lines = open_page_lines(user, &keys, &record.page_id, &record.lines)?;
-                    let page = Arc::new(HitPage {
-                        page_id: record.page_id,
-                        date: record.date,
-                        rev: record.rev,
-                        has_pdf: record.has_pdf,
-                        has_png: record.has_png,
-                        lines: lines.into_iter().map(|l| l.text).collect(),
-                    });
+                    let page = Arc::new(HitPage::new(
+                        record.page_id,
+                        record.date,
+                        record.rev,
+                        (record.has_pdf, record.has_png),
+                        lines.into_iter().map(|l| l.text).collect(),
+                    ));
                     index.keep_hit(chunk[i].id, page.clone());
                     opened[i] = Some(page);
                 }
@@ -454,10 +453,9 @@ impl Notebook {
                 if !c.has_rev(page.rev) || !opts.admits(page.date) {
                     continue;
                 }
-                let texts: Vec<&str> = page.lines.iter().map(String::as_str).collect();
-                let body = texts.join("\n");
+                let prepared = page.prepared();
                 if !parsed.phrases.is_empty() {
-                    let doc_terms = text::terms(&body);
+                    let doc_terms = text::terms(&prepared.body);
                     if !parsed
                         .phrases
                         .iter()
@@ -466,7 +464,7 @@ impl Notebook {
                         continue;
                     }
                 }
-                let (snippet, line) = snippet_and_line(&body, &texts, &words, c.chunk);
+                let (snippet, line) = snippet_and_line(&page, &words, c.chunk);
                 let url = self
                     .ink_url(user, &page.page_id, page.has_pdf, page.has_png)
                     .await?;
@@ -490,14 +488,22 @@ impl Notebook {
 /// The snippet and best line of a hit: around the first line holding a query term; for a page
 /// found by meaning alone, the chunk nearest in meaning (its first line as the best line).
 fn snippet_and_line(
-    body: &str,
-    lines: &[&str],
+    page: &HitPage,
     words: &text::TermMatcher<'_>,
     chunk: Option<usize>,
 ) -> (String, String) {
-    let by_words = lines.iter().find(|l| words.any_in(l));
+    let prepared = page.prepared();
+    let (body, lines) = (&prepared.body, &page.lines);
+    let by_words = prepared
+        .snippable
+        .first_match(words)
+        .and_then(|at| prepared.snippable.line_at(at))
+        .and_then(|i| lines.get(i));
     if let Some(line) = by_words {
-        return (words.snippet(body, SNIPPET_CHARS), (*line).to_owned());
+        return (
+            prepared.snippable.snippet(words, SNIPPET_CHARS),
+            line.clone(),
+        );
     }
     // The last vector of a page of several chunks is the whole page's: no line of its own.
     let chunks = embed::chunks(body);
@@ -507,12 +513,11 @@ fn snippet_and_line(
         return (words.snippet(c, SNIPPET_CHARS), first);
     }
     (
-        words.snippet(body, SNIPPET_CHARS),
+        prepared.snippable.snippet(words, SNIPPET_CHARS),
         lines
             .iter()
             .find(|l| !l.trim().is_empty())
-            .copied()
-            .unwrap_or_default()
-            .to_owned(),
+            .cloned()
+            .unwrap_or_default(),
     )
 }

@@ -45,11 +45,49 @@ pub(super) struct HitPage {
     pub has_png: bool,
     /// The lines' texts.
     pub lines: Vec<String>,
+    /// The lines joined, ready for snippets (made by the first query that needs it).
+    prepared: std::sync::OnceLock<Prepared>,
+}
+
+/// A hit page's text as snippets and phrases read it.
+pub(super) struct Prepared {
+    /// The lines joined by newlines.
+    pub body: String,
+    pub snippable: crate::domain::text::Snippable,
 }
 
 impl HitPage {
+    pub fn new(
+        page_id: crate::domain::PageId,
+        date: crate::domain::Date,
+        rev: u32,
+        (has_pdf, has_png): (bool, bool),
+        lines: Vec<String>,
+    ) -> HitPage {
+        HitPage {
+            page_id,
+            date,
+            rev,
+            has_pdf,
+            has_png,
+            lines,
+            prepared: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub fn prepared(&self) -> &Prepared {
+        self.prepared.get_or_init(|| {
+            let body = self.lines.join("\n");
+            Prepared {
+                snippable: crate::domain::text::Snippable::new(&body),
+                body,
+            }
+        })
+    }
+
+    /// Its size, estimated: the text about three times over once prepared.
     fn bytes(&self) -> usize {
-        self.lines.iter().map(|l| l.len() + 24).sum::<usize>() + 128
+        3 * self.lines.iter().map(|l| l.len() + 24).sum::<usize>() + 128
     }
 }
 
