@@ -11,13 +11,13 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use nib::adapters::aws::emulator::{Emulator, Faults};
 use nib::adapters::aws::{AwsClients, CallCounts};
 use nib::app::App;
 use nib::auth::{Principal, Scope};
 use nib::config::AwsConfig;
 use nib::domain::UserId;
 use nib::tools::{Dispatch, InProcess};
+use nib_testkit::emulator::{Emulator, Faults};
 use serde_json::{Map, Value, json};
 
 use crate::helpers::{Options, TestApp, emulator};

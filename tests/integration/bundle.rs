@@ -1,5 +1,5 @@
 //! `nib export` and `nib import --bundle` through the binary (issue 14). The round trip itself,
-//! every read compared, is tested in `nib::notebook::bundle` over both back ends.
+//! every read compared, is tested over both back ends in `testkit/tests/library/bundle.rs`.
 
 use std::path::Path;
 use std::process::{Command, Output};

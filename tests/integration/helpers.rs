@@ -6,11 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nib::adapters::aws::emulator::Emulator;
 use nib::app::{App, LocalOptions};
 use nib::auth::Scope;
 use nib::domain::UserId;
 use nib::http::{HttpConfig, RateLimits};
+use nib_testkit::emulator::Emulator;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

@@ -1,4 +1,4 @@
-//! Notion push (issue 16) against `nib::adapters::notion_standin`, a local server that follows
+//! Notion push (issue 16) against `nib_testkit::notion_standin`, a local server that follows
 //! Notion's documented request and response shapes (the real Notion is not reachable here):
 //! connect and map, push on create over MCP, status updates, no double push, the outbox after
 //! an outage and under rate limiting, errors in `nib notion status`, and the token never in
@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use nib::adapters::notion::{Mapping, NotionApi, NotionError, NotionToken, StatusMapping};
-use nib::adapters::notion_standin::{Mode, NotionStandin};
 use nib::app::{App, LocalOptions};
 use nib::domain::UserId;
 use nib::notebook::{Notebook, NotebookError};
 use nib::ports::Clock;
+use nib_testkit::notion_standin::{Mode, NotionStandin};
 use serde_json::{Value, json};
 
 use crate::helpers::{Backend, Options, TestApp, emulator};

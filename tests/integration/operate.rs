@@ -505,7 +505,7 @@ async fn doctor_passes_a_sound_deployment_and_names_what_is_broken() {
     let emulator = emulator().await;
     let config = emulator.fresh().await.unwrap();
     let clients = AwsClients::connect(&config).await;
-    nib::adapters::aws::emulator::provision_bucket_like_infra(
+    nib_testkit::emulator::provision_bucket_like_infra(
         &clients.s3,
         &config.bucket,
         &config.kms_key_id,
@@ -802,7 +802,7 @@ async fn a_deploy_rehearsal_goes_from_an_empty_account_to_a_working_connector() 
     config.signing_key_id = Some(key_id);
     config.signing_public_key_pem = Some(public_pem);
     let clients = AwsClients::connect(&config).await;
-    nib::adapters::aws::emulator::provision_bucket_like_infra(
+    nib_testkit::emulator::provision_bucket_like_infra(
         &clients.s3,
         &config.bucket,
         &config.kms_key_id,
