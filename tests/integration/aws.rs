@@ -20,7 +20,7 @@ use nib::tools::{Dispatch, InProcess};
 use nib_testkit::emulator::{Emulator, Faults};
 use serde_json::{Map, Value, json};
 
-use crate::helpers::{Options, TestApp, emulator};
+use crate::helpers::{Options, TestApp, emulator, nib_exe};
 
 mod notebook {
     crate::notebook::notebook_tests!(crate::helpers::Options::aws());
@@ -658,7 +658,7 @@ impl Drop for Served {
 }
 
 fn nib_aws(config: Option<&AwsConfig>) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut cmd = Command::new(nib_exe());
     cmd.args(["serve", "--backend", "aws", "--bind", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -38,7 +38,7 @@ use nib::http::RateLimits;
 use nib_testkit::emulator::venv_dir;
 use serde_json::{Value, json};
 
-use crate::helpers::{LATEST_LEGACY, Options, TestApp, sample_dir};
+use crate::helpers::{LATEST_LEGACY, Options, TestApp, nib_exe, sample_dir};
 
 /// The functions and how many instances of each poll the emulator (more than one where the
 /// tests send concurrent requests).
@@ -121,7 +121,8 @@ impl LambdaStack {
         };
         stack.wait_for_port(port).await;
 
-        let bin_dir = Path::new(env!("CARGO_BIN_EXE_nib")).parent().unwrap();
+        let nib = nib_exe();
+        let bin_dir = nib.parent().unwrap();
         for (name, instances) in FUNCTIONS {
             let bin = bin_dir.join(name);
             assert!(
@@ -907,7 +908,7 @@ async fn an_ink_only_upload_is_read_by_textract_into_text_and_tasks() {
     let stack = app.lambda.as_ref().unwrap();
     let config = app.aws_config.clone().unwrap();
     let s3 = AwsClients::connect(&config).await;
-    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/ocr"));
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/ocr"));
     let png = std::fs::read(dir.join("2025-03-17.png")).unwrap();
     let truth = nib_testkit::textract_standin::TruthPage::parse(
         &std::fs::read_to_string(dir.join("2025-03-17.truth.json")).unwrap(),

@@ -17,7 +17,7 @@ use nib::ports::Clock;
 use nib_testkit::notion_standin::{Mode, NotionStandin};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, Options, TestApp, emulator};
+use crate::helpers::{Backend, Options, TestApp, emulator, nib_exe};
 
 /// The integration token the stand-in accepts. Searched for in every output.
 const TOKEN: &str = "ntn_standin_4815162342_SECRET_token";
@@ -693,7 +693,7 @@ async fn through_the_lambda_functions_the_tasks_function_pushes() {
 }
 
 fn nib(data: &std::path::Path, notion: &NotionStandin) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut c = Command::new(nib_exe());
     c.arg("--data-dir")
         .arg(data)
         .env("NIB_NOTION_API_URL", &notion.url)
