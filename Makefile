@@ -221,8 +221,11 @@ $(BENCH_VENV_STAMP): bench/requirements.txt $(VENV_STAMP)
 # Release builds of nib and the bench tools (bench/: page generator, floor server, cold-start
 # harness; none of them ship), and the Lambda functions as `make lambdas` builds them
 # (profile release-lambda) but for this machine's architecture, for the cold-start benchmark.
+# nib-testkit has no binary, but selected it would turn nib-shared's `textract` feature on for
+# every package built here (cargo unifies the features of the packages selected).
 bench-build: embed-model
-	$(CARGO) build --release --workspace --bins $(addprefix --exclude nib-fn-,$(FUNCTIONS))
+	$(CARGO) build --release --workspace --bins $(addprefix --exclude nib-fn-,$(FUNCTIONS)) \
+		--exclude nib-testkit
 	$(CARGO) build --profile release-lambda $(addprefix -p nib-fn-,$(filter-out ingest,$(FUNCTIONS)))
 	$(CARGO) build --profile release-lambda -p nib-fn-ingest
 

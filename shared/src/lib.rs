@@ -39,7 +39,5 @@ pub mod notebook;
 pub mod ocr;
 pub mod ports;
 pub mod smoke;
-#[cfg(any(test, feature = "testing"))]
-pub mod store_suite;
 pub mod telemetry;
 pub mod tools;

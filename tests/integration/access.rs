@@ -19,7 +19,7 @@ use nib::ports::{DataKey, Keys, KeysError, Query, WrappedKey};
 use nib::tools::{Dispatch, InProcess};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, TestApp};
+use crate::helpers::{Backend, TestApp, nib_exe};
 
 macro_rules! access_tests {
     ($options:expr) => {
@@ -475,7 +475,7 @@ pub async fn nib_access_list_shows_the_record(app: TestApp) {
     let page = app.page_of("2026-06-18").await;
     call_with(&app, &token, "get_page", json!({ "page_id": page })).await;
     flush(&app).await;
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut cmd = std::process::Command::new(nib_exe());
     let data = tempfile::tempdir().unwrap();
     match app.backend {
         Backend::Local => {

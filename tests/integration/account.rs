@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use nib::account::{AccountError, Accounts, Step};
 use nib::adapters::aws::AwsClients;
-use nib::adapters::aws::emulator::Faults;
 use nib::adapters::embedded::EmbeddedStore;
 use nib::app::{App, LocalOptions};
 use nib::auth::Scope;
@@ -17,6 +16,7 @@ use nib::config::AwsConfig;
 use nib::crypto::Vault;
 use nib::domain::UserId;
 use nib::ports::{Item, Query, QueryPage, Store, StoreError, Write};
+use nib_testkit::emulator::Faults;
 
 use crate::helpers::{emulator, sample_dir};
 

@@ -11,16 +11,16 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use nib::adapters::aws::emulator::{Emulator, Faults};
 use nib::adapters::aws::{AwsClients, CallCounts};
 use nib::app::App;
 use nib::auth::{Principal, Scope};
 use nib::config::AwsConfig;
 use nib::domain::UserId;
 use nib::tools::{Dispatch, InProcess};
+use nib_testkit::emulator::{Emulator, Faults};
 use serde_json::{Map, Value, json};
 
-use crate::helpers::{Options, TestApp, emulator};
+use crate::helpers::{Options, TestApp, emulator, nib_exe};
 
 mod notebook {
     crate::notebook::notebook_tests!(crate::helpers::Options::aws());
@@ -655,7 +655,7 @@ impl Drop for Served {
 }
 
 fn nib_aws(config: Option<&AwsConfig>) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut cmd = Command::new(nib_exe());
     cmd.args(["serve", "--backend", "aws", "--bind", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -1,11 +1,13 @@
 //! `nib export` and `nib import --bundle` through the binary (issue 14). The round trip itself,
-//! every read compared, is tested in `nib::notebook::bundle` over both back ends.
+//! every read compared, is tested over both back ends in `testkit/tests/library/bundle.rs`.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::helpers::nib_exe;
+
 fn nib(data: &Path, args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nib"))
+    Command::new(nib_exe())
         .arg("--data-dir")
         .arg(data)
         .args(args)
@@ -28,7 +30,7 @@ fn os(s: &str) -> &std::ffi::OsStr {
 
 #[test]
 fn export_then_import_bundle_gives_the_same_notebook_and_refuses_a_damaged_one() {
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sample");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/sample");
     let (a, b, c) = (
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),

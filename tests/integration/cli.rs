@@ -6,8 +6,10 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
+use crate::helpers::nib_exe;
+
 fn nib(data: &std::path::Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut c = Command::new(nib_exe());
     c.arg("--data-dir").arg(data);
     c
 }

@@ -1,16 +1,16 @@
 //! `TestApp`: the system served on 127.0.0.1:0 in-process, with the sample notebook imported and
 //! an admin token. Over the local back end (a temporary data directory, the default) or the AWS
 //! back end (a fresh table and bucket on the test binary's moto server, see
-//! `nib::adapters::aws::emulator`).
+//! `nib_testkit::emulator`). And where the `nib` binary is ([`nib_exe`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nib::adapters::aws::emulator::Emulator;
 use nib::app::{App, LocalOptions};
 use nib::auth::Scope;
 use nib::domain::UserId;
 use nib::http::{HttpConfig, RateLimits};
+use nib_testkit::emulator::Emulator;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -34,7 +34,29 @@ pub fn stop(child: &mut std::process::Child) {
 }
 
 pub fn sample_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sample")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/sample")
+}
+
+/// The `nib` binary of this build, `target/{profile}/nib`: this test executable is
+/// `target/{profile}/deps/integration-{hash}`. Cargo names only a binary of the test's own
+/// package (`CARGO_BIN_EXE_*`) and builds only those for it, and `nib` is nib-cli's, so it
+/// must be built first (`make test` does); a stale one is whatever was built last.
+pub fn nib_exe() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let mut dir = exe
+        .parent()
+        .expect("the test executable's directory")
+        .to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let nib = dir.join(format!("nib{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        nib.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first (as `make test` does)",
+        nib.display()
+    );
+    nib
 }
 
 /// Which adapters the system runs over.

@@ -33,12 +33,12 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use nib::adapters::aws::AwsClients;
-use nib::adapters::aws::emulator::venv_dir;
 use nib::config::AwsConfig;
 use nib::http::RateLimits;
+use nib_testkit::emulator::venv_dir;
 use serde_json::{Value, json};
 
-use crate::helpers::{LATEST_LEGACY, Options, TestApp, sample_dir};
+use crate::helpers::{LATEST_LEGACY, Options, TestApp, nib_exe, sample_dir};
 
 /// The functions and how many instances of each poll the emulator (more than one where the
 /// tests send concurrent requests).
@@ -66,10 +66,10 @@ pub struct LambdaStack {
     processes: std::sync::Mutex<Vec<Child>>,
     http: reqwest::Client,
     /// Amazon Textract for the ingest function (`NIB_OCR=textract`): the stand-in.
-    pub textract: nib::adapters::aws::textract_standin::TextractStandin,
+    pub textract: nib_testkit::textract_standin::TextractStandin,
     /// Notion for the tasks function (`NIB_NOTION_API_URL`): the stand-in, accepting
     /// [`NOTION_TOKEN`].
-    pub notion: nib::adapters::notion_standin::NotionStandin,
+    pub notion: nib_testkit::notion_standin::NotionStandin,
 }
 
 /// The integration token the Lambda stack's Notion stand-in accepts.
@@ -107,10 +107,10 @@ impl LambdaStack {
             .unwrap();
         let stack = LambdaStack {
             endpoint,
-            textract: nib::adapters::aws::textract_standin::TextractStandin::start()
+            textract: nib_testkit::textract_standin::TextractStandin::start()
                 .await
                 .unwrap(),
-            notion: nib::adapters::notion_standin::NotionStandin::start(NOTION_TOKEN)
+            notion: nib_testkit::notion_standin::NotionStandin::start(NOTION_TOKEN)
                 .await
                 .unwrap(),
             processes: std::sync::Mutex::new(vec![watch]),
@@ -121,7 +121,8 @@ impl LambdaStack {
         };
         stack.wait_for_port(port).await;
 
-        let bin_dir = Path::new(env!("CARGO_BIN_EXE_nib")).parent().unwrap();
+        let nib = nib_exe();
+        let bin_dir = nib.parent().unwrap();
         for (name, instances) in FUNCTIONS {
             let bin = bin_dir.join(name);
             assert!(
@@ -907,9 +908,9 @@ async fn an_ink_only_upload_is_read_by_textract_into_text_and_tasks() {
     let stack = app.lambda.as_ref().unwrap();
     let config = app.aws_config.clone().unwrap();
     let s3 = AwsClients::connect(&config).await;
-    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/ocr"));
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/ocr"));
     let png = std::fs::read(dir.join("2025-03-17.png")).unwrap();
-    let truth = nib::adapters::aws::textract_standin::TruthPage::parse(
+    let truth = nib_testkit::textract_standin::TruthPage::parse(
         &std::fs::read_to_string(dir.join("2025-03-17.truth.json")).unwrap(),
     )
     .unwrap();

@@ -1,6 +1,8 @@
 //! Workspace-level integration tests: the server over real HTTP on port 0, and the `nib` binary.
 //!
-//! One test binary (fast to link); modules by subject.
+//! One test binary (fast to link); modules by subject. It is the package `nib-tests`
+//! (`tests/Cargo.toml`), so the binaries it runs are other packages': `cargo build --workspace
+//! --bins` first (`make test` does), and [`helpers::nib_exe`] finds `nib` beside this binary.
 
 mod helpers;
 

@@ -1,4 +1,4 @@
-//! Notion push (issue 16) against `nib::adapters::notion_standin`, a local server that follows
+//! Notion push (issue 16) against `nib_testkit::notion_standin`, a local server that follows
 //! Notion's documented request and response shapes (the real Notion is not reachable here):
 //! connect and map, push on create over MCP, status updates, no double push, the outbox after
 //! an outage and under rate limiting, errors in `nib notion status`, and the token never in
@@ -10,14 +10,14 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use nib::adapters::notion::{Mapping, NotionApi, NotionError, NotionToken, StatusMapping};
-use nib::adapters::notion_standin::{Mode, NotionStandin};
 use nib::app::{App, LocalOptions};
 use nib::domain::UserId;
 use nib::notebook::{Notebook, NotebookError};
 use nib::ports::Clock;
+use nib_testkit::notion_standin::{Mode, NotionStandin};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, Options, TestApp, emulator};
+use crate::helpers::{Backend, Options, TestApp, emulator, nib_exe};
 
 /// The integration token the stand-in accepts. Searched for in every output.
 const TOKEN: &str = "ntn_standin_4815162342_SECRET_token";
@@ -693,7 +693,7 @@ async fn through_the_lambda_functions_the_tasks_function_pushes() {
 }
 
 fn nib(data: &std::path::Path, notion: &NotionStandin) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut c = Command::new(nib_exe());
     c.arg("--data-dir")
         .arg(data)
         .env("NIB_NOTION_API_URL", &notion.url)

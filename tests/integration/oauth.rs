@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use sha2::Digest;
 use tokio::sync::oneshot;
 
-use crate::helpers::{LATEST_LEGACY, Options, TestApp, initialize};
+use crate::helpers::{LATEST_LEGACY, Options, TestApp, initialize, nib_exe};
 
 pub(crate) const PASSWORD: &str = "correct horse battery staple";
 const VERIFIER: &str = "nib-test-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
@@ -1919,7 +1919,7 @@ async fn the_cli_manages_users_clients_and_grants() {
     use std::process::{Command, Stdio};
     let data = tempfile::tempdir().unwrap();
     let nib = |args: &[&str], stdin: Option<&str>| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nib"))
+        let mut child = Command::new(nib_exe())
             .arg("--data-dir")
             .arg(data.path())
             .args(args)

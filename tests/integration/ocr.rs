@@ -12,10 +12,10 @@ use nib::domain::UserId;
 use nib_bench::ocr_score::{TruthFile, score_page, summarize};
 use serde_json::{Value, json};
 
-use crate::helpers::{Options, TestApp};
+use crate::helpers::{Options, TestApp, nib_exe};
 
 fn ocr_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/ocr"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/ocr"))
 }
 
 /// The committed pages imported with the local engine, served.
@@ -247,7 +247,7 @@ async fn nib_ocr_reads_stored_ink_again_and_tasks_survive() {
     )
     .unwrap();
     let nib = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nib"))
+        let out = std::process::Command::new(nib_exe())
             .arg("--data-dir")
             .arg(data.path())
             .args(args)

@@ -10,12 +10,12 @@ use nib::app::App;
 use nib::config::AwsConfig;
 use nib::domain::UserId;
 
-use crate::helpers::{emulator, sample_dir};
+use crate::helpers::{emulator, nib_exe, sample_dir};
 
 /// `nib --backend aws` over the table, bucket and key of `config`, with no data directory
 /// that could be used by mistake (it is an empty temporary one, checked afterwards).
 pub(crate) fn nib_aws(config: &AwsConfig, data: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut c = Command::new(nib_exe());
     c.arg("--data-dir")
         .arg(data)
         .arg("--backend")
@@ -273,7 +273,7 @@ async fn import_via_upload_puts_the_files_under_uploads_and_needs_aws() {
     let app = App::open_aws(config.clone()).await.unwrap();
     assert!(app.store.get("U#alice", "USER").await.unwrap().is_none());
     // Locally there is no bucket: it says so.
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut c = Command::new(nib_exe());
     c.arg("--data-dir")
         .arg(data.path())
         .env_remove("NIB_BACKEND")
@@ -334,7 +334,7 @@ async fn from_terraform_reads_the_settings_from_terraforms_outputs() {
     );
     // No NIB_TABLE & co. in the environment: all from Terraform (credentials and the emulator's
     // endpoint stay the environment's).
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut c = Command::new(nib_exe());
     c.arg("--data-dir")
         .arg(data.path())
         .arg(format!("--from-terraform={}", infra.path().display()))
@@ -505,7 +505,7 @@ async fn doctor_passes_a_sound_deployment_and_names_what_is_broken() {
     let emulator = emulator().await;
     let config = emulator.fresh().await.unwrap();
     let clients = AwsClients::connect(&config).await;
-    nib::adapters::aws::emulator::provision_bucket_like_infra(
+    nib_testkit::emulator::provision_bucket_like_infra(
         &clients.s3,
         &config.bucket,
         &config.kms_key_id,
@@ -592,7 +592,7 @@ async fn doctor_passes_a_sound_deployment_and_names_what_is_broken() {
 #[tokio::test]
 async fn doctor_says_it_needs_a_deployment() {
     let data = tempfile::tempdir().unwrap();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut c = Command::new(nib_exe());
     c.arg("--data-dir")
         .arg(data.path())
         .env_remove("NIB_BACKEND")
@@ -603,7 +603,7 @@ async fn doctor_says_it_needs_a_deployment() {
 }
 
 fn nib_local(data: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+    let mut c = Command::new(nib_exe());
     c.arg("--data-dir")
         .arg(data)
         .env_remove("NIB_BACKEND")
@@ -802,7 +802,7 @@ async fn a_deploy_rehearsal_goes_from_an_empty_account_to_a_working_connector() 
     config.signing_key_id = Some(key_id);
     config.signing_public_key_pem = Some(public_pem);
     let clients = AwsClients::connect(&config).await;
-    nib::adapters::aws::emulator::provision_bucket_like_infra(
+    nib_testkit::emulator::provision_bucket_like_infra(
         &clients.s3,
         &config.bucket,
         &config.kms_key_id,
@@ -828,7 +828,7 @@ async fn a_deploy_rehearsal_goes_from_an_empty_account_to_a_working_connector() 
     );
     let data = tempfile::tempdir().unwrap();
     let nib = |a: &[&str]| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_nib"));
+        let mut c = Command::new(nib_exe());
         c.arg("--data-dir")
             .arg(data.path())
             .arg(format!("--from-terraform={}", infra.path().display()))

@@ -9,7 +9,7 @@ use nib::domain::UserId;
 use nib::ports::Query;
 use serde_json::{Value, json};
 
-use crate::helpers::{Options, TestApp};
+use crate::helpers::{Options, TestApp, nib_exe};
 
 macro_rules! search_tests {
     ($options:expr) => {
@@ -467,7 +467,7 @@ fn nib_reindex_reads_every_page_and_leaves_current_blocks_alone() {
         std::fs::write(dir.path().join(format!("{date}.md")), body).unwrap();
     }
     let nib = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nib"))
+        let out = std::process::Command::new(nib_exe())
             .arg("--data-dir")
             .arg(data.path())
             .args(args)

@@ -10,7 +10,7 @@ use nib::app::{App, LocalOptions};
 use nib::domain::UserId;
 use serde_json::{Value, json};
 
-use crate::helpers::{Options, TestApp};
+use crate::helpers::{Options, TestApp, nib_exe};
 
 fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
@@ -92,7 +92,7 @@ async fn a_killed_import_leaves_only_whole_pages_and_a_rerun_completes_it() {
     write_pages(pages.path(), total);
 
     // Kill the import (SIGKILL, no chance to clean up) once it has reported some progress.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nib"))
+    let mut child = Command::new(nib_exe())
         .args([
             "--data-dir",
             data.path().to_str().unwrap(),
@@ -186,7 +186,7 @@ async fn a_killed_import_leaves_only_whole_pages_and_a_rerun_completes_it() {
     check(false).await;
 
     // Re-running the import finishes the job without duplicating a page.
-    let out = Command::new(env!("CARGO_BIN_EXE_nib"))
+    let out = Command::new(nib_exe())
         .args([
             "--data-dir",
             data.path().to_str().unwrap(),

@@ -945,7 +945,7 @@ async fn a_purged_pages_images_are_swept_from_the_asset_folder_a_day_later_local
 #[tokio::test]
 async fn a_crash_between_the_steps_of_a_restore_leaves_nothing_half_done_on_aws() {
     use nib::adapters::aws::AwsClients;
-    use nib::adapters::aws::emulator::Faults;
+    use nib_testkit::emulator::Faults;
 
     let config = emulator().await.fresh().await.unwrap();
     let faults = Faults::new();
@@ -1036,7 +1036,7 @@ async fn a_crash_between_the_steps_of_a_restore_leaves_nothing_half_done_on_aws(
 #[tokio::test]
 async fn a_failed_image_step_of_a_delete_or_restore_leaves_nothing_half_done_on_aws() {
     use nib::adapters::aws::AwsClients;
-    use nib::adapters::aws::emulator::Faults;
+    use nib_testkit::emulator::Faults;
 
     let mut config = emulator().await.fresh().await.unwrap();
     let faults = Faults::new();

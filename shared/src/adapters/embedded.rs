@@ -190,7 +190,10 @@ impl EmbeddedStore {
 
     /// Every key in the store, live or expired: the items' (pk, sk), then the index entries'
     /// (gsi1pk, gsi1sk). Tests use it to scan the whole store (the `Store` port has no scan).
-    #[cfg(any(test, feature = "testing"))]
+    ///
+    /// Nothing in nib calls it: it is public, and compiled into every build, only because the
+    /// account-deletion tests (`tests/integration/account.rs`, another crate) must see every
+    /// key left, and nothing else reads the file's key encoding.
     pub async fn all_keys(&self) -> Result<Vec<Vec<String>>, StoreError> {
         use redb::ReadableTable;
         self.blocking(|db| {
@@ -1033,33 +1036,10 @@ impl Store for EmbeddedStore {
 
 #[cfg(test)]
 mod tests {
+    //! The store conformance suite runs on this store from `nib-testkit`
+    //! (`testkit/tests/library/embedded.rs`); these are the embedded store's own checks.
+
     use super::*;
-    use crate::store_suite;
-
-    fn file_store() -> (tempfile::TempDir, EmbeddedStore) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open(&dir.path().join("nib.redb")).unwrap();
-        (dir, store)
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn conforms_to_the_store_suite_on_disk() {
-        let dirs = std::sync::Mutex::new(Vec::new());
-        store_suite::run_all(|clock| {
-            let (dir, store) = file_store();
-            dirs.lock().unwrap().push(dir);
-            Arc::new(store.with_clock(clock)) as Arc<dyn Store>
-        })
-        .await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn conforms_to_the_store_suite_in_memory() {
-        store_suite::run_all(|clock| {
-            Arc::new(EmbeddedStore::in_memory().with_clock(clock)) as Arc<dyn Store>
-        })
-        .await;
-    }
 
     #[test]
     fn a_second_open_reports_the_directory_in_use() {

@@ -4,9 +4,9 @@
 //! JSON): `GET /v1/databases/{id}` (the schema, read on connect and mapped by
 //! [`map_database`]), `POST /v1/pages` (a task becomes a page of the database) and
 //! `PATCH /v1/pages/{id}` (its status property). The base URL is `https://api.notion.com`,
-//! or `NIB_NOTION_API_URL` (tests point it at `notion_standin`). Errors are Notion's error
-//! object `{"object": "error", "status", "code", "message"}`, sorted into [`NotionError`] by
-//! what the caller can do about them; `429` carries `Retry-After` (seconds).
+//! or `NIB_NOTION_API_URL` (tests point it at `nib_testkit::notion_standin`). Errors are
+//! Notion's error object `{"object": "error", "status", "code", "message"}`, sorted into
+//! [`NotionError`] by what the caller can do about them; `429` carries `Retry-After` (seconds).
 //!
 //! Tested only against the stand-in, which follows the documented shapes: the real Notion
 //! is not reachable from where nib was built.

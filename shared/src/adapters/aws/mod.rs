@@ -11,8 +11,9 @@
 //! - [`textract`] (feature `textract`): `TextractOcr`, the `Ocr` port over Amazon Textract's
 //!   `DetectDocumentText`, one page image per call (the ingest function's engine).
 //! - [`calls`]: `CallCounter`, the SDK interceptor that counts requests per operation.
-//! - [`emulator`]: moto's server on 127.0.0.1 with a provisioned table, bucket and key, for the
-//!   tests and for trying nib without an AWS account.
+//!
+//! The emulator the tests run these adapters on (moto), the Textract stand-in and the
+//! adapters' tests are in the `nib-testkit` crate (`testkit/`): nothing of them ships.
 //!
 //! # Clients
 //!
@@ -32,18 +33,12 @@
 
 pub mod calls;
 pub mod dynamo;
-pub mod emulator;
 pub mod kms;
 pub mod lambda;
 pub mod s3;
 pub mod signing;
 #[cfg(feature = "textract")]
 pub mod textract;
-#[cfg(all(feature = "textract", any(test, feature = "testing")))]
-pub mod textract_standin;
-
-#[cfg(test)]
-mod tests;
 
 use std::time::Duration;
 

@@ -1,6 +1,5 @@
-//! A local AWS for tests and for trying nib without an account: moto's server, started from
-//! the project's `.venv` (`make tools-python` installs it), listening on 127.0.0.1 on a port
-//! the kernel picks.
+//! A local AWS for tests: moto's server, started from the project's `.venv` (`make
+//! tools-python` installs it), listening on 127.0.0.1 on a port the kernel picks.
 //!
 //! moto is run through `.venv/bin/python` with the same WSGI application as `moto_server`, but
 //! served by one thread: DynamoDB applies each request atomically, and a single-threaded
@@ -32,9 +31,9 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use tokio::sync::OnceCell;
 
-use super::AwsClients;
-use super::dynamo::GSI1;
-use crate::config::{AwsConfig, Secret, StaticCredentials};
+use nib::adapters::aws::AwsClients;
+use nib::adapters::aws::dynamo::GSI1;
+use nib::config::{AwsConfig, Secret, StaticCredentials};
 
 /// Serves moto's application on 127.0.0.1, port 0, one request at a time; prints the port;
 /// exits when stdin closes.
@@ -193,7 +192,7 @@ impl Emulator {
             signing_key_id: None,
             signing_public_key_pem: None,
             public_url: None,
-            notion_api_url: crate::adapters::notion::DEFAULT_API_URL.into(),
+            notion_api_url: nib::adapters::notion::DEFAULT_API_URL.into(),
         }
     }
 
@@ -259,7 +258,7 @@ impl Emulator {
             .map_err(|e| fail(Box::new(e)))?
             .public_key
             .ok_or_else(|| fail("no public key".into()))?;
-        let pem = crate::auth::oauth::jwt::public_key_from_der(der.as_ref())
+        let pem = nib::auth::oauth::jwt::public_key_from_der(der.as_ref())
             .map_err(|e| fail(Box::new(e)))?
             .to_public_key_pem(LineEnding::LF)
             .map_err(|e| fail(e.to_string().into()))?;
@@ -495,7 +494,7 @@ impl Faults {
 
 impl Intercept for Faults {
     fn name(&self) -> &'static str {
-        "nib::Faults"
+        "nib_testkit::Faults"
     }
 
     fn read_before_transmit(

@@ -36,7 +36,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::ports::{OcrBox, PageImage};
+use nib::ports::{OcrBox, PageImage};
 
 /// Textract's limit on a synchronous document.
 const MAX_DOCUMENT_BYTES: usize = 10 * 1024 * 1024;
@@ -288,7 +288,7 @@ impl TextractStandin {
 
     /// Reads `lines` on `page` as `TextractOcr` sends it (its PNG).
     pub fn answer_page(&self, page: &PageImage, lines: Vec<StandinLine>) {
-        self.answer(&crate::ocr::raster::to_png(page), lines);
+        self.answer(&nib::ocr::raster::to_png(page), lines);
     }
 
     /// The next `times` requests get `fault` (after any queued before it).

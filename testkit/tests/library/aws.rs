@@ -1,5 +1,6 @@
-//! The AWS adapters against moto's server (see `emulator`): the store conformance suite, the
-//! exact requests each port operation sends, assets with presigned URLs, and KMS keys.
+//! `nib::adapters::aws` against moto's server (`nib_testkit::emulator`): the store conformance
+//! suite, the exact requests each port operation sends, assets with presigned URLs, KMS keys,
+//! access tokens signed by KMS, and the ingest function's log lines.
 //!
 //! One server per test binary (per test process under nextest), a fresh table and bucket per
 //! test. moto checks neither signatures nor expiry, so presigned URLs are checked for their
@@ -11,15 +12,13 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::emulator::Emulator;
-use super::{AwsClients, CallCounts};
-use crate::config::AwsConfig;
-use crate::crypto::{Aad, Vault};
-use crate::domain::{PageId, UserId};
-use crate::ports::{
-    AssetKind, Assets, Cond, Item, Keys, KeysError, Query, Store, StoreError, Write,
-};
-use crate::store_suite;
+use nib::adapters::aws::{AwsClients, CallCounts};
+use nib::config::AwsConfig;
+use nib::crypto::{Aad, Vault};
+use nib::domain::{PageId, UserId};
+use nib::ports::{AssetKind, Assets, Cond, Item, Keys, KeysError, Query, Store, StoreError, Write};
+use nib_testkit::emulator::Emulator;
+use nib_testkit::store_suite;
 
 async fn emulator() -> &'static Emulator {
     Emulator::shared().await.unwrap_or_else(|e| panic!("{e}"))
@@ -496,11 +495,11 @@ async fn the_vault_over_kms_caches_rotates_and_stores_only_wrapped_keys() {
         .unwrap();
         // It is what KMS gave, and KMS opens it for Alice only.
         let key = keys
-            .unwrap(&alice, &crate::ports::WrappedKey(wrapped.clone()))
+            .unwrap(&alice, &nib::ports::WrappedKey(wrapped.clone()))
             .await
             .unwrap();
         assert!(
-            keys.unwrap(&user("bob"), &crate::ports::WrappedKey(wrapped))
+            keys.unwrap(&user("bob"), &nib::ports::WrappedKey(wrapped))
                 .await
                 .is_err()
         );
@@ -558,7 +557,7 @@ async fn open_aws_takes_the_key_cache_size_and_lifetime_from_the_config() {
 
     let mut config = emulator().await.fresh().await.unwrap();
     config.key_cache_size = 1;
-    let app = crate::app::App::open_aws(config.clone()).await.unwrap();
+    let app = nib::app::App::open_aws(config.clone()).await.unwrap();
     let calls = app.aws_calls.clone().unwrap();
     app.vault.user_keys(&alice).await.unwrap();
     app.vault.user_keys(&bob).await.unwrap();
@@ -573,7 +572,7 @@ async fn open_aws_takes_the_key_cache_size_and_lifetime_from_the_config() {
     // A lifetime shorter than any request: every use asks KMS again.
     config.key_cache_size = 10;
     config.key_cache_ttl = Duration::from_nanos(1);
-    let app = crate::app::App::open_aws(config).await.unwrap();
+    let app = nib::app::App::open_aws(config).await.unwrap();
     let calls = app.aws_calls.clone().unwrap();
     for _ in 0..2 {
         let before = calls.snapshot();
@@ -594,21 +593,21 @@ mod signing {
     use sha2::Digest;
 
     use super::{counts, emulator, fresh};
-    use crate::adapters::aws::AwsClients;
-    use crate::adapters::aws::CallCounts;
-    use crate::adapters::aws::emulator::Faults;
-    use crate::adapters::aws::signing::{KmsSigner, OAuthKeys, verify_only};
-    use crate::app::App;
-    use crate::auth::oauth::authorize::AuthorizeParams;
-    use crate::auth::oauth::clients::{ClientKind, RegistrationRequest};
-    use crate::auth::oauth::jwt::{
+    use nib::adapters::aws::AwsClients;
+    use nib::adapters::aws::CallCounts;
+    use nib::adapters::aws::signing::{KmsSigner, OAuthKeys, verify_only};
+    use nib::app::App;
+    use nib::auth::oauth::authorize::AuthorizeParams;
+    use nib::auth::oauth::clients::{ClientKind, RegistrationRequest};
+    use nib::auth::oauth::jwt::{
         self, AccessClaims, LocalSigner, SignError, TokenSigner, Verifier, public_key_from_der,
         public_key_from_pem,
     };
-    use crate::auth::oauth::{OAuth, OAuthConfig, OAuthError};
-    use crate::config::AwsConfig;
-    use crate::domain::UserId;
-    use crate::ports::{Clock, SystemClock};
+    use nib::auth::oauth::{OAuth, OAuthConfig, OAuthError};
+    use nib::config::AwsConfig;
+    use nib::domain::UserId;
+    use nib::ports::{Clock, SystemClock};
+    use nib_testkit::emulator::Faults;
 
     const ISSUER: &str = "https://nib.example";
 
@@ -678,7 +677,7 @@ mod signing {
         let verifier = Verifier::new(
             front.public_key(),
             &OAuthConfig::new(ISSUER),
-            crate::auth::oauth::grants::Grants::new(store, clock.clone()),
+            nib::auth::oauth::grants::Grants::new(store, clock.clone()),
             clock,
         );
         // KMS returns DER signatures with a high S about half the time (moto signs with
@@ -909,11 +908,11 @@ mod signing {
 /// log every request with its URL (the object key) and the function's runtime every raw event.
 #[tokio::test]
 async fn ingest_logs_ids_never_the_file_name() {
-    use crate::functions::ingest::{Ingest, Tally};
-    use crate::telemetry::{CapturedLogs, subscriber};
+    use nib::functions::ingest::{Ingest, Tally};
+    use nib::telemetry::{CapturedLogs, subscriber};
 
     let (config, clients) = fresh().await;
-    let notebook = crate::functions::notebook(&config, &clients).unwrap();
+    let notebook = nib::functions::notebook(&config, &clients).unwrap();
     let ingest = Ingest::new(notebook.clone(), clients.s3.clone(), &config.bucket);
     let upload = |key: &'static str, body: &'static [u8]| {
         let (s3, bucket) = (clients.s3.clone(), config.bucket.clone());

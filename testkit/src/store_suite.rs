@@ -6,7 +6,7 @@
 //! builds a store judging expiry by the clock it is given:
 //!
 //! ```ignore
-//! nib::store_suite::run_all(|clock| {
+//! nib_testkit::store_suite::run_all(|clock| {
 //!     Arc::new(EmbeddedStore::in_memory().with_clock(clock)) as Arc<dyn Store>
 //! })
 //! .await;
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use crate::ports::{
+use nib::ports::{
     Clock, Cond, Item, MAX_TRANSACTION_ITEMS, Query, QueryPage, Store, StoreError, SystemClock,
     Write, counter_value,
 };
@@ -765,7 +765,7 @@ pub async fn expired_items_are_absent(store: Arc<dyn Store>) {
         .unwrap();
 }
 
-/// The port's expiry rule ([`crate::ports::is_live`]) at its boundary, on the store's clock: an
+/// The port's expiry rule ([`nib::ports::is_live`]) at its boundary, on the store's clock: an
 /// item is live the second before its `expires_at` and gone from that second on, for every
 /// read, every condition and `increment`. (The embedded store once kept an item
 /// live through its `expires_at` second while DynamoDB did not, and both read the system time.)
