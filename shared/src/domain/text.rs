@@ -329,10 +329,7 @@ impl Snippable {
         }
         let mut end = (start + max_chars).min(total);
         if end < total {
-            let last_fit = bounds()
-                .take_while(|&b| b <= end)
-                .last()
-                .unwrap_or(end);
+            let last_fit = bounds().take_while(|&b| b <= end).last().unwrap_or(end);
             // Cut on a word boundary unless that would lose the match (a word longer than the
             // window) or half the window (a long word such as a URL); then cut between chars.
             // When the match fits, its end is a boundary past its start.
@@ -381,8 +378,7 @@ mod tests {
             }
             let len = segment.chars().count();
             bounds.push(chars_seen);
-            if hit.is_none() && segment.chars().any(char::is_alphanumeric) && m.matches(segment)
-            {
+            if hit.is_none() && segment.chars().any(char::is_alphanumeric) && m.matches(segment) {
                 hit = Some(chars_seen);
             }
             chars_seen += len;
@@ -423,7 +419,6 @@ mod tests {
         }
         out
     }
-
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()

@@ -7,9 +7,9 @@ use serde::Serialize;
 
 use super::import::NO_DATE;
 use super::records::{
-    self, EngineOcr, OcrKind, PageHead, PageListing, PageRecord, PageSources,
-    StatsRecord, StemRecord, StoredLine, TaskKeyRecord, TaskRecord, TaskStatusRecord, decode,
-    ocr_markdown, page_gsi_sk, page_sk, pages_partition, stem_sk, task_sk, taskkey_sk, user_pk,
+    self, EngineOcr, OcrKind, PageHead, PageListing, PageRecord, PageSources, StatsRecord,
+    StemRecord, StoredLine, TaskKeyRecord, TaskRecord, TaskStatusRecord, decode, ocr_markdown,
+    page_gsi_sk, page_sk, pages_partition, stem_sk, task_sk, taskkey_sk, user_pk,
 };
 use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, page_plan, search};
 use crate::crypto::UserKeys;

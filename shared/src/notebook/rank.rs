@@ -465,7 +465,19 @@ pub fn rank(
     }
     let keep = rescored(q.want).min(first.len());
     if keep < first.len() {
-        first.select_nth_unstable_by(keep, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        // Ties (near-identical pages share sign codes) are cut by page id, not by number: the
+        // numbers follow the blocks' layout, which a restore or a rewrite changes, and the
+        // same notebook must give the same results whatever its layout.
+        let by_id = |a: u32, b: u32| {
+            if a < entries && b < entries {
+                vectors.page(a).cmp(vectors.page(b))
+            } else {
+                a.cmp(&b)
+            }
+        };
+        first.select_nth_unstable_by(keep, |a, b| {
+            b.0.total_cmp(&a.0).then_with(|| by_id(a.1, b.1))
+        });
         first.truncate(keep);
     }
     // Pages without an entry that matched words: their places in `keyword`, by number.
@@ -717,6 +729,58 @@ mod tests {
             )),
             [2]
         );
+    }
+
+    #[test]
+    fn pages_with_the_same_sign_codes_are_cut_the_same_whatever_the_layout() {
+        // 600 pages whose vectors share their signs (so their estimates tie) but not their
+        // magnitudes; more than `rescored` keeps. Laid out in two orders (as before and after
+        // a restore), the same pages are rescored and the same results come out.
+        let dims = 64;
+        let entry = |i: usize| Entry {
+            page: format!("p{i:04}"),
+            rev: 1,
+            date: Date::parse("2026-06-19").unwrap(),
+            vectors: (0..dims)
+                .map(|j| {
+                    let m = 1 + ((i * 7 + j * 13) % 90) as i8;
+                    if j % 2 == 0 { m } else { -m }
+                })
+                .collect(),
+        };
+        let index = |order: Vec<usize>| {
+            let block = Block {
+                model: "m".into(),
+                dims,
+                entries: order.into_iter().map(entry).collect(),
+            };
+            VectorIndex::new(vec![Some(Arc::new(OpenBlock::new(1, block)))], "m", dims)
+        };
+        let forward = index((0..600).collect());
+        let backward = index((0..600).rev().collect());
+        let unit: Vec<f32> = (0..dims)
+            .map(|j| if j % 2 == 0 { 0.125 } else { -0.125 })
+            .collect();
+        let ask = RankQuery {
+            vector: Some(&unit),
+            terms: 0,
+            all_terms: false,
+            phrases: false,
+            keyword: false,
+            meaning: true,
+            want: 10,
+        };
+        let found = |v: &VectorIndex| {
+            let mut pages: Vec<(String, u64)> = rank(&ask, v, &[], 600, 10.0, None)
+                .into_iter()
+                .map(|c| (v.page(c.id).to_string(), c.score.to_bits()))
+                .collect();
+            pages.sort();
+            pages
+        };
+        let (a, b) = (found(&forward), found(&backward));
+        assert!(a.len() >= 10 && a.len() < 600, "{}", a.len());
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -276,7 +276,10 @@ impl Notebook {
                 .filter(|b| b.version == item.version);
             let open = match kept {
                 Some(b) => b,
-                None => Arc::new(OpenBlock::new(item.version, Block::open(keys, user, &item)?)),
+                None => Arc::new(OpenBlock::new(
+                    item.version,
+                    Block::open(keys, user, &item)?,
+                )),
             };
             drop(item);
             blocks.push(Some(open));
