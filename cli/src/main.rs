@@ -11,13 +11,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use nib::app::{App, DEFAULT_USER, LocalOptions};
 use nib::auth::Scope;
 use nib::auth::oauth::clients::{ClientKind, RegistrationRequest};
 use nib::auth::oauth::{MAX_ACCESS_TTL_SECS, OAuthConfig, scope_string};
 use nib::config::AwsConfig;
 use nib::domain::UserId;
 use nib::http::{HttpConfig, RateLimits};
+use nib::services::{DEFAULT_USER, LocalOptions, Role, Services, Settings};
 
 #[derive(Parser)]
 #[command(
@@ -389,20 +389,40 @@ impl Target {
         .context("cannot configure the AWS back end")
     }
 
-    /// The system an admin command works on (`ocr` reads ink-only pages).
-    async fn open(&self, ocr: nib::config::OcrChoice) -> anyhow::Result<App> {
-        match self.backend {
-            Backend::Local => open(
-                &self.data_dir,
-                LocalOptions {
-                    ocr,
-                    ..LocalOptions::default()
-                },
-            ),
-            Backend::Aws => App::open_aws_admin(self.aws_config()?, ocr)
-                .await
-                .context("cannot open the AWS back end"),
-        }
+    /// The settings of a command playing `role` (`ocr` reads ink-only pages).
+    fn settings(&self, role: Role, options: LocalOptions) -> anyhow::Result<Settings> {
+        Ok(match self.backend {
+            Backend::Local => Settings::local(&self.data_dir, options, role),
+            Backend::Aws => {
+                let mut config = self.aws_config()?;
+                if role == Role::Server {
+                    config.asset_ttl_seconds = options.asset_ttl_seconds;
+                    config.public_url = Some(options.public_url.clone());
+                }
+                Settings::aws(config, role, options.ocr)
+            }
+        })
+    }
+
+    /// The services `settings` describe.
+    async fn build(&self, settings: &Settings) -> anyhow::Result<Services> {
+        Services::open(settings)
+            .await
+            .with_context(|| match self.backend {
+                Backend::Local => {
+                    format!("cannot open the data directory {}", self.data_dir.display())
+                }
+                Backend::Aws => "cannot open the AWS back end".to_owned(),
+            })
+    }
+
+    /// The system an operator's command works on (`ocr` reads ink-only pages).
+    async fn open(&self, ocr: nib::config::OcrChoice) -> anyhow::Result<Services> {
+        let options = LocalOptions {
+            ocr,
+            ..LocalOptions::default()
+        };
+        self.build(&self.settings(Role::Admin, options)?).await
     }
 }
 
@@ -438,11 +458,6 @@ fn default_data_dir() -> PathBuf {
         Some(home) => PathBuf::from(home).join(".local/share/nib"),
         None => PathBuf::from(".nib"),
     }
-}
-
-fn open(data_dir: &Path, options: LocalOptions) -> anyhow::Result<App> {
-    App::open_local(data_dir, options)
-        .with_context(|| format!("cannot open the data directory {}", data_dir.display()))
 }
 
 fn user_id(s: &str) -> anyhow::Result<UserId> {
@@ -558,31 +573,21 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| format!("http://{addr}"))
         .trim_end_matches('/')
         .to_owned();
-    let (app, data_place) = match target.backend {
-        Backend::Local => {
-            let app = open(
-                data_dir,
-                LocalOptions {
-                    public_url: public_url.clone(),
-                    asset_ttl_seconds: args.asset_ttl_seconds,
-                    // The server takes no ink of its own (`nib import` reads it).
-                    ocr: nib::config::OcrChoice::Off,
-                    ..LocalOptions::default()
-                },
-            )?;
-            (app, data_dir.display().to_string())
-        }
-        Backend::Aws => {
-            let mut config = target.aws_config()?;
-            config.asset_ttl_seconds = args.asset_ttl_seconds;
-            config.public_url = Some(public_url.clone());
-            let place = format!("the DynamoDB table {}", config.table);
-            let app = App::open_aws(config)
-                .await
-                .context("cannot open the AWS back end")?;
-            (app, place)
-        }
+    let settings = target.settings(
+        Role::Server,
+        LocalOptions {
+            public_url: public_url.clone(),
+            asset_ttl_seconds: args.asset_ttl_seconds,
+            // The server takes no ink of its own (`nib import` reads it).
+            ocr: nib::config::OcrChoice::Off,
+            ..LocalOptions::default()
+        },
+    )?;
+    let data_place = match settings.aws_config() {
+        Some(config) => format!("the DynamoDB table {}", config.table),
+        None => data_dir.display().to_string(),
     };
+    let app = target.build(&settings).await?;
     let first = app.first_start().await?;
     let mut config = HttpConfig::local(public_url.clone());
     config.public_discovery = args.public_discovery;
@@ -655,7 +660,7 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
     .await
     .context("server failed")?;
     // The access records still waiting in memory (the flusher writes them every 0.5 s).
-    match app.notebook.access_log().flush().await {
+    match app.notebook().access_log().flush().await {
         Ok(n) => tracing::info!(records = n, "access records written at shutdown"),
         Err(e) => {
             tracing::error!(error = %nib::telemetry::chain(&e), "could not write the last access records")
@@ -701,7 +706,7 @@ fn progress_bar(verb: &str, len: usize) -> indicatif::ProgressBar {
 async fn reindex(user: &UserId, target: &Target) -> anyhow::Result<ExitCode> {
     let app = target.open(nib::config::OcrChoice::Off).await?;
     let report = app
-        .notebook
+        .notebook()
         .reindex(user)
         .await
         .context("cannot rebuild the search vectors")?;
@@ -722,7 +727,7 @@ async fn export(
     target: &Target,
 ) -> anyhow::Result<ExitCode> {
     let app = target.open(nib::config::OcrChoice::Off).await?;
-    let total = app.notebook.page_count(user).await?;
+    let total = app.notebook().page_count(user).await?;
     let bar = progress_bar("exporting", usize::try_from(total).unwrap_or(usize::MAX));
     let partial = out.with_extension("zip.partial");
     let file = std::io::BufWriter::new(
@@ -731,8 +736,8 @@ async fn export(
     );
     let tick = || bar.inc(1);
     let result = match format {
-        ExportFormat::Bundle => app.notebook.export_bundle(user, file, &tick).await,
-        ExportFormat::Markdown => app.notebook.export_markdown(user, file, &tick).await,
+        ExportFormat::Bundle => app.notebook().export_bundle(user, file, &tick).await,
+        ExportFormat::Markdown => app.notebook().export_markdown(user, file, &tick).await,
     };
     bar.finish_and_clear();
     let report = match result {
@@ -765,7 +770,7 @@ async fn import_bundle(bundle: &Path, user: &UserId, target: &Target) -> anyhow:
         bar.inc_length(1);
         bar.inc(1)
     };
-    let result = app.notebook.import_bundle(user, file, &tick).await;
+    let result = app.notebook().import_bundle(user, file, &tick).await;
     bar.finish_and_clear();
     let r = result.with_context(|| format!("cannot import {}", bundle.display()))?;
     println!(
@@ -806,7 +811,7 @@ async fn import(
     let chunk = pages.len().div_ceil(IMPORT_CONCURRENCY).max(1);
     let mut results = futures::stream::select_all(pages.chunks(chunk).map(|run| {
         futures::stream::iter(run)
-            .then(|page| app.notebook.import_files_read(user, page, force_ocr))
+            .then(|page| app.notebook().import_files_read(user, page, force_ocr))
             .boxed()
     }));
     let mut done = 0;
@@ -867,7 +872,7 @@ async fn reread(
     let app = target.open(ocr).await?;
     let mut ids = Vec::new();
     match stem {
-        Some(stem) => match app.notebook.page_of_stem(user, stem).await? {
+        Some(stem) => match app.notebook().page_of_stem(user, stem).await? {
             Some(id) => ids.push(id),
             None => anyhow::bail!("no page was imported under the stem {stem:?}"),
         },
@@ -875,7 +880,7 @@ async fn reread(
             let mut after = None;
             loop {
                 let (pages, more) = app
-                    .notebook
+                    .notebook()
                     .list_pages_after(
                         user,
                         None,
@@ -895,7 +900,7 @@ async fn reread(
     let bar = progress_bar("reading", ids.len());
     let (mut read, mut skipped, mut failed) = (0usize, 0usize, 0usize);
     for id in &ids {
-        match app.notebook.reread_page(user, id, force).await {
+        match app.notebook().reread_page(user, id, force).await {
             Ok(Some(_)) => read += 1,
             Ok(None) => skipped += 1,
             Err(e) => {
@@ -1072,7 +1077,7 @@ async fn user_delete(user: &UserId, yes: bool, target: &Target) -> anyhow::Resul
 }
 
 /// The authorization server over the data directory (its URLs do not matter here).
-fn oauth(app: &App) -> nib::auth::oauth::OAuth {
+fn oauth(app: &Services) -> nib::auth::oauth::OAuth {
     app.oauth(OAuthConfig::new("http://127.0.0.1"))
 }
 
@@ -1164,7 +1169,7 @@ async fn access_list(
         None => None,
     };
     let app = target.open(nib::config::OcrChoice::Off).await?;
-    let log = app.notebook.access_log();
+    let log = app.notebook().access_log();
     if !json {
         println!(
             "{:<24} {:<18} {:<40} {:<24} IDS",
@@ -1323,7 +1328,7 @@ async fn notion(command: NotionCommand, target_of: &Target) -> anyhow::Result<Ex
     };
     let user = user_id(&target.user)?;
     let app = target_of.open(nib::config::OcrChoice::Off).await?;
-    let notebook = &app.notebook;
+    let notebook = app.notebook();
     match command {
         NotionCommand::Connect { database, .. } => {
             let token = read_notion_token()?;
@@ -1505,11 +1510,9 @@ async fn doctor(target: &Target) -> anyhow::Result<ExitCode> {
         "nib doctor checks a deployment (the table, bucket, keys and connector), so it needs \
          --backend aws or --from-terraform; locally, `nib serve` says what is wrong as it starts"
     );
-    let config = target.aws_config()?;
-    let app = App::open_aws_admin(config.clone(), nib::config::OcrChoice::Off)
-        .await
-        .context("cannot open the AWS back end")?;
-    let checks = nib::doctor::check_aws(&config, &app).await;
+    let app = target.open(nib::config::OcrChoice::Off).await?;
+    let config = app.settings.aws_config().expect("an AWS target");
+    let checks = nib::doctor::check_aws(config, &app).await;
     let mut failed = false;
     for check in &checks {
         println!("{}", check.line());

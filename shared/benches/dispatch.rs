@@ -22,7 +22,7 @@ fn dispatch(c: &mut Criterion) {
         .expect("token")
         .token;
     let pages = rt
-        .block_on(app.notebook.list_pages(&user, None, None, 500))
+        .block_on(app.notebook().list_pages(&user, None, None, 500))
         .expect("pages");
     let page_id = pages[pages.len() / 2].page_id.to_string();
     let router = app.router(HttpConfig::local("http://127.0.0.1:8787".into()));

@@ -29,7 +29,7 @@ fn search(c: &mut Criterion) {
     let mut summary = Vec::new();
     for pages in sizes() {
         let app = common::notebook(&rt, pages);
-        let notebook = app.notebook.clone();
+        let notebook = app.notebook().clone();
         // Every query once, so a broken notebook fails here rather than timing errors.
         let mut hits = Vec::new();
         for q in &queries {

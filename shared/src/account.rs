@@ -1,7 +1,7 @@
 //! Accounts: the user index behind `nib user list`, and account deletion by key destruction
 //! (`nib user delete`), over any `Store` and `Assets`.
 //!
-//! **The index.** Every user has a profile item `U#{user}` / `USER` (`App::ensure_user`, which
+//! **The index.** Every user has a profile item `U#{user}` / `USER` (`Services::ensure_user`, which
 //! every admin command naming a user and `nib serve`'s first start run). It carries the index
 //! key `gsi1` = (`USERS`, `{user}`), so one index query lists the users. A profile written
 //! before the index has no index key: `ensure` adds it the next time anything ensures that user

@@ -4,11 +4,11 @@
 //! list the tools, revoked).
 
 use crate::adapters::aws::AwsClients;
-use crate::app::App;
 use crate::auth::Scope;
 use crate::config::AwsConfig;
 use crate::domain::UserId;
 use crate::ports::{Cond, Item, Keys, Write};
+use crate::services::Services;
 
 /// The user id the probes use: valid, and no person's.
 pub const PROBE_USER: &str = "nib-doctor-probe";
@@ -47,8 +47,8 @@ fn fail<T>(cause: impl Into<String>, fix: &str) -> Result<T, (String, String)> {
 const APPLY: &str = "terraform -chdir=infra apply (infra/ creates it so)";
 
 /// Every check of the AWS deployment of `config`, over the services an operator's `app` (from
-/// [`App::open_aws_admin`]) uses. The connector checks run when `config.public_url` is set.
-pub async fn check_aws(config: &AwsConfig, app: &App) -> Vec<Check> {
+/// [`Services::open_aws_admin`]) uses. The connector checks run when `config.public_url` is set.
+pub async fn check_aws(config: &AwsConfig, app: &Services) -> Vec<Check> {
     let clients = AwsClients::connect(config).await;
     let mut checks = Vec::new();
     checks.push(Check::new(
@@ -98,7 +98,7 @@ pub async fn check_aws(config: &AwsConfig, app: &App) -> Vec<Check> {
 
 /// Some indexed user has a sign-in password (the owner `make deploy` creates), so the consent
 /// page can let someone in; listing users also proves the operator reaches the `USERS` index.
-async fn sign_in_user(app: &App) -> Result<(), (String, String)> {
+async fn sign_in_user(app: &Services) -> Result<(), (String, String)> {
     match app.accounts().list().await {
         Ok(users) if users.iter().any(|u| u.has_password && !u.deleting) => Ok(()),
         Ok(_) => fail(
@@ -351,7 +351,7 @@ async fn data_key(config: &AwsConfig, clients: &AwsClients) -> Result<(), (Strin
     }
 }
 
-async fn round_trip(app: &App) -> Result<(), (String, String)> {
+async fn round_trip(app: &Services) -> Result<(), (String, String)> {
     let fix = "attach the operator policy (output operator_policy_arn) to this caller's role";
     let (pk, sk) = (format!("U#{PROBE_USER}"), "DOCTOR#probe".to_owned());
     let item = Item {
@@ -408,7 +408,7 @@ async fn round_trip(app: &App) -> Result<(), (String, String)> {
 
 /// The connector as a client meets it: the 401 and its `resource_metadata`, the
 /// authorization server's metadata and issuer, and a temporary read token listing the tools.
-async fn connector(public_url: &str, app: &App) -> Vec<Check> {
+async fn connector(public_url: &str, app: &Services) -> Vec<Check> {
     let http = reqwest::Client::new();
     let mcp = format!("{public_url}/mcp");
     let mut checks = Vec::new();

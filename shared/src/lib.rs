@@ -24,7 +24,6 @@
 
 pub mod account;
 pub mod adapters;
-pub mod app;
 pub mod auth;
 pub mod config;
 pub mod crypto;
@@ -38,6 +37,7 @@ pub mod notebook;
 #[cfg(feature = "ocr")]
 pub mod ocr;
 pub mod ports;
+pub mod services;
 pub mod smoke;
 pub mod telemetry;
 pub mod tools;

@@ -58,7 +58,7 @@ fn default_user() -> UserId {
 
 /// Writes what waits in the access buffer (the local flusher does it every 0.5 s).
 async fn flush(app: &TestApp) {
-    app.app.notebook.access_log().flush().await.unwrap();
+    app.app.notebook().access_log().flush().await.unwrap();
 }
 
 /// A read token of the default user labelled `label`, and its id.
@@ -416,7 +416,7 @@ pub async fn every_kind_of_write_gives_the_whole_answer_again(app: TestApp) {
     .unwrap();
     let (pages, _) = nib::notebook::group_dir(dir.path()).unwrap();
     app.app
-        .notebook
+        .notebook()
         .import_files(&user, &pages[0])
         .await
         .unwrap();

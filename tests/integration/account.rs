@@ -10,12 +10,12 @@ use async_trait::async_trait;
 use nib::account::{AccountError, Accounts, Step};
 use nib::adapters::aws::AwsClients;
 use nib::adapters::embedded::EmbeddedStore;
-use nib::app::{App, LocalOptions};
 use nib::auth::Scope;
 use nib::config::AwsConfig;
 use nib::crypto::Vault;
 use nib::domain::UserId;
 use nib::ports::{Item, Query, QueryPage, Store, StoreError, Write};
+use nib::services::{LocalOptions, Services};
 use nib_testkit::emulator::Faults;
 
 use crate::helpers::{emulator, sample_dir};
@@ -30,8 +30,8 @@ enum Under {
     Aws { config: Box<AwsConfig> },
 }
 
-fn open_local(dir: &std::path::Path) -> App {
-    App::open_local(
+fn open_local(dir: &std::path::Path) -> Services {
+    Services::open_local(
         dir,
         LocalOptions {
             ocr: nib::config::OcrChoice::Off,
@@ -42,13 +42,13 @@ fn open_local(dir: &std::path::Path) -> App {
 }
 
 /// Two users with notebooks, passwords and tokens: `default` (the sample) and `bob` (one page).
-async fn populate(app: &App) {
+async fn populate(app: &Services) {
     let (pages, _) = nib::notebook::group_dir(&sample_dir()).unwrap();
     for (name, pages) in [("default", &pages[..]), ("bob", &pages[..1])] {
         let u = user(name);
         app.ensure_user(&u).await.unwrap();
         for page in pages {
-            app.notebook.import_files(&u, page).await.unwrap();
+            app.notebook().import_files(&u, page).await.unwrap();
         }
         app.users()
             .set_password(&u, "correct horse battery", true)
@@ -57,18 +57,18 @@ async fn populate(app: &App) {
         app.tokens.create(&u, Scope::Read, None).await.unwrap();
     }
     let pages = app
-        .notebook
+        .notebook()
         .list_pages(&user("default"), None, None, 100)
         .await
         .unwrap();
     assert!(pages.iter().any(|p| p.has_ink), "the sample has ink");
 }
 
-async fn setup(aws: bool) -> (App, Under) {
+async fn setup(aws: bool) -> (Services, Under) {
     if aws {
         let config = emulator().await.fresh().await.unwrap();
         version_bucket(&config).await;
-        let app = App::open_aws(config.clone()).await.unwrap();
+        let app = Services::open_aws(config.clone()).await.unwrap();
         populate(&app).await;
         (
             app,
@@ -104,7 +104,7 @@ async fn version_bucket(config: &AwsConfig) {
 
 /// Every key of the store and every asset, as text, that names `name`: an item's or index
 /// entry's keys, a live DynamoDB item's attributes (bodies as lossy text), an asset's path.
-async fn remains(app: App, under: &Under, name: &str) -> Vec<String> {
+async fn remains(app: Services, under: &Under, name: &str) -> Vec<String> {
     let needle = |s: &str| {
         s.contains(&format!("U#{name}"))
             || s.contains(&format!("USER#{name}"))
@@ -205,11 +205,15 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
 }
 
 /// What a deletion must leave of the other user: all of it, readable.
-async fn bob_is_intact(app: &App) {
+async fn bob_is_intact(app: &Services) {
     let bob = user("bob");
-    let pages = app.notebook.list_pages(&bob, None, None, 10).await.unwrap();
+    let pages = app
+        .notebook()
+        .list_pages(&bob, None, None, 10)
+        .await
+        .unwrap();
     assert_eq!(pages.len(), 1);
-    app.notebook
+    app.notebook()
         .get_page(&bob, &pages[0].page_id)
         .await
         .unwrap();
@@ -229,7 +233,7 @@ async fn deletes_everything(aws: bool) {
     let names: Vec<&str> = listed.iter().map(|u| u.user.as_str()).collect();
     assert_eq!(names, ["bob", "default"]);
     let pages = app
-        .notebook
+        .notebook()
         .list_pages(&user("default"), None, None, 100)
         .await
         .unwrap();
@@ -322,7 +326,7 @@ impl Store for Crashing {
     }
 }
 
-fn crashing_accounts(app: &App, fail_at: usize) -> (Accounts, Arc<Crashing>) {
+fn crashing_accounts(app: &Services, fail_at: usize) -> (Accounts, Arc<Crashing>) {
     let store = Arc::new(Crashing {
         inner: app.store.clone(),
         writes: AtomicUsize::new(0),
@@ -331,7 +335,7 @@ fn crashing_accounts(app: &App, fail_at: usize) -> (Accounts, Arc<Crashing>) {
     let accounts = Accounts::new(
         store.clone(),
         app.assets.clone(),
-        app.vault.clone(),
+        app.vault().clone(),
         app.clock.clone(),
     );
     (accounts, store)
@@ -410,7 +414,9 @@ async fn an_s3_failure_while_deleting_images_is_finished_by_a_re_run() {
     let config = emulator().await.fresh().await.unwrap();
     let faults = Faults::new();
     let clients = AwsClients::connect_with(&config, vec![faults.interceptor()]).await;
-    let app = App::open_aws_with(config.clone(), clients).await.unwrap();
+    let app = Services::open_aws_with(config.clone(), clients)
+        .await
+        .unwrap();
     version_bucket(&config).await;
     populate(&app).await;
     let deleted = Arc::new(AtomicUsize::new(0));
@@ -461,15 +467,15 @@ async fn what_remains_cannot_be_opened(aws: bool) {
     let (app, under) = setup(aws).await;
     let u = user("default");
     let count = app
-        .notebook
+        .notebook()
         .list_pages(&u, None, None, 100)
         .await
         .unwrap()
         .len();
-    let page = app.notebook.list_pages(&u, None, None, 10).await.unwrap()[0]
+    let page = app.notebook().list_pages(&u, None, None, 10).await.unwrap()[0]
         .page_id
         .clone();
-    app.notebook.get_page(&u, &page).await.unwrap();
+    app.notebook().get_page(&u, &page).await.unwrap();
     let token = app
         .tokens
         .create(&u, Scope::Read, None)
@@ -509,7 +515,7 @@ async fn what_remains_cannot_be_opened(aws: bool) {
         let body: serde_json::Value = serde_json::from_slice(&key.body).unwrap();
         assert!(body.get("wrapped").is_none(), "{body}");
     }
-    assert!(app.notebook.get_page(&u, &page).await.is_err());
+    assert!(app.notebook().get_page(&u, &page).await.is_err());
     // The images were deleted before the key (they are not sealed with it).
     for kind in [nib::ports::AssetKind::Pdf, nib::ports::AssetKind::Png] {
         assert_eq!(app.assets.get(&u, &page, kind).await.unwrap(), None);

@@ -12,10 +12,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
 use nib::adapters::aws::{AwsClients, CallCounts};
-use nib::app::App;
 use nib::auth::{Principal, Scope};
 use nib::config::AwsConfig;
 use nib::domain::UserId;
+use nib::services::Services;
 use nib::tools::{Dispatch, InProcess};
 use nib_testkit::emulator::{Emulator, Faults};
 use serde_json::{Map, Value, json};
@@ -42,7 +42,7 @@ mod trash {
 async fn tool(app: &TestApp, name: &str, args: Value) -> (Value, CallCounts) {
     let calls = app.app.aws_calls.clone().expect("an AWS back end");
     let dispatch = InProcess {
-        notebook: app.app.notebook.clone(),
+        notebook: app.app.notebook().clone(),
     };
     let principal = Principal {
         user: UserId::parse("default").unwrap(),
@@ -68,7 +68,7 @@ async fn tool(app: &TestApp, name: &str, args: Value) -> (Value, CallCounts) {
 /// Writes the access records waiting in memory (the local flusher's job, done now so that
 /// what a test counts or scans next is only its own).
 async fn flush_access(app: &TestApp) {
-    app.app.notebook.access_log().flush().await.unwrap();
+    app.app.notebook().access_log().flush().await.unwrap();
 }
 
 fn counts(expected: &[(&str, &str, u64)]) -> CallCounts {
@@ -166,8 +166,8 @@ async fn each_tool_call_sends_the_expected_aws_requests() {
 
     // With the key not cached (a cold process, no answer kept either): the key items and one
     // Decrypt after the page; an unchanged answer opens nothing, so it needs neither.
-    app.app.vault.forget(&UserId::parse("default").unwrap());
-    app.app.notebook.answers().clear();
+    app.app.vault().forget(&UserId::parse("default").unwrap());
+    app.app.notebook().answers().clear();
     let (same, calls) = tool(
         &app,
         "get_page",
@@ -488,7 +488,9 @@ fn changes(before: &[BTreeMap<String, String>], after: &[BTreeMap<String, String
 /// A system over a fresh table whose clients carry `faults`.
 async fn with_faults(config: &AwsConfig, faults: &Faults) -> TestApp {
     let clients = AwsClients::connect_with(config, vec![faults.interceptor()]).await;
-    let app = App::open_aws_with(config.clone(), clients).await.unwrap();
+    let app = Services::open_aws_with(config.clone(), clients)
+        .await
+        .unwrap();
     TestApp::spawn_over(app, Options::aws()).await
 }
 
@@ -554,7 +556,7 @@ async fn a_kms_failure_mid_request_is_a_clean_error_and_writes_nothing() {
 
     // A cold key cache with KMS failing on Decrypt: the same clean error, nothing written.
     flush_access(&app).await;
-    app.app.vault.forget(&mallory);
+    app.app.vault().forget(&mallory);
     faults.fail("KMS", "Decrypt");
     let before = scan(&config).await;
     let (status, body) = app.rpc_with(&token, create_task("Water the plants")).await;

@@ -237,16 +237,18 @@ async fn import_of_ink_alone_or_an_older_file_keeps_the_pages_text_and_tasks() {
         .unwrap();
     import();
 
-    let app = nib::app::App::open_local(data.path(), nib::app::LocalOptions::default()).unwrap();
+    let app =
+        nib::services::Services::open_local(data.path(), nib::services::LocalOptions::default())
+            .unwrap();
     let user = nib::domain::UserId::parse("default").unwrap();
     let pages = app
-        .notebook
+        .notebook()
         .list_pages(&user, None, None, 10)
         .await
         .unwrap();
     assert_eq!(pages.len(), 1);
     let page = app
-        .notebook
+        .notebook()
         .get_page(&user, &pages[0].page_id)
         .await
         .unwrap();
@@ -257,7 +259,7 @@ async fn import_of_ink_alone_or_an_older_file_keeps_the_pages_text_and_tasks() {
     assert!(page.pdf_url.is_some());
     assert!(page.lines.iter().any(|l| l.text == "Call the printer"));
     let tasks = app
-        .notebook
+        .notebook()
         .list_tasks(&user, nib::notebook::TaskFilter::All, None, 10)
         .await
         .unwrap();

@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nib::app::{App, LocalOptions};
 use nib::auth::Scope;
 use nib::domain::UserId;
 use nib::http::{HttpConfig, RateLimits};
+use nib::services::{LocalOptions, Services};
 use nib_testkit::emulator::Emulator;
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -127,7 +127,7 @@ pub struct TestApp {
     pub base: String,
     /// An admin token of the default user.
     pub token: String,
-    pub app: Arc<App>,
+    pub app: Arc<Services>,
     pub client: reqwest::Client,
     /// The data directory (empty over AWS).
     pub dir: TempDir,
@@ -158,7 +158,7 @@ impl TestApp {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (app, aws_config) = match options.backend {
             Backend::Local => (
-                App::open_local(
+                Services::open_local(
                     dir.path(),
                     LocalOptions {
                         public_url: base.clone(),
@@ -173,7 +173,10 @@ impl TestApp {
             Backend::Aws => {
                 let mut config = emulator().await.fresh().await.unwrap();
                 config.public_url = Some(base.clone());
-                (App::open_aws(config.clone()).await.unwrap(), Some(config))
+                (
+                    Services::open_aws(config.clone()).await.unwrap(),
+                    Some(config),
+                )
             }
             Backend::Lambda => {
                 let emulator = emulator().await;
@@ -182,14 +185,17 @@ impl TestApp {
                 let (key_id, public_pem) = emulator.create_signing_key().await.unwrap();
                 config.signing_key_id = Some(key_id);
                 config.signing_public_key_pem = Some(public_pem);
-                (App::open_aws(config.clone()).await.unwrap(), Some(config))
+                (
+                    Services::open_aws(config.clone()).await.unwrap(),
+                    Some(config),
+                )
             }
         };
         Self::serve(listener, dir, app, options, aws_config).await
     }
 
     /// Serves a system the test opened itself (over a back end it prepared, e.g. with faults).
-    pub async fn spawn_over(app: App, options: Options) -> TestApp {
+    pub async fn spawn_over(app: Services, options: Options) -> TestApp {
         let dir = tempfile::tempdir().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         Self::serve(listener, dir, app, options, None).await
@@ -198,15 +204,15 @@ impl TestApp {
     async fn serve(
         listener: tokio::net::TcpListener,
         dir: TempDir,
-        app: App,
+        app: Services,
         options: Options,
         aws_config: Option<nib::config::AwsConfig>,
     ) -> TestApp {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let backend = match (options.backend, app.back_end) {
             (Backend::Lambda, _) => Backend::Lambda,
-            (_, nib::app::BackEnd::Local) => Backend::Local,
-            (_, nib::app::BackEnd::Aws) => Backend::Aws,
+            (_, nib::services::BackEnd::Local) => Backend::Local,
+            (_, nib::services::BackEnd::Aws) => Backend::Aws,
         };
         let app = Arc::new(app);
         let token = app
@@ -219,7 +225,7 @@ impl TestApp {
             let user = UserId::parse("default").unwrap();
             let (pages, _) = nib::notebook::group_dir(&sample_dir()).unwrap();
             for page in &pages {
-                app.notebook.import_files(&user, page).await.unwrap();
+                app.notebook().import_files(&user, page).await.unwrap();
             }
         }
         let mut config = HttpConfig::local(base.clone());

@@ -846,7 +846,7 @@ async fn an_older_upload_never_replaces_what_the_page_took() {
     let user = nib::domain::UserId::parse("default").unwrap();
     let (pages, _) = nib::notebook::group_dir(newer.path()).unwrap();
     app.app
-        .notebook
+        .notebook()
         .import_files(&user, &pages[0])
         .await
         .unwrap();

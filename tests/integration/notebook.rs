@@ -710,7 +710,7 @@ fn tools_at(app: &TestApp, unix: u64) -> (InProcess, Principal) {
     let a = &app.app;
     let notebook = Notebook::new(
         a.store.clone(),
-        a.vault.clone(),
+        a.vault().clone(),
         a.assets.clone(),
         Arc::new(PinnedClock(
             SystemTime::UNIX_EPOCH + Duration::from_secs(unix),

@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use nib::adapters::notion::{Mapping, NotionApi, NotionError, NotionToken, StatusMapping};
-use nib::app::{App, LocalOptions};
 use nib::domain::UserId;
 use nib::notebook::{Notebook, NotebookError};
 use nib::ports::Clock;
+use nib::services::{LocalOptions, Services};
 use nib_testkit::notion_standin::{Mode, NotionStandin};
 use serde_json::{Value, json};
 
@@ -56,16 +56,16 @@ fn user() -> UserId {
 }
 
 /// The app's notebook again, on `clock` and pushing to `api_url`.
-fn rewire(app: &mut App, clock: Arc<TestClock>, api_url: &str) {
+fn rewire(app: &mut Services, clock: Arc<TestClock>, api_url: &str) {
     let notebook = Notebook::new(
         app.store.clone(),
-        app.vault.clone(),
+        app.vault().clone(),
         app.assets.clone(),
         clock,
-        app.notebook.config().clone(),
+        app.notebook().config().clone(),
     )
     .with_notion(NotionApi::new(api_url));
-    app.notebook = Arc::new(notebook);
+    app.replace_notebook(notebook);
 }
 
 struct Env {
@@ -83,8 +83,8 @@ impl Env {
         let db = notion.add_task_database();
         let data = tempfile::tempdir().unwrap();
         let mut app = match backend {
-            Backend::Local => App::open_local(data.path(), LocalOptions::default()).unwrap(),
-            Backend::Aws => App::open_aws(emulator().await.fresh().await.unwrap())
+            Backend::Local => Services::open_local(data.path(), LocalOptions::default()).unwrap(),
+            Backend::Aws => Services::open_aws(emulator().await.fresh().await.unwrap())
                 .await
                 .unwrap(),
             Backend::Lambda => unreachable!("not over the functions"),
@@ -92,7 +92,7 @@ impl Env {
         let clock = Arc::new(TestClock::default());
         rewire(&mut app, clock.clone(), &notion.url);
         app.ensure_user(&user()).await.unwrap();
-        app.notebook
+        app.notebook()
             .notion_connect(&user(), &db, token())
             .await
             .unwrap();
@@ -147,7 +147,7 @@ impl Env {
     async fn status(&self) -> nib::notebook::NotionStatus {
         self.app
             .app
-            .notebook
+            .notebook()
             .notion_status(&user())
             .await
             .unwrap()
@@ -176,10 +176,10 @@ async fn connect_maps_the_database_and_refuses_one_it_cannot_map() {
     let notion = NotionStandin::start(TOKEN).await.unwrap();
     let db = notion.add_task_database();
     let data = tempfile::tempdir().unwrap();
-    let mut app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+    let mut app = Services::open_local(data.path(), LocalOptions::default()).unwrap();
     rewire(&mut app, Arc::new(TestClock::default()), &notion.url);
     app.ensure_user(&user()).await.unwrap();
-    let nb = &app.notebook;
+    let nb = app.notebook();
 
     let mapping = nb.notion_connect(&user(), &db, token()).await.unwrap();
     assert_eq!(
@@ -391,7 +391,7 @@ async fn a_checkbox_database_is_ticked_when_the_task_is_done() {
     }));
     env.app
         .app
-        .notebook
+        .notebook()
         .notion_connect(&user(), &db, token())
         .await
         .unwrap();
@@ -471,7 +471,7 @@ async fn outbox_after_an_outage(env: &Env) {
     let d = env.create("2026-06-24", "Send the contract").await;
     assert_eq!(d["notion_pushed"], false);
     env.notion.set_mode(Mode::Normal);
-    let report = env.app.app.notebook.notion_sync(&user()).await.unwrap();
+    let report = env.app.app.notebook().notion_sync(&user()).await.unwrap();
     assert_eq!((report.created, report.failed, report.pending), (1, 0, 0));
     assert_eq!(env.notion.pages().len(), 4);
     // Pushed once each: one page per task.
@@ -522,7 +522,7 @@ async fn a_rate_limited_push_waits_for_retry_after() {
     // Not even sync calls Notion before Retry-After has passed.
     env.notion.set_mode(Mode::Normal);
     let sent = env.notion.requests().len();
-    let report = env.app.app.notebook.notion_sync(&user()).await.unwrap();
+    let report = env.app.app.notebook().notion_sync(&user()).await.unwrap();
     assert_eq!(report.retry_after_until, Some(until));
     assert_eq!((report.created, report.pending), (0, 1));
     env.clock.advance(60);
@@ -589,7 +589,7 @@ async fn a_status_change_during_an_outage_reaches_notion_later() {
     )
     .await;
     env.notion.set_mode(Mode::Normal);
-    let report = env.app.app.notebook.notion_sync(&user()).await.unwrap();
+    let report = env.app.app.notebook().notion_sync(&user()).await.unwrap();
     assert_eq!((report.updated, report.pending), (1, 0));
     assert_eq!(status_name(&env.page(&a["notion_task_id"])), "Not started");
     assert_eq!(env.notion.pages().len(), 1);
@@ -651,10 +651,10 @@ async fn through_the_lambda_functions_the_tasks_function_pushes() {
     // Connect as `nib notion connect --backend aws` does, over the same table.
     let connector = Notebook::new(
         app.app.store.clone(),
-        app.app.vault.clone(),
+        app.app.vault().clone(),
         app.app.assets.clone(),
         app.app.clock.clone(),
-        app.app.notebook.config().clone(),
+        app.app.notebook().config().clone(),
     )
     .with_notion(NotionApi::new(&stack.notion.url));
     connector
@@ -754,19 +754,18 @@ async fn the_notion_commands_connect_show_errors_and_sync_without_showing_the_to
     // Notion's schema changes under nib: the push fails validation.
     notion.rename_property(&db, "Status", "Stage");
     {
-        let mut app = App::open_local(data.path(), LocalOptions::default()).unwrap();
-        app.notebook = Arc::new(
-            Notebook::new(
-                app.store.clone(),
-                app.vault.clone(),
-                app.assets.clone(),
-                app.clock.clone(),
-                app.notebook.config().clone(),
-            )
-            .with_notion(NotionApi::new(&notion.url)),
-        );
+        let mut app = Services::open_local(data.path(), LocalOptions::default()).unwrap();
+        let notebook = Notebook::new(
+            app.store.clone(),
+            app.vault().clone(),
+            app.assets.clone(),
+            app.clock.clone(),
+            app.notebook().config().clone(),
+        )
+        .with_notion(NotionApi::new(&notion.url));
+        app.replace_notebook(notebook);
         let (created, pushed) = app
-            .notebook
+            .notebook()
             .create_task_pushed(
                 &user(),
                 nib::domain::Date::parse("2026-06-20").unwrap(),
@@ -858,8 +857,13 @@ async fn the_notion_commands_work_on_the_aws_back_end() {
         run(aws(&["notion", "connect", "--database", &db]), Some(TOKEN)).await;
     assert!(ok, "{stdout}{stderr}");
     // The connection is in the table, for the tasks function to use.
-    let app = App::open_aws(config.clone()).await.unwrap();
-    let status = app.notebook.notion_status(&user()).await.unwrap().unwrap();
+    let app = Services::open_aws(config.clone()).await.unwrap();
+    let status = app
+        .notebook()
+        .notion_status(&user())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(status.database_id, db);
     let (ok, stdout, _) = run(aws(&["notion", "status"]), None).await;
     assert!(ok);

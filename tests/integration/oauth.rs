@@ -11,12 +11,12 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use hmac::Mac;
 use nib::adapters::rate_limit::{InMemoryRateLimiter, StoreRateLimiter};
-use nib::app::{App, LocalOptions};
 use nib::auth::oauth::jwt::AccessClaims;
 use nib::auth::oauth::{Gates, OAuthConfig};
 use nib::domain::UserId;
 use nib::functions::Partition;
 use nib::ports::{Clock, Cond, Index, Item, Query, QueryPage, Store, StoreError, Write};
+use nib::services::{LocalOptions, Services};
 use reqwest::Url;
 use serde_json::{Value, json};
 use sha2::Digest;
@@ -86,9 +86,9 @@ impl Env {
 
     /// [`Env::with`], after `prepare` changed the system the server runs over (its store,
     /// limiter or gates).
-    async fn over(options: Options, prepare: impl FnOnce(&mut App, &Arc<TestClock>)) -> Env {
+    async fn over(options: Options, prepare: impl FnOnce(&mut Services, &Arc<TestClock>)) -> Env {
         let data = tempfile::tempdir().unwrap();
-        let mut app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+        let mut app = Services::open_local(data.path(), LocalOptions::default()).unwrap();
         let clock = Arc::new(TestClock::at_hour_start());
         app.clock = clock.clone();
         app.limiter = Arc::new(InMemoryRateLimiter::new(clock.clone()));
@@ -1426,7 +1426,7 @@ struct TestStore {
 }
 
 impl TestStore {
-    fn over(app: &mut App, clock: &Arc<TestClock>) -> Arc<TestStore> {
+    fn over(app: &mut Services, clock: &Arc<TestClock>) -> Arc<TestStore> {
         let store = Arc::new(TestStore {
             inner: app.store.clone(),
             fence: Mutex::new(None),
@@ -1985,7 +1985,7 @@ async fn the_cli_manages_users_clients_and_grants() {
     assert!(!ok && err.contains("no grant"), "{err}");
 
     // The password works on a server over the same data.
-    let app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+    let app = Services::open_local(data.path(), LocalOptions::default()).unwrap();
     let users = app.users();
     assert_eq!(
         users.check("alice", "another password").await.unwrap(),

@@ -6,9 +6,9 @@
 
 use std::path::PathBuf;
 
-use nib::app::{App, LocalOptions};
 use nib::config::OcrChoice;
 use nib::domain::UserId;
+use nib::services::{LocalOptions, Services};
 use nib_bench::ocr_score::{TruthFile, score_page, summarize};
 use serde_json::{Value, json};
 
@@ -21,7 +21,7 @@ fn ocr_dir() -> PathBuf {
 /// The committed pages imported with the local engine, served.
 async fn spawn() -> TestApp {
     let data = tempfile::tempdir().unwrap();
-    let app = App::open_local(
+    let app = Services::open_local(
         data.path(),
         LocalOptions {
             ocr: OcrChoice::Local,
@@ -33,7 +33,7 @@ async fn spawn() -> TestApp {
     app.ensure_user(&user).await.unwrap();
     let (pages, _) = nib::notebook::group_dir(&ocr_dir()).unwrap();
     for files in &pages {
-        app.notebook
+        app.notebook()
             .import_files_read(&user, files, false)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
@@ -167,7 +167,7 @@ async fn ink_only_pages_become_text_tasks_and_search_hits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_ink_is_not_read_again_and_own_text_wins() {
     let data = tempfile::tempdir().unwrap();
-    let app = App::open_local(
+    let app = Services::open_local(
         data.path(),
         LocalOptions {
             ocr: OcrChoice::Local,
@@ -185,7 +185,7 @@ async fn unchanged_ink_is_not_read_again_and_own_text_wins() {
     .unwrap();
     let import = |force| {
         let (pages, _) = nib::notebook::group_dir(dir.path()).unwrap();
-        let notebook = app.notebook.clone();
+        let notebook = app.notebook().clone();
         let user = user.clone();
         async move {
             notebook
@@ -198,7 +198,7 @@ async fn unchanged_ink_is_not_read_again_and_own_text_wins() {
     assert_eq!(first.len(), 1);
     assert!(first[0].tasks > 0, "{first:?}");
     let page = app
-        .notebook
+        .notebook()
         .get_page(&user, &first[0].page_id)
         .await
         .unwrap();
@@ -207,7 +207,7 @@ async fn unchanged_ink_is_not_read_again_and_own_text_wins() {
     let again = import(false).await;
     assert_eq!(again[0].page_id, first[0].page_id);
     let after = app
-        .notebook
+        .notebook()
         .get_page(&user, &first[0].page_id)
         .await
         .unwrap();
@@ -223,7 +223,7 @@ async fn unchanged_ink_is_not_read_again_and_own_text_wins() {
     std::fs::remove_file(dir.path().join("2025-03-17.md")).unwrap();
     import(false).await;
     let own = app
-        .notebook
+        .notebook()
         .get_page(&user, &first[0].page_id)
         .await
         .unwrap();
@@ -263,10 +263,10 @@ async fn nib_ocr_reads_stored_ink_again_and_tasks_survive() {
     };
     let out = nib(&["import", dir.path().to_str().unwrap()]);
     assert!(out.contains("imported 1 pages (1 new"), "{out}");
-    let app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+    let app = Services::open_local(data.path(), LocalOptions::default()).unwrap();
     let user = UserId::parse("default").unwrap();
-    let tasks = |app: &App| {
-        let notebook = app.notebook.clone();
+    let tasks = |app: &Services| {
+        let notebook = app.notebook().clone();
         let user = user.clone();
         async move {
             notebook
@@ -278,7 +278,7 @@ async fn nib_ocr_reads_stored_ink_again_and_tasks_survive() {
     let before = tasks(&app).await;
     assert!(!before.is_empty());
     let first = before[0].task_link_id.clone();
-    app.notebook
+    app.notebook()
         .update_task_status(&user, &first, nib::domain::TaskStatus::Cancelled)
         .await
         .unwrap();
@@ -288,7 +288,7 @@ async fn nib_ocr_reads_stored_ink_again_and_tasks_survive() {
     assert!(out.contains("read 0 pages again; 1 skipped"), "{out}");
     let out = nib(&["ocr", "--all", "--force"]);
     assert!(out.contains("read 1 pages again; 0 skipped"), "{out}");
-    let app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+    let app = Services::open_local(data.path(), LocalOptions::default()).unwrap();
     let after = tasks(&app).await;
     let kept = after
         .iter()

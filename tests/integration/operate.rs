@@ -6,9 +6,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use nib::adapters::aws::AwsClients;
-use nib::app::App;
 use nib::config::AwsConfig;
 use nib::domain::UserId;
+use nib::services::Services;
 
 use crate::helpers::{emulator, nib_exe, sample_dir};
 
@@ -94,7 +94,7 @@ async fn the_admin_commands_work_on_the_aws_back_end() {
     )
     .await;
     assert!(ok, "{out}{err}");
-    let app = App::open_aws(config.clone()).await.unwrap();
+    let app = Services::open_aws(config.clone()).await.unwrap();
     let alice = UserId::parse("alice").unwrap();
     assert_eq!(
         app.users().check("alice", "first secret").await.unwrap(),
@@ -199,17 +199,17 @@ async fn import_writes_pages_to_the_table_and_bucket_and_again_changes_nothing()
     let (ok, out, err) = run(import(), None).await;
     assert!(ok, "{out}{err}");
     assert!(out.contains("imported 3 pages (3 new, 0 updated)"), "{out}");
-    let app = App::open_aws(config.clone()).await.unwrap();
+    let app = Services::open_aws(config.clone()).await.unwrap();
     let user = default_user();
     let (pages, _) = app
-        .notebook
+        .notebook()
         .list_pages_after(&user, None, None, None, 10)
         .await
         .unwrap();
     assert_eq!(pages.len(), 3);
     // The ink is in the bucket, sealed: the notebook reads it back.
     let ink = app
-        .notebook
+        .notebook()
         .page_of_stem(&user, "2026-06-18")
         .await
         .unwrap()
@@ -226,7 +226,7 @@ async fn import_writes_pages_to_the_table_and_bucket_and_again_changes_nothing()
     assert!(ok, "{out}{err}");
     assert!(out.contains("(0 new, 3 updated)"), "{out}");
     let (pages, _) = app
-        .notebook
+        .notebook()
         .list_pages_after(&user, None, None, None, 10)
         .await
         .unwrap();
@@ -270,7 +270,7 @@ async fn import_via_upload_puts_the_files_under_uploads_and_needs_aws() {
         ]
     );
     // No page was written here: the ingest function does that.
-    let app = App::open_aws(config.clone()).await.unwrap();
+    let app = Services::open_aws(config.clone()).await.unwrap();
     assert!(app.store.get("U#alice", "USER").await.unwrap().is_none());
     // Locally there is no bucket: it says so.
     let mut c = Command::new(nib_exe());
@@ -356,7 +356,7 @@ async fn from_terraform_reads_the_settings_from_terraforms_outputs() {
         out.contains("connector URL: https://tf.example.com/mcp"),
         "{out}"
     );
-    let app = App::open_aws(config.clone()).await.unwrap();
+    let app = Services::open_aws(config.clone()).await.unwrap();
     assert!(
         app.users().has_password(&default_user()).await.unwrap(),
         "the owner is in the table Terraform named"
@@ -431,7 +431,7 @@ async fn ensure_owner_creates_the_owner_once_and_prints_where_to_connect() {
         "{out}"
     );
     assert!(out.contains("Claude") && out.contains("ChatGPT"), "{out}");
-    let app = App::open_aws(config.clone()).await.unwrap();
+    let app = Services::open_aws(config.clone()).await.unwrap();
     assert_eq!(
         app.users().check("default", &password).await.unwrap(),
         Some(default_user())
@@ -539,7 +539,7 @@ async fn doctor_passes_a_sound_deployment_and_names_what_is_broken() {
         assert!(out.contains(check), "{check} missing in\n{out}");
     }
     // The temporary token was revoked; the probe item is gone.
-    let app = App::open_aws(config.clone()).await.unwrap();
+    let app = Services::open_aws(config.clone()).await.unwrap();
     let probe = UserId::parse(nib::doctor::PROBE_USER).unwrap();
     let tokens = app.tokens.list(&probe).await.unwrap();
     assert_eq!(tokens.len(), 1);
@@ -897,7 +897,7 @@ async fn a_deploy_rehearsal_goes_from_an_empty_account_to_a_working_connector() 
         base: base.clone(),
         token: admin,
         app: Arc::new(
-            App::open_aws_admin(config.clone(), nib::config::OcrChoice::Off)
+            Services::open_aws_admin(config.clone(), nib::config::OcrChoice::Off)
                 .await
                 .unwrap(),
         ),

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use nib::adapters::rate_limit::{InMemoryRateLimiter, StoreRateLimiter};
-use nib::app::{App, LocalOptions};
 use nib::auth::Scope;
 use nib::http::{RATE_LIMITED_CODE, RateLimits};
 use nib::ports::{Clock, RateLimiter};
+use nib::services::{LocalOptions, Services};
 use serde_json::{Value, json};
 
 use crate::helpers::{LATEST_LEGACY, Options, TestApp};
@@ -48,7 +48,7 @@ struct Env {
 
 async fn spawn(limits: RateLimits, limiter: Limiter) -> Env {
     let data = tempfile::tempdir().unwrap();
-    let mut app = App::open_local(data.path(), LocalOptions::default()).unwrap();
+    let mut app = Services::open_local(data.path(), LocalOptions::default()).unwrap();
     let clock = PinnedClock::new();
     app.limiter = match limiter {
         Limiter::Memory => {

@@ -95,7 +95,7 @@ async fn import_notes(app: &TestApp) {
     let user = UserId::parse("default").unwrap();
     let (pages, _) = nib::notebook::group_dir(dir.path()).unwrap();
     for page in &pages {
-        app.app.notebook.import_files(&user, page).await.unwrap();
+        app.app.notebook().import_files(&user, page).await.unwrap();
     }
 }
 
@@ -409,10 +409,10 @@ pub async fn another_process_sees_writes_made_after_it_opened_the_index(app: &Te
     let a = &app.app;
     let other = nib::notebook::Notebook::new(
         a.store.clone(),
-        a.vault.clone(),
+        a.vault().clone(),
         a.assets.clone(),
         a.clock.clone(),
-        a.notebook.config().clone(),
+        a.notebook().config().clone(),
     );
     let user = UserId::parse("default").unwrap();
     let query = "soldering the broken kettle";

@@ -6,8 +6,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use nib::app::{App, LocalOptions};
 use nib::domain::UserId;
+use nib::services::{LocalOptions, Services};
 use serde_json::{Value, json};
 
 use crate::helpers::{Options, TestApp, nib_exe};
@@ -118,9 +118,9 @@ async fn a_killed_import_leaves_only_whole_pages_and_a_rerun_completes_it() {
         let data = data.path().to_owned();
         let user = user.clone();
         async move {
-            let app = App::open_local(&data, LocalOptions::default()).unwrap();
+            let app = Services::open_local(&data, LocalOptions::default()).unwrap();
             let listed = app
-                .notebook
+                .notebook()
                 .list_pages(&user, None, None, 200)
                 .await
                 .unwrap();
@@ -133,14 +133,14 @@ async fn a_killed_import_leaves_only_whole_pages_and_a_rerun_completes_it() {
             // Page through every date (list_pages caps at 200 per call).
             loop {
                 let batch = app
-                    .notebook
+                    .notebook()
                     .list_pages(&user, None, from, 200)
                     .await
                     .unwrap();
                 let last = batch.last().map(|p| p.date);
                 for summary in &batch {
                     let page = app
-                        .notebook
+                        .notebook()
                         .get_page(&user, &summary.page_id)
                         .await
                         .unwrap();
@@ -163,7 +163,7 @@ async fn a_killed_import_leaves_only_whole_pages_and_a_rerun_completes_it() {
                 }
             }
             let tasks = app
-                .notebook
+                .notebook()
                 .list_tasks(&user, nib::notebook::TaskFilter::All, None, 200)
                 .await
                 .unwrap();
@@ -294,7 +294,7 @@ async fn import_dir(app: &TestApp, dir: &Path) -> Vec<nib::notebook::SavedPage> 
     let (pages, _) = nib::notebook::group_dir(dir).unwrap();
     let mut saved = Vec::new();
     for page in &pages {
-        saved.push(app.app.notebook.import_files(&user, page).await.unwrap());
+        saved.push(app.app.notebook().import_files(&user, page).await.unwrap());
     }
     saved
 }

@@ -464,7 +464,7 @@ pub async fn deleting_a_task_hides_it_on_every_page_and_restore_gives_it_back(ap
     let user = UserId::parse("default").unwrap();
     let (pages, _) = nib::notebook::group_dir(&sample_dir()).unwrap();
     for page in &pages {
-        app.app.notebook.import_files(&user, page).await.unwrap();
+        app.app.notebook().import_files(&user, page).await.unwrap();
     }
     let all = app.call("list_tasks", json!({ "status": "all" })).await;
     assert!(!has_task(&all, "Follow up on API spec"), "{all}");
@@ -490,7 +490,7 @@ pub async fn a_reimport_of_a_trashed_pages_files_leaves_it_in_the_trash(app: &Te
     let (pages, _) = nib::notebook::group_dir(&sample_dir()).unwrap();
     let mut refused = Vec::new();
     for files in &pages {
-        if let Err(e) = app.app.notebook.import_files(&user, files).await {
+        if let Err(e) = app.app.notebook().import_files(&user, files).await {
             refused.push(e);
         }
     }
@@ -592,7 +592,7 @@ struct Purge {
     /// The asset folder (local back end), on the test clock.
     local_assets: Option<Arc<nib::adapters::local_assets::LocalAssets>>,
     _dir: tempfile::TempDir,
-    _app: Option<nib::app::App>,
+    _app: Option<nib::services::Services>,
 }
 
 impl Purge {
@@ -638,13 +638,15 @@ impl Purge {
             }
             Backend::Aws | Backend::Lambda => {
                 let config = emulator().await.fresh().await.unwrap();
-                let app = nib::app::App::open_aws(config.clone()).await.unwrap();
+                let app = nib::services::Services::open_aws(config.clone())
+                    .await
+                    .unwrap();
                 let clients = nib::adapters::aws::AwsClients::connect(&config).await;
                 let store: Arc<dyn Store> =
                     Arc::new(clients.store(&config).with_clock(clock.clone()));
                 (
                     store,
-                    app.vault.clone(),
+                    app.vault().clone(),
                     app.assets.clone(),
                     None,
                     Some(app),
@@ -950,12 +952,12 @@ async fn a_crash_between_the_steps_of_a_restore_leaves_nothing_half_done_on_aws(
     let config = emulator().await.fresh().await.unwrap();
     let faults = Faults::new();
     let clients = AwsClients::connect_with(&config, vec![faults.interceptor()]).await;
-    let app = nib::app::App::open_aws_with(config.clone(), clients)
+    let app = nib::services::Services::open_aws_with(config.clone(), clients)
         .await
         .unwrap();
     let app = TestApp::spawn_over(app, crate::helpers::Options::aws()).await;
     let words: Vec<String> = (0..150).map(|i| format!("- note{i:03} filed")).collect();
-    let big = import(&app.app.notebook, "2026-07-01", &words.join("\n"))
+    let big = import(app.app.notebook(), "2026-07-01", &words.join("\n"))
         .await
         .page_id
         .to_string();
@@ -978,7 +980,7 @@ async fn a_crash_between_the_steps_of_a_restore_leaves_nothing_half_done_on_aws(
     };
     // The access records of the calls so far go out now: a background flush of two of them
     // is a TransactWriteItems too, and would take the place the faults count on.
-    app.app.notebook.access_log().flush().await.unwrap();
+    app.app.notebook().access_log().flush().await.unwrap();
     faults.on("DynamoDB", "TransactWriteItems", after(1));
     let deleted = app.call("delete_page", json!({ "page_id": big })).await;
     assert_eq!(deleted["deleted"], true);
@@ -992,7 +994,7 @@ async fn a_crash_between_the_steps_of_a_restore_leaves_nothing_half_done_on_aws(
     let trashed = snapshot(&app).await;
 
     // The restore writes its postings (two transactions), then fails on its own transaction.
-    app.app.notebook.access_log().flush().await.unwrap();
+    app.app.notebook().access_log().flush().await.unwrap();
     faults.on("DynamoDB", "TransactWriteItems", after(2));
     let (status, body) = app
         .rpc(
@@ -1041,7 +1043,7 @@ async fn a_failed_image_step_of_a_delete_or_restore_leaves_nothing_half_done_on_
     let mut config = emulator().await.fresh().await.unwrap();
     let faults = Faults::new();
     let clients = AwsClients::connect_with(&config, vec![faults.interceptor()]).await;
-    let app = nib::app::App::open_aws_with(config.clone(), clients)
+    let app = nib::services::Services::open_aws_with(config.clone(), clients)
         .await
         .unwrap();
     let mut app = TestApp::spawn_over(app, crate::helpers::Options::aws()).await;
@@ -1117,7 +1119,11 @@ async fn an_upload_of_a_trashed_pages_file_is_rejected_by_ingest() {
         .send()
         .await
         .unwrap();
-    let ingest = Ingest::new(app.app.notebook.clone(), clients.s3.clone(), &config.bucket);
+    let ingest = Ingest::new(
+        app.app.notebook().clone(),
+        clients.s3.clone(),
+        &config.bucket,
+    );
     match ingest.object(&config.bucket, key).await.unwrap() {
         IngestOutcome::Rejected(failure) => assert!(
             failure.reason.contains("is in the trash") && failure.reason.contains("restore_page"),

@@ -2,8 +2,8 @@
 //! imported through the real import path, built once and cached under the target directory.
 #![allow(dead_code)]
 
-use nib::app::{App, LocalOptions};
 use nib::domain::UserId;
+use nib::services::{LocalOptions, Services};
 use std::path::{Path, PathBuf};
 
 /// Bump when the generator or the stored format changes, so cached notebooks are rebuilt.
@@ -46,7 +46,7 @@ pub fn user() -> UserId {
 /// nothing) when there is one, and copied to the target directory when complete. Pages are
 /// imported one at a time: concurrent imports of one user conflict on the index statistics item
 /// (see BENCHMARKS.md), so they would only retry.
-pub fn notebook(rt: &tokio::runtime::Runtime, pages: usize) -> App {
+pub fn notebook(rt: &tokio::runtime::Runtime, pages: usize) -> Services {
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nib-bench-stores");
     // The model's id too: a store's vectors are only searched by the model that wrote them.
     let model = nib::embed::model().expect("the embedding model").id();
@@ -65,13 +65,13 @@ pub fn notebook(rt: &tokio::runtime::Runtime, pages: usize) -> App {
             "building a {pages}-page notebook in {} (once)",
             build.display()
         );
-        let app = App::open_local(&build, LocalOptions::default()).expect("open");
+        let app = Services::open_local(&build, LocalOptions::default()).expect("open");
         let user = user();
         rt.block_on(async {
             app.ensure_user(&user).await.expect("user");
             let (files, _) = nib::notebook::group_dir(&source).expect("read pages");
             for (done, f) in files.iter().enumerate() {
-                if let Err(e) = app.notebook.import_files(&user, f).await {
+                if let Err(e) = app.notebook().import_files(&user, f).await {
                     panic!("generated page {} does not import: {e}", f.stem);
                 }
                 if done % 10_000 == 9_999 {
@@ -89,7 +89,7 @@ pub fn notebook(rt: &tokio::runtime::Runtime, pages: usize) -> App {
         std::fs::write(dir.join("complete"), b"").expect("mark the notebook complete");
         let _ = std::fs::remove_dir_all(&scratch);
     }
-    App::open_local(&dir, LocalOptions::default()).expect("open the cached notebook")
+    Services::open_local(&dir, LocalOptions::default()).expect("open the cached notebook")
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {

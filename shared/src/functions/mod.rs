@@ -24,22 +24,16 @@ pub mod ingest;
 
 use std::sync::Arc;
 
-use crate::adapters::aws::signing::{self, OAuthKeys};
-use crate::adapters::aws::{AwsClients, LambdaDispatch};
+use crate::adapters::aws::LambdaDispatch;
 use crate::adapters::rate_limit::COUNTER_PREFIX;
-use crate::adapters::rate_limit::StoreRateLimiter;
-use crate::app::AppError;
-use crate::auth::oauth::OAuth;
 use crate::auth::oauth::authorize::CODE_PREFIX;
 use crate::auth::oauth::clients::CLIENT_PREFIX;
 use crate::auth::oauth::grants::GRANT_PREFIX;
 use crate::auth::oauth::token::REFRESH_KEY_PREFIX;
-use crate::auth::tokens::Tokens;
-use crate::config::{AwsConfig, ConfigError};
+use crate::config::ConfigError;
 use crate::http::{HttpConfig, HttpState, RateLimits, url_authority};
 use crate::mcp::NibMcp;
-use crate::notebook::Notebook;
-use crate::ports::{Clock, Keys, Store, SystemClock};
+use crate::services::{Role, Services, ServicesError, Settings};
 use crate::tools::invocation::{ToolInvocation, ToolReply};
 use crate::tools::{InProcess, ToolClass};
 
@@ -114,7 +108,8 @@ pub const PARTITIONS: [(&str, &[Partition]); 5] = [
 /// | `NIB_PAGES_FUNCTION` | name or ARN of the pages function | mcp |
 /// | `NIB_TASKS_FUNCTION` | name or ARN of the tasks function | mcp |
 /// | `NIB_RATE_PER_MINUTE`, `NIB_RATE_PER_HOUR`, `NIB_WRITE_RATE_PER_MINUTE`, `NIB_WRITE_RATE_PER_HOUR` | per-credential limits on `/mcp`, 0 = off (as `nib serve`'s flags) | mcp (60, 1000, 0, 0) |
-/// Parsed once at cold start: a bad value stops the function there, naming the variable.
+/// Parsed once at cold start (part of [`Settings`]): a bad value stops the function there,
+/// naming the variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionEnv {
     /// Checked when set; [`FunctionEnv::public_url`] asks for it where a function needs it.
@@ -122,6 +117,19 @@ pub struct FunctionEnv {
     pub pages_function: Option<String>,
     pub tasks_function: Option<String>,
     pub rate_limits: RateLimits,
+}
+
+impl Default for FunctionEnv {
+    /// No function names, no public URL, `/mcp`'s default limits (what `nib serve` needs of it:
+    /// nothing).
+    fn default() -> Self {
+        FunctionEnv {
+            public_url: None,
+            pages_function: None,
+            tasks_function: None,
+            rate_limits: RateLimits::DEFAULT,
+        }
+    }
 }
 
 impl FunctionEnv {
@@ -164,21 +172,17 @@ impl FunctionEnv {
         })
     }
 
-    fn public_url(&self) -> Result<&str, ConfigError> {
+    pub fn public_url(&self) -> Result<&str, ConfigError> {
         self.public_url
             .as_deref()
             .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))
     }
 }
 
-/// The `mcp` front: authenticates, limits, answers lifecycle and discovery itself, and
-/// forwards `tools/call` to the class functions.
-pub async fn front(
-    config: &AwsConfig,
-    env: &FunctionEnv,
-    clients: &AwsClients,
-) -> Result<axum::Router, AppError> {
-    config.validate()?;
+/// The `mcp` front over [`Services`] built for [`Role::Front`]: authenticates, limits,
+/// answers lifecycle and discovery itself, and forwards `tools/call` to the class functions.
+pub fn front(services: &Services) -> Result<axum::Router, ServicesError> {
+    let env = &services.settings.function;
     let public_url = env.public_url()?;
     let pages = env
         .pages_function
@@ -188,129 +192,85 @@ pub async fn front(
         .tasks_function
         .clone()
         .ok_or(ConfigError::Missing("NIB_TASKS_FUNCTION"))?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store: Arc<dyn Store> = Arc::new(clients.store(config));
-    let dispatch = Arc::new(LambdaDispatch::new(clients.lambda.clone(), pages, tasks));
+    let lambda = services
+        .aws
+        .as_ref()
+        .map(|clients| clients.lambda.clone())
+        .ok_or(ConfigError::Missing("NIB_TABLE"))?;
+    let dispatch = Arc::new(LambdaDispatch::new(lambda, pages, tasks));
     let http = HttpConfig::deployed(public_url, env.rate_limits);
-    let oauth_config = http
-        .oauth
-        .clone()
-        .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
-    let oauth = OAuth::verify_only(
-        oauth_config,
-        store.clone(),
-        clock.clone(),
-        signing::verify_only(config)?,
-    );
-    let mcp = NibMcp::new(dispatch.clone()).with_image_origin(&config.asset_origin());
-    let state = http_state(http, store, clock, Some((mcp, dispatch)), oauth);
+    let mut mcp = NibMcp::new(dispatch.clone());
+    if let Some(origin) = &services.asset_origin {
+        mcp = mcp.with_image_origin(origin);
+    }
+    let state = http_state(services, http, Some((mcp, dispatch)))?;
     Ok(crate::http::front_router(state))
 }
 
 /// The HTTP state of a deployed function: store-backed tokens and rate limits, no sessions,
-/// no local assets. The front has the MCP service and the dispatch its tool calls and page
-/// views go through.
+/// no local assets, the OAuth its role has (verify-only on the front). The front has the MCP
+/// service and the dispatch its tool calls and page views go through.
 fn http_state(
+    services: &Services,
     config: HttpConfig,
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
     front: Option<(NibMcp, Arc<LambdaDispatch>)>,
-    oauth: OAuth,
-) -> Arc<HttpState> {
+) -> Result<Arc<HttpState>, ServicesError> {
+    let oauth_config = config
+        .oauth
+        .clone()
+        .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
     let (mcp, dispatch) = front.unzip();
-    Arc::new(HttpState {
-        tokens: Arc::new(Tokens::new(store.clone(), clock.clone())),
+    Ok(Arc::new(HttpState {
+        tokens: services.tokens.clone(),
         mcp,
         dispatch: dispatch.map(|d| d as Arc<dyn crate::tools::Dispatch>),
         sessions: None,
         assets: None,
-        oauth: Some(Arc::new(oauth)),
-        limiter: Arc::new(StoreRateLimiter::new(store, clock.clone())),
-        clock,
+        oauth: Some(Arc::new(services.oauth(oauth_config))),
+        limiter: services.limiter.clone(),
+        clock: services.clock.clone(),
         config,
-    })
+    }))
 }
 
-/// The notebook of a class function (or ingest): DynamoDB, the user's data key through KMS,
-/// page images in S3. No server secret: the class functions' roles reach only `U#` items.
-pub fn notebook(config: &AwsConfig, clients: &AwsClients) -> Result<Arc<Notebook>, AppError> {
-    notebook_over(config, clients).map(Arc::new)
+/// The services of a function from its environment ([`Settings::function_from_env`]).
+async fn from_env(role: Role) -> Result<Services, ServicesError> {
+    Services::open(&Settings::function_from_env(role)?).await
 }
 
-fn notebook_over(config: &AwsConfig, clients: &AwsClients) -> Result<Notebook, AppError> {
-    config.validate()?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store: Arc<dyn Store> = Arc::new(clients.store(config));
-    let keys: Arc<dyn Keys> = Arc::new(clients.keys(config));
-    let (_, _, notebook) = crate::app::aws_notebook(config, clients, &store, &keys, &clock);
-    Ok(notebook)
+/// The `mcp` front from the environment.
+pub async fn front_from_env() -> Result<axum::Router, ServicesError> {
+    front(&from_env(Role::Front).await?)
 }
 
-/// The `mcp` front from the environment: [`AwsConfig`], [`FunctionEnv`], SDK clients.
-pub async fn front_from_env() -> Result<axum::Router, AppError> {
-    let config = AwsConfig::from_env()?;
-    let clients = AwsClients::connect(&config).await;
-    front(&config, &FunctionEnv::from_env()?, &clients).await
-}
-
-/// The `oauth` function: the authorization server and the well-known documents; no `/mcp`.
-/// Its CSRF key derives from the KMS-wrapped `SECRET#oauth` secret.
-pub async fn oauth(
-    config: &AwsConfig,
-    env: &FunctionEnv,
-    clients: &AwsClients,
-) -> Result<axum::Router, AppError> {
-    config.validate()?;
-    let public_url = env.public_url()?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store: Arc<dyn Store> = Arc::new(clients.store(config));
-    let keys = OAuthKeys::load(config, clients, store.as_ref()).await?;
+/// The `oauth` function over [`Services`] built for [`Role::OAuth`]: the authorization server
+/// and the well-known documents; no `/mcp`. Its CSRF key derives from the KMS-wrapped
+/// `SECRET#oauth` secret.
+pub fn oauth(services: &Services) -> Result<axum::Router, ServicesError> {
+    let public_url = services.settings.function.public_url()?;
     let http = HttpConfig::deployed(public_url, RateLimits::DEFAULT);
-    let oauth_config = http
-        .oauth
-        .clone()
-        .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
-    let oauth = OAuth::new(
-        oauth_config,
-        store.clone(),
-        clock.clone(),
-        keys.signer,
-        keys.csrf_key,
-    );
-    let state = http_state(http, store, clock, None, oauth);
+    let state = http_state(services, http, None)?;
     Ok(crate::http::authorization_router(state))
 }
 
 /// The `oauth` function from the environment.
-pub async fn oauth_from_env() -> Result<axum::Router, AppError> {
-    let config = AwsConfig::from_env()?;
-    let clients = AwsClients::connect(&config).await;
-    oauth(&config, &FunctionEnv::from_env()?, &clients).await
+pub async fn oauth_from_env() -> Result<axum::Router, ServicesError> {
+    oauth(&from_env(Role::OAuth).await?)
 }
 
 /// The `ingest` function from the environment. `NIB_OCR=textract` reads ink-only uploads with
 /// Amazon Textract (a build without the `textract` feature refuses it at cold start).
-pub async fn ingest_from_env() -> Result<ingest::Ingest, AppError> {
-    let config = AwsConfig::from_env()?;
-    let clients = AwsClients::connect(&config).await;
-    let choice = crate::config::OcrChoice::from_env()?.unwrap_or_default();
-    let notebook = notebook_over(&config, &clients)?;
-    let notebook = match choice {
-        crate::config::OcrChoice::Off => notebook,
-        #[cfg(feature = "textract")]
-        crate::config::OcrChoice::Textract => notebook.with_ocr(Arc::new(clients.ocr())),
-        other => {
-            return Err(AppError::Ocr {
-                choice: other,
-                source: crate::ports::OcrError::Unavailable(
-                    "the ingest function reads ink with Textract only (NIB_OCR=textract or off)"
-                        .into(),
-                ),
-            });
-        }
+pub async fn ingest_from_env() -> Result<ingest::Ingest, ServicesError> {
+    ingest(&from_env(Role::Ingest).await?)
+}
+
+/// The `ingest` function over [`Services`] built for [`Role::Ingest`].
+pub fn ingest(services: &Services) -> Result<ingest::Ingest, ServicesError> {
+    let (Some(clients), Some(config)) = (&services.aws, services.settings.aws_config()) else {
+        return Err(ConfigError::Missing("NIB_BUCKET").into());
     };
     Ok(ingest::Ingest::new(
-        Arc::new(notebook),
+        services.notebook().clone(),
         clients.s3.clone(),
         config.bucket.clone(),
     ))
@@ -323,25 +283,27 @@ pub struct ClassFunction {
 }
 
 impl ClassFunction {
-    pub fn new(class: ToolClass, notebook: Arc<Notebook>) -> Self {
-        // Records are written before each reply (`invocation::serve`), never in the background.
-        notebook.access_log().flush_per_call();
-        ClassFunction {
+    /// Over [`Services`] built for [`Role::Class`] (its notebook writes access records before
+    /// each reply, never in the background).
+    pub fn new(services: &Services) -> Result<Self, ServicesError> {
+        let Role::Class(class) = services.role else {
+            return Err(ConfigError::Invalid {
+                name: "role",
+                reason: format!("{:?} is not a class function", services.role),
+            }
+            .into());
+        };
+        Ok(ClassFunction {
             class,
-            dispatch: InProcess { notebook },
-        }
+            dispatch: InProcess {
+                notebook: services.notebook().clone(),
+            },
+        })
     }
 
-    /// The class function `class` from the environment ([`AwsConfig`]).
-    pub async fn from_env(class: ToolClass) -> Result<ClassFunction, AppError> {
-        let config = AwsConfig::from_env()?;
-        let clients = AwsClients::connect(&config).await;
-        let mut notebook = notebook_over(&config, &clients)?;
-        if class == ToolClass::Tasks {
-            // The tasks function pushes tasks to the users' Notion databases (issue 16).
-            notebook = crate::app::with_notion_api(notebook, &config.notion_api_url);
-        }
-        Ok(ClassFunction::new(class, Arc::new(notebook)))
+    /// The class function `class` from the environment.
+    pub async fn from_env(class: ToolClass) -> Result<ClassFunction, ServicesError> {
+        ClassFunction::new(&from_env(Role::Class(class)).await?)
     }
 
     /// One invocation: the payload the front sent, the reply it reads.

@@ -256,7 +256,7 @@ fn is_retryable(e: &StoreError) -> bool {
 }
 
 impl Notebook {
-    /// Pushes tasks to Notion through `api` (the App wires it; without it nothing is pushed).
+    /// Pushes tasks to Notion through `api` (the services wire it; without it nothing is pushed).
     pub fn with_notion(mut self, api: NotionApi) -> Self {
         self.notion = Some(Arc::new(api));
         self

@@ -453,17 +453,17 @@ impl super::Notebook {
 #[cfg(test)]
 mod reindex_tests {
     use super::*;
-    use crate::app::{App, LocalOptions};
     use crate::notebook::records::{OcrKind, PageSources};
     use crate::notebook::{PageDraft, SearchMode, SearchOptions};
+    use crate::services::{LocalOptions, Services};
 
-    async fn meaning_hits(app: &App, user: &UserId, query: &str) -> Vec<PageId> {
+    async fn meaning_hits(app: &Services, user: &UserId, query: &str) -> Vec<PageId> {
         let opts = SearchOptions {
             mode: SearchMode::Meaning,
             ..SearchOptions::default()
         };
         let (hits, _) = app
-            .notebook
+            .notebook()
             .search_with(user, query, &opts, 0, 10)
             .await
             .unwrap();
@@ -473,7 +473,7 @@ mod reindex_tests {
     #[tokio::test]
     async fn reindex_re_embeds_a_block_of_another_model_and_then_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let app = App::open_local(dir.path(), LocalOptions::default()).unwrap();
+        let app = Services::open_local(dir.path(), LocalOptions::default()).unwrap();
         let user = UserId::parse("default").unwrap();
         let mut ids = Vec::new();
         for (date, md) in [
@@ -484,7 +484,7 @@ mod reindex_tests {
             ("2026-03-07", "Lasagna recipe\nbechamel, layer, bake 40 min"),
         ] {
             let saved = app
-                .notebook
+                .notebook()
                 .import_page(
                     &user,
                     PageDraft {
@@ -508,7 +508,7 @@ mod reindex_tests {
 
         // The checkup's block as an older model wrote it (with the notebook's revision, as
         // every write does): search no longer compares it.
-        let keys = app.vault.user_keys(&user).await.unwrap();
+        let keys = app.vault().user_keys(&user).await.unwrap();
         let pk = records::user_pk(&user);
         let sk = block_sk(block_of(&ids[0]));
         let item = app.store.get(&pk, &sk).await.unwrap().unwrap();
@@ -523,7 +523,7 @@ mod reindex_tests {
             .unwrap();
         assert!(!meaning_hits(&app, &user, query).await.contains(&ids[0]));
 
-        let report = app.notebook.reindex(&user).await.unwrap();
+        let report = app.notebook().reindex(&user).await.unwrap();
         assert_eq!(report.pages, 2);
         assert!(report.embedded >= 1 && report.blocks >= 1, "{report:?}");
         assert_eq!(
@@ -539,7 +539,7 @@ mod reindex_tests {
         assert_eq!(reopened.model, embed::model().unwrap().id());
 
         // Everything is current now: a second run embeds and writes nothing.
-        let again = app.notebook.reindex(&user).await.unwrap();
+        let again = app.notebook().reindex(&user).await.unwrap();
         assert_eq!((again.embedded, again.blocks), (0, 0), "{again:?}");
     }
 }

@@ -549,7 +549,7 @@ async fn a_server_secret_is_made_once_and_shared() {
     assert_ne!(*first, *other);
 }
 
-/// `App::open_aws` sizes the vault's cache from the config (the vault is the only key cache).
+/// `Services::open_aws` sizes the vault's cache from the config (the vault is the only key cache).
 #[tokio::test]
 async fn open_aws_takes_the_key_cache_size_and_lifetime_from_the_config() {
     let (alice, bob) = (user("alice"), user("bob"));
@@ -557,26 +557,28 @@ async fn open_aws_takes_the_key_cache_size_and_lifetime_from_the_config() {
 
     let mut config = emulator().await.fresh().await.unwrap();
     config.key_cache_size = 1;
-    let app = nib::app::App::open_aws(config.clone()).await.unwrap();
+    let app = nib::services::Services::open_aws(config.clone())
+        .await
+        .unwrap();
     let calls = app.aws_calls.clone().unwrap();
-    app.vault.user_keys(&alice).await.unwrap();
-    app.vault.user_keys(&bob).await.unwrap();
+    app.vault().user_keys(&alice).await.unwrap();
+    app.vault().user_keys(&bob).await.unwrap();
     let before = calls.snapshot();
-    app.vault.user_keys(&bob).await.unwrap();
+    app.vault().user_keys(&bob).await.unwrap();
     assert_eq!(calls.since(&before), counts(&[]), "cached");
     // Bob pushed Alice out of a cache of one.
     let before = calls.snapshot();
-    app.vault.user_keys(&alice).await.unwrap();
+    app.vault().user_keys(&alice).await.unwrap();
     assert_eq!(calls.since(&before), reload);
 
     // A lifetime shorter than any request: every use asks KMS again.
     config.key_cache_size = 10;
     config.key_cache_ttl = Duration::from_nanos(1);
-    let app = nib::app::App::open_aws(config).await.unwrap();
+    let app = nib::services::Services::open_aws(config).await.unwrap();
     let calls = app.aws_calls.clone().unwrap();
     for _ in 0..2 {
         let before = calls.snapshot();
-        app.vault.user_keys(&alice).await.unwrap();
+        app.vault().user_keys(&alice).await.unwrap();
         assert_eq!(calls.since(&before), reload);
     }
 }
@@ -596,7 +598,6 @@ mod signing {
     use nib::adapters::aws::AwsClients;
     use nib::adapters::aws::CallCounts;
     use nib::adapters::aws::signing::{KmsSigner, OAuthKeys, verify_only};
-    use nib::app::App;
     use nib::auth::oauth::authorize::AuthorizeParams;
     use nib::auth::oauth::clients::{ClientKind, RegistrationRequest};
     use nib::auth::oauth::jwt::{
@@ -607,6 +608,7 @@ mod signing {
     use nib::config::AwsConfig;
     use nib::domain::UserId;
     use nib::ports::{Clock, SystemClock};
+    use nib::services::Services;
     use nib_testkit::emulator::Faults;
 
     const ISSUER: &str = "https://nib.example";
@@ -758,7 +760,9 @@ mod signing {
         let config = deployed_config().await;
         let faults = Faults::new();
         let clients = AwsClients::connect_with(&config, vec![faults.interceptor()]).await;
-        let app = App::open_aws_with(config.clone(), clients).await.unwrap();
+        let app = Services::open_aws_with(config.clone(), clients)
+            .await
+            .unwrap();
         let calls = app.aws_calls.clone().unwrap();
         let oauth = app.oauth(OAuthConfig::new(ISSUER));
         let user = UserId::parse("default").unwrap();
@@ -867,7 +871,7 @@ mod signing {
         front.verifier.verify(&next.access_token).await.unwrap();
     }
 
-    /// `App::open_aws` without `NIB_SIGNING_KEY_ID` (an emulator, `nib serve --backend aws`):
+    /// `Services::open_aws` without `NIB_SIGNING_KEY_ID` (an emulator, `nib serve --backend aws`):
     /// a key derived from `SECRET#oauth`, the same for every process on the table.
     #[tokio::test]
     async fn without_a_signing_key_the_derived_key_is_shared_by_processes() {
@@ -908,12 +912,21 @@ mod signing {
 /// log every request with its URL (the object key) and the function's runtime every raw event.
 #[tokio::test]
 async fn ingest_logs_ids_never_the_file_name() {
-    use nib::functions::ingest::{Ingest, Tally};
+    use nib::functions::ingest::Tally;
     use nib::telemetry::{CapturedLogs, subscriber};
 
     let (config, clients) = fresh().await;
-    let notebook = nib::functions::notebook(&config, &clients).unwrap();
-    let ingest = Ingest::new(notebook.clone(), clients.s3.clone(), &config.bucket);
+    // The ingest function's services, over these clients.
+    let services = {
+        use nib::services::{Ports, Role, Services, Settings};
+        let ports = Ports::aws(&config, clients.clone(), Role::Ingest)
+            .await
+            .unwrap();
+        let settings = Settings::aws(config.clone(), Role::Ingest, nib::config::OcrChoice::Off);
+        Services::build(ports, &settings).unwrap()
+    };
+    let notebook = services.notebook().clone();
+    let ingest = nib::functions::ingest(&services).unwrap();
     let upload = |key: &'static str, body: &'static [u8]| {
         let (s3, bucket) = (clients.s3.clone(), config.bucket.clone());
         async move {

@@ -12,10 +12,10 @@ use std::io::{Cursor, Read, Write as _};
 use std::path::{Path, PathBuf};
 
 use nib::adapters::notion::NotionToken;
-use nib::app::{App, LocalOptions};
 use nib::domain::{Date, Notation, PageStatus, TaskStatus, UserId};
 use nib::notebook::{BundleError, Notebook, PageDraft, PageFiles, TaskFilter, read_page_with};
 use nib::ports::AssetKind;
+use nib::services::{LocalOptions, Services};
 use nib_testkit::emulator::Emulator;
 use nib_testkit::notion_standin::NotionStandin;
 
@@ -26,8 +26,8 @@ fn user() -> UserId {
     UserId::parse("default").unwrap()
 }
 
-fn local(dir: &Path) -> App {
-    App::open_local(dir, LocalOptions::default()).unwrap()
+fn local(dir: &Path) -> Services {
+    Services::open_local(dir, LocalOptions::default()).unwrap()
 }
 
 fn sample_dir() -> std::path::PathBuf {
@@ -35,16 +35,16 @@ fn sample_dir() -> std::path::PathBuf {
 }
 
 /// The sample notebook, plus a created task, a status history and a task with a source.
-async fn fill_with_sample(app: &App) {
+async fn fill_with_sample(app: &Services) {
     let u = user();
     app.ensure_user(&u).await.unwrap();
     let (pages, _) = nib::notebook::group_dir(&sample_dir()).unwrap();
     for files in &pages {
-        app.notebook.import_files(&u, files).await.unwrap();
+        app.notebook().import_files(&u, files).await.unwrap();
     }
     let date = Date::parse("2026-06-19").unwrap();
     let created = app
-        .notebook
+        .notebook()
         .create_task(
             &u,
             date,
@@ -54,17 +54,17 @@ async fn fill_with_sample(app: &App) {
         .await
         .unwrap();
     for status in [TaskStatus::Done, TaskStatus::Todo, TaskStatus::Cancelled] {
-        app.notebook
+        app.notebook()
             .update_task_status(&u, &created.task_link_id, status)
             .await
             .unwrap();
     }
     let first = app
-        .notebook
+        .notebook()
         .list_tasks(&u, TaskFilter::Open, None, 1)
         .await
         .unwrap();
-    app.notebook
+    app.notebook()
         .update_task_status(&u, &first[0].task_link_id, TaskStatus::Done)
         .await
         .unwrap();
@@ -182,15 +182,15 @@ async fn the_sample_notebook_round_trips_through_a_bundle() {
     fill_with_sample(&source).await;
     target.ensure_user(&user()).await.unwrap();
     let tasks = source
-        .notebook
+        .notebook()
         .list_tasks(&user(), TaskFilter::All, None, 1000)
         .await
         .unwrap();
     assert!(tasks.len() >= 3 && tasks.iter().any(|t| t.status == TaskStatus::Cancelled));
-    round_trip(&source.notebook, &target.notebook, SAMPLE_TERMS).await;
+    round_trip(source.notebook(), target.notebook(), SAMPLE_TERMS).await;
 
     // The history survived (the tools show it only through the status): the bundle says so.
-    let bundle = export(&target.notebook).await;
+    let bundle = export(target.notebook()).await;
     let created = entries(&bundle)
         .into_iter()
         .filter(|(n, _)| n.starts_with("tasks/"))
@@ -201,7 +201,7 @@ async fn the_sample_notebook_round_trips_through_a_bundle() {
     assert_eq!(created["source_url"], "https://example.com/x");
     // The ink came along, and its bytes are the same.
     let page = target
-        .notebook
+        .notebook()
         .list_pages(&user(), None, None, 100)
         .await
         .unwrap()
@@ -269,7 +269,7 @@ async fn a_generated_thousand_page_notebook_round_trips() {
             .unwrap()
         })
         .collect();
-    let nb = source.notebook.clone();
+    let nb = source.notebook().clone();
     let mut runs = futures::stream::select_all(drafts.chunks(63).map(|run| {
         let nb = nb.clone();
         let u = u.clone();
@@ -281,10 +281,10 @@ async fn a_generated_thousand_page_notebook_round_trips() {
             .boxed()
     }));
     while runs.next().await.is_some() {}
-    assert_eq!(source.notebook.page_count(&u).await.unwrap(), 1000);
+    assert_eq!(source.notebook().page_count(&u).await.unwrap(), 1000);
     round_trip(
-        &source.notebook,
-        &target.notebook,
+        source.notebook(),
+        target.notebook(),
         &["alpha", "meeting 7", "client", "\"review golf\""],
     )
     .await;
@@ -309,8 +309,8 @@ async fn a_damaged_or_foreign_bundle_is_refused_and_nothing_is_written() {
     let (source, target) = (local(a.path()), local(b.path()));
     fill_with_sample(&source).await;
     target.ensure_user(&user()).await.unwrap();
-    let bundle = export(&source.notebook).await;
-    let empty = snapshot(&target.notebook, SAMPLE_TERMS).await;
+    let bundle = export(source.notebook()).await;
+    let empty = snapshot(target.notebook(), SAMPLE_TERMS).await;
 
     // One byte flipped inside a stored (uncompressed) ink file: its CRC no longer holds.
     let mut flipped = bundle.clone();
@@ -388,20 +388,20 @@ async fn a_damaged_or_foreign_bundle_is_refused_and_nothing_is_written() {
     ];
     for (what, bytes, expected) in cases {
         let err = target
-            .notebook
+            .notebook()
             .import_bundle(&user(), Cursor::new(bytes), &|| {})
             .await
             .unwrap_err();
         assert!(expected(&err), "{what}: {err:?}");
         assert!(!err.to_string().is_empty());
         assert_eq!(
-            snapshot(&target.notebook, SAMPLE_TERMS).await,
+            snapshot(target.notebook(), SAMPLE_TERMS).await,
             empty,
             "{what}: nothing written"
         );
     }
     let err = target
-        .notebook
+        .notebook()
         .import_bundle(&user(), Cursor::new(b"hello".to_vec()), &|| {})
         .await
         .unwrap_err();
@@ -410,18 +410,18 @@ async fn a_damaged_or_foreign_bundle_is_refused_and_nothing_is_written() {
     // A notebook with pages of its own is refused too, before anything is written.
     let u = user();
     target
-        .notebook
+        .notebook()
         .create_task(&u, Date::parse("2020-01-01").unwrap(), "Mine", None)
         .await
         .unwrap();
-    let mine = snapshot(&target.notebook, SAMPLE_TERMS).await;
+    let mine = snapshot(target.notebook(), SAMPLE_TERMS).await;
     let err = target
-        .notebook
+        .notebook()
         .import_bundle(&u, Cursor::new(bundle), &|| {})
         .await
         .unwrap_err();
     assert!(matches!(err, BundleError::NotEmpty(_)), "{err:?}");
-    assert_eq!(snapshot(&target.notebook, SAMPLE_TERMS).await, mine);
+    assert_eq!(snapshot(target.notebook(), SAMPLE_TERMS).await, mine);
 }
 
 /// The bundle carries no secret: no Notion token or connection, no password hash, no API
@@ -432,7 +432,7 @@ async fn a_bundle_holds_no_secret() {
     let notion = NotionStandin::start(NOTION_TOKEN).await.unwrap();
     let database = notion.add_task_database();
     let a = tempfile::tempdir().unwrap();
-    let source = App::open_local(
+    let source = Services::open_local(
         a.path(),
         LocalOptions {
             notion_api_url: notion.url.clone(),
@@ -443,12 +443,12 @@ async fn a_bundle_holds_no_secret() {
     fill_with_sample(&source).await;
     let u = user();
     source
-        .notebook
+        .notebook()
         .notion_connect(&u, &database, NotionToken::parse(NOTION_TOKEN).unwrap())
         .await
         .unwrap();
     let (_, pushed) = source
-        .notebook
+        .notebook()
         .create_task_pushed(&u, Date::parse("2026-06-20").unwrap(), "Pushed one", None)
         .await
         .unwrap();
@@ -463,7 +463,7 @@ async fn a_bundle_holds_no_secret() {
         .create(&u, nib::auth::Scope::Write, Some("laptop".into()))
         .await
         .unwrap();
-    let bundle = export(&source.notebook).await;
+    let bundle = export(source.notebook()).await;
     let all: Vec<u8> = entries(&bundle).into_values().flatten().collect();
     let text = String::from_utf8_lossy(&all);
     for secret in [
@@ -491,13 +491,13 @@ async fn the_markdown_export_has_a_file_per_page_with_its_status_and_image() {
     let u = user();
     let mut out = Cursor::new(Vec::new());
     let report = source
-        .notebook
+        .notebook()
         .export_markdown(&u, &mut out, &|| {})
         .await
         .unwrap();
     let files = entries(&out.into_inner());
     let pages = source
-        .notebook
+        .notebook()
         .list_pages(&u, None, None, 100)
         .await
         .unwrap();
@@ -509,7 +509,7 @@ async fn the_markdown_export_has_a_file_per_page_with_its_status_and_image() {
             "---\ndate: {}\npage_id: {}\n---\n",
             p.date, p.page_id
         )));
-        let view = source.notebook.get_page(&u, &p.page_id).await.unwrap();
+        let view = source.notebook().get_page(&u, &p.page_id).await.unwrap();
         if view.png_url.is_some() {
             assert!(files.contains_key(&format!("{base}.png")));
             assert!(md.contains(&format!("]({}_{}.png)", p.date, p.page_id)));
@@ -535,13 +535,13 @@ async fn the_markdown_export_has_a_file_per_page_with_its_status_and_image() {
 #[tokio::test]
 async fn the_round_trip_works_on_the_aws_back_end() {
     let emulator = Emulator::shared().await.unwrap_or_else(|e| panic!("{e}"));
-    let source = App::open_aws(emulator.fresh().await.unwrap())
+    let source = Services::open_aws(emulator.fresh().await.unwrap())
         .await
         .unwrap();
-    let target = App::open_aws(emulator.fresh_with_own_key().await.unwrap())
+    let target = Services::open_aws(emulator.fresh_with_own_key().await.unwrap())
         .await
         .unwrap();
     fill_with_sample(&source).await;
     target.ensure_user(&user()).await.unwrap();
-    round_trip(&source.notebook, &target.notebook, SAMPLE_TERMS).await;
+    round_trip(source.notebook(), target.notebook(), SAMPLE_TERMS).await;
 }

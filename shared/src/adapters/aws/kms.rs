@@ -12,7 +12,7 @@
 //! is one more `GenerateDataKey`, and older versions still `Decrypt`.
 //!
 //! [`KmsKeys::server_secret`] gives a server process its own long-lived secrets (used by
-//! `App::open_aws` for the session-id and OAuth keys, and by the oauth function for its CSRF
+//! `Services::open_aws` for the session-id and OAuth keys, and by the oauth function for its CSRF
 //! key) the same way: generated once by KMS with the encryption context
 //! `{"nib_server_secret": purpose}`, stored wrapped in the table, unwrapped at start. The
 //! deployment's data-key policy (`infra/kms.tf`) allows the `user_id` context, and
