@@ -155,7 +155,10 @@ build: embed-model ## compile everything, tests included
 # OAuth flow with the TypeScript SDK in headless Chromium and the suite's authorization checks.
 # The conformance run uses a build with the suite's diagnostic fixture tools
 # (feature conformance-fixtures, kept as target/debug/nib-conformance); everything else uses the
-# plain target/debug/nib. Cargo keeps both feature sets' artifacts, so switching only re-links.
+# plain target/debug/nib. Both builds are of the whole workspace with every target, as nextest
+# builds it: the same selection unifies the dependencies' features the same way, so the
+# dependencies compile once and only our crates twice (`-p nib-cli`, `--bins` and nextest's own
+# build each unified them differently: three builds of the AWS SDK and its stack).
 # Debian's Chromium and ChromeDriver drive the OAuth consent page in tests/oauth (playwright-core
 # uses /usr/bin/chromium; nothing downloads a browser of its own). Installed only when missing.
 tools-browser: ## install Debian's chromium and chromium-driver when missing
@@ -164,9 +167,9 @@ tools-browser: ## install Debian's chromium and chromium-driver when missing
 	fi
 
 test: tools tools-browser ## install tools, build, run all tests
-	$(CARGO) build -p nib-cli --features conformance-fixtures
+	$(CARGO) build --workspace --all-targets --features nib-cli/conformance-fixtures
 	cp target/debug/nib target/debug/nib-conformance
-	$(CARGO) build --workspace --bins
+	$(CARGO) build --workspace --all-targets
 	@failed=""; \
 	if command -v cargo-nextest >/dev/null; then \
 		$(CARGO) nextest run --workspace --no-fail-fast || failed="$$failed cargo-nextest"; \

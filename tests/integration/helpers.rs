@@ -53,7 +53,7 @@ pub fn nib_exe() -> PathBuf {
     let nib = dir.join(format!("nib{}", std::env::consts::EXE_SUFFIX));
     assert!(
         nib.exists(),
-        "{} is missing: run `cargo build --workspace --bins` first (as `make test` does)",
+        "{} is missing: run `cargo build --workspace --all-targets` first (as `make test` does)",
         nib.display()
     );
     nib
