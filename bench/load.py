@@ -11,6 +11,7 @@ Steps (each bounded in time; only 127.0.0.1 is ever contacted):
    with the same response bytes and does nothing else. One checked request each again;
 4. drive both with wrk (one thread, keep-alive) at each concurrency for D seconds, after a
    one-second warm-up, resetting the server's peak RSS (`/proc/PID/clear_refs`) before each run
+   (nib restarted before each scenario, so a scenario's peak is its own)
    and reading `VmHWM` after it.
 
 Writes OUT/import.json and OUT/load.json. Standard library only.
@@ -217,15 +218,20 @@ def main():
 
 
     # 2. nib serve, and one checked request per scenario (captured for the floor).
-    nib_port = free_port()
-    nib_url = f"http://127.0.0.1:{nib_port}/mcp"
     nib_log = open(os.path.join(work, "nib-serve.log"), "w")
-    nib = subprocess.Popen([args.nib, "--data-dir", data, "serve", "--bind",
-                            f"127.0.0.1:{nib_port}"], stdout=nib_log, stderr=nib_log,
-                           env=dict(os.environ, **UNLIMITED))
-    floor = None
+
+    def start_nib():
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/mcp"
+        proc = subprocess.Popen([args.nib, "--data-dir", data, "serve", "--bind",
+                                 f"127.0.0.1:{port}"], stdout=nib_log, stderr=nib_log,
+                                env=dict(os.environ, **UNLIMITED))
+        wait_ready(url, proc)
+        return proc, url
+
+    nib, floor = None, None
     try:
-        wait_ready(nib_url, nib)
+        nib, nib_url = start_nib()
         status, _, body = post(nib_url, rpc("tools/call", {"name": "list_pages",
                                                            "arguments": {"limit": 200}}), token)
         listed = checked("list_pages", status, body)["result"]["structuredContent"]["pages"]
@@ -269,6 +275,11 @@ def main():
         servers = {"nib": (nib, nib_url), "floor": (floor, floor_url)}
         results = []
         for name in scenarios:
+            # Each scenario in a fresh process, so its peak RSS is its own (search's open index
+            # and model stay resident and would count against tools/list after it).
+            stop(nib)
+            nib, nib_url = start_nib()
+            servers["nib"] = (nib, nib_url)
             for c in levels:
                 row = {"scenario": name, "concurrency": c}
                 for server, (proc, url) in servers.items():
@@ -287,7 +298,8 @@ def main():
                       flush=True)
                 results.append(row)
     finally:
-        stop(nib)
+        if nib is not None:
+            stop(nib)
         if floor is not None:
             stop(floor)
         nib_log.close()

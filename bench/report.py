@@ -200,7 +200,7 @@ def main():
             rss = (row["nib"].get("peak_rss_kib") or 0) / 1024
             targets.append((goal,
                             f"{ratio * 100:.0f}% of floor, p99 {p99:.2f} ms, {rss:.0f} MiB "
-                            "(the process also served search_pages first)",
+                            "(the scenario alone in a fresh process)",
                             status(ratio >= share and p99 <= 2 and rss <= 40)))
         else:
             targets.append((goal, "n/a", status(None)))
@@ -369,8 +369,9 @@ def main():
                  "warm-up; a read-scoped bearer token. The floor server answers the same "
                  "request bytes with the same response bytes (captured from nib) and does no "
                  "work. Peak RSS is the server's `VmHWM` over that run (reset before it through "
-                 "`/proc/PID/clear_refs`; memory the allocator kept from earlier runs still "
-                 "counts, so a run after a heavier one still shows its memory). search_pages queries "
+                 "`/proc/PID/clear_refs`; nib starts afresh for each scenario, so memory kept from "
+                 "another scenario does not count, but a run at c=64 still shows what the "
+                 "c=1 and c=16 runs before it kept). search_pages queries "
                  f"\"{load_doc['search_query']}\".\n")
         L.append("| scenario | c | nib req/s | nib p50 | nib p99 | nib peak RSS | floor req/s "
                  "| floor p50 | floor p99 | floor RSS | nib/floor |")
