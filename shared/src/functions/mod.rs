@@ -1,22 +1,23 @@
 //! Wiring of the Lambda functions (DESIGN §3). The crates in `functions/` are entry points only:
-//! each reads its configuration, calls one builder here once at cold start, and hands each event
-//! to what it built. Each builder creates only what its function's IAM role allows it to use
+//! each builds its [`Services`] once at cold start ([`Settings::function_from_env`] with its
+//! [`Role`], then `Services::open`), calls one function here over them, and hands each event to
+//! what it built. A role builds only what its function's IAM role allows it to use
 //! (infra/iam.tf), so a wiring mistake fails in tests against the emulator rather than with
 //! AccessDenied on AWS:
 //!
 //! | function | builds | reaches |
 //! |---|---|---|
 //! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth | `TOK#`, `RL#`, `GRANT#` items; Invoke of pages and tasks |
-//! | `pages`, `tasks` | a [`Notebook`] and the in-process handlers of their [`ToolClass`] (tasks: with the Notion client) | `U#` items, the data key (user context), S3 (pages only); tasks: HTTPS to Notion |
-//! | `ingest` | a [`Notebook`] and [`ingest::Ingest`] | `U#` items, the data key, `uploads/` and `u/` in S3 |
+//! | `pages`, `tasks` | a notebook and the in-process handlers of their [`ToolClass`] (tasks: with the Notion client) | `U#` items, the data key (user context), S3 (pages only); tasks: HTTPS to Notion |
+//! | `ingest` | a notebook and [`ingest::Ingest`] | `U#` items, the data key, `uploads/` and `u/` in S3 |
 //! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SECRET#oauth`, `RL#login#`, `RL#oauth-register#`, `RL#oauth-addr#`; kms:Sign |
 //!
 //! The "reaches" column is [`PARTITIONS`], and each role's `dynamodb:LeadingKeys` in
 //! `infra/iam.tf` must be exactly it (`tests::every_role_reaches_exactly_its_partitions`):
 //! DynamoDB refuses a key outside them with AccessDenied, which the emulator does not enforce.
 //!
-//! Configuration is [`AwsConfig`] plus [`FunctionEnv`] (the public URL, the class functions'
-//! names).
+//! Configuration is the `AwsConfig`, `NIB_OCR` and [`FunctionEnv`] (the public URL, the class
+//! functions' names, `/mcp`'s limits), all in [`Settings`].
 
 #[cfg(test)]
 mod iam_policy;
