@@ -111,7 +111,7 @@ pub enum Role {
     /// The `oauth` function: the authorization server (the OAuth secret and signing key). No
     /// notebook.
     OAuth,
-    /// A class function: the notebook (the tasks function's pushes tasks to Notion).
+    /// A class function: the notebook (the tasks function's also pushes tasks to Notion).
     Class(ToolClass),
     /// The `ingest` function: the notebook, reading ink with the configured engine.
     Ingest,
