@@ -9,11 +9,11 @@
 //! its user, and the old answers age out). Keyed by the verified user and the token; the
 //! answers are opaque JSON here (a tool's serialized output), held only in memory.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde_json::value::RawValue;
 
+use super::bounded::BoundedFifo;
 use crate::domain::UserId;
 
 /// How many bytes of answers a process keeps.
@@ -21,28 +21,32 @@ pub const ANSWER_CACHE_BYTES: usize = 4 << 20;
 /// An answer larger than this is not kept (it would push out many others).
 const LARGEST_KEPT: usize = 256 << 10;
 
-type Key = (UserId, String);
-
-#[derive(Debug, Default)]
-struct Kept {
-    answers: HashMap<Key, Arc<RawValue>>,
-    order: VecDeque<Key>,
-    bytes: usize,
+/// The kept answers, by revision token (a hash naming the page, so unique across users in
+/// practice) with the user each was answered to: a lookup borrows the token.
+#[derive(Debug)]
+pub struct AnswerCache {
+    kept: Mutex<BoundedFifo<String, (UserId, Arc<RawValue>)>>,
 }
 
-/// The kept answers.
-#[derive(Debug, Default)]
-pub struct AnswerCache {
-    kept: Mutex<Kept>,
+impl Default for AnswerCache {
+    fn default() -> Self {
+        AnswerCache {
+            kept: Mutex::new(BoundedFifo::new(ANSWER_CACHE_BYTES)),
+        }
+    }
 }
 
 impl AnswerCache {
+    fn kept(&self) -> std::sync::MutexGuard<'_, BoundedFifo<String, (UserId, Arc<RawValue>)>> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The answer kept for `user` at `revision`.
     pub fn get(&self, user: &UserId, revision: &str) -> Option<Arc<RawValue>> {
-        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        kept.answers
-            .get(&(user.clone(), revision.to_owned()))
-            .cloned()
+        match self.kept().get(revision) {
+            Some((owner, answer)) if owner == user => Some(answer.clone()),
+            _ => None,
+        }
     }
 
     /// Keeps `answer` for `user` at `revision`, letting the oldest answers go over the budget.
@@ -51,34 +55,18 @@ impl AnswerCache {
         if size > LARGEST_KEPT {
             return;
         }
-        let key = (user.clone(), revision.to_owned());
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        let kept = &mut *kept;
-        if kept.answers.contains_key(&key) {
-            return;
-        }
-        kept.bytes += size;
-        kept.answers
-            .insert(key.clone(), Arc::from(answer.to_owned()));
-        kept.order.push_back(key);
-        while kept.bytes > ANSWER_CACHE_BYTES {
-            let Some(oldest) = kept.order.pop_front() else {
-                break;
-            };
-            if let Some(gone) = kept.answers.remove(&oldest) {
-                kept.bytes -= gone.get().len();
-            }
-        }
+        let value = (user.clone(), Arc::from(answer.to_owned()));
+        self.kept().insert(revision.to_owned(), value, size);
     }
 
     /// Forgets every answer (a process starting cold, in tests).
     pub fn clear(&self) {
-        *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = Kept::default();
+        *self.kept() = BoundedFifo::new(ANSWER_CACHE_BYTES);
     }
 
     /// Bytes of answers kept.
     pub fn bytes(&self) -> usize {
-        self.kept.lock().unwrap_or_else(|e| e.into_inner()).bytes
+        self.kept().bytes()
     }
 }
 

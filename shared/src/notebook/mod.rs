@@ -10,6 +10,7 @@
 
 mod access;
 pub mod answers;
+mod bounded;
 mod bundle;
 mod import;
 mod notion;

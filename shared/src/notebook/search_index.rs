@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::bounded::BoundedFifo;
 use super::rank::{PostingList, VectorIndex};
 use crate::domain::UserId;
 
@@ -91,13 +92,6 @@ impl HitPage {
     }
 }
 
-#[derive(Default)]
-struct HitPages {
-    pages: HashMap<u32, Arc<HitPage>>,
-    order: std::collections::VecDeque<u32>,
-    bytes: usize,
-}
-
 /// A user's open index at one notebook revision.
 pub(super) struct UserIndex {
     pub revision: u64,
@@ -109,7 +103,7 @@ pub(super) struct UserIndex {
     /// Numbers of the pages that have postings but no vector entry (after the entries').
     others: Mutex<Others>,
     /// Pages queries returned, opened, by number.
-    hits: Mutex<HitPages>,
+    hits: Mutex<BoundedFifo<u32, Arc<HitPage>>>,
     last_used: AtomicU64,
 }
 
@@ -140,7 +134,7 @@ impl UserIndex {
             vectors,
             terms: Mutex::new(TermLists::default()),
             others: Mutex::new(Others::default()),
-            hits: Mutex::new(HitPages::default()),
+            hits: Mutex::new(BoundedFifo::new(MAX_HIT_BYTES)),
             last_used: AtomicU64::new(0),
         }
     }
@@ -221,32 +215,18 @@ impl UserIndex {
 
     /// The page of number `id`, opened by an earlier query of this index.
     pub fn hit(&self, id: u32) -> Option<Arc<HitPage>> {
-        self.hits.lock().expect("hit pages").pages.get(&id).cloned()
+        self.hits.lock().expect("hit pages").get(&id).cloned()
     }
 
     /// Keeps an opened page (the oldest kept go past [`MAX_HIT_BYTES`]).
     pub fn keep_hit(&self, id: u32, page: Arc<HitPage>) {
-        let mut h = self.hits.lock().expect("hit pages");
         let size = page.bytes();
-        if size > MAX_HIT_BYTES || h.pages.contains_key(&id) {
-            return;
-        }
-        h.bytes += size;
-        h.pages.insert(id, page);
-        h.order.push_back(id);
-        while h.bytes > MAX_HIT_BYTES {
-            let Some(oldest) = h.order.pop_front() else {
-                break;
-            };
-            if let Some(gone) = h.pages.remove(&oldest) {
-                h.bytes -= gone.bytes();
-            }
-        }
+        self.hits.lock().expect("hit pages").insert(id, page, size);
     }
 
     fn bytes(&self) -> usize {
         let postings = self.terms.lock().expect("term lists").entries * 40;
-        let hits = self.hits.lock().expect("hit pages").bytes;
+        let hits = self.hits.lock().expect("hit pages").bytes();
         postings + hits + self.vectors.as_ref().map_or(0, |v| v.bytes())
     }
 }
