@@ -284,8 +284,6 @@ impl Secrets {
 /// only I/O of building a system.
 pub struct Ports {
     pub back_end: BackEnd,
-    /// The data directory (local back end only).
-    pub data_dir: Option<PathBuf>,
     pub store: Arc<dyn Store>,
     pub keys: Arc<dyn Keys>,
     pub assets: Arc<dyn Assets>,
@@ -334,7 +332,6 @@ impl Ports {
         );
         Ok(Ports {
             back_end: BackEnd::Local,
-            data_dir: Some(data_dir.to_owned()),
             store,
             secrets: Secrets::derived(&keys),
             keys,
@@ -384,7 +381,6 @@ impl Ports {
         };
         Ok(Ports {
             back_end: BackEnd::Aws,
-            data_dir: None,
             store,
             keys: Arc::new(kms),
             assets: Arc::new(clients.assets(config)),
@@ -402,8 +398,6 @@ pub struct Services {
     pub back_end: BackEnd,
     /// What this process does.
     pub role: Role,
-    /// The data directory (local back end only).
-    pub data_dir: Option<PathBuf>,
     pub store: Arc<dyn Store>,
     pub keys: Arc<dyn Keys>,
     pub tokens: Arc<Tokens>,
@@ -413,10 +407,6 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
     /// The SDK clients (AWS back end only).
     pub aws: Option<AwsClients>,
-    /// The AWS requests this process sent, per operation (AWS back end only).
-    pub aws_calls: Option<CallCounter>,
-    /// Where signed page images are served from when not from this server (AWS: the bucket).
-    pub asset_origin: Option<String>,
     /// Request counters: in memory locally, counter items in the table on AWS (tests may swap
     /// it before building the router).
     pub limiter: Arc<dyn RateLimiter>,
@@ -484,7 +474,6 @@ impl Services {
         };
         let Ports {
             back_end,
-            data_dir,
             store,
             keys,
             assets,
@@ -535,12 +524,9 @@ impl Services {
         Ok(Services {
             back_end,
             role,
-            data_dir,
             tokens: Arc::new(Tokens::new(store.clone(), clock.clone())),
             limiter,
             oauth_gates: Gates::default(),
-            asset_origin: settings.aws_config().map(AwsConfig::asset_origin),
-            aws_calls: aws.as_ref().map(|c| c.calls.clone()),
             settings: settings.clone(),
             store,
             keys,
@@ -586,6 +572,24 @@ impl Services {
         ocr: OcrChoice,
     ) -> Result<Services, ServicesError> {
         Services::open(&Settings::aws(config, Role::Admin, ocr)).await
+    }
+
+    /// The data directory (local back end only).
+    pub fn data_dir(&self) -> Option<&Path> {
+        match &self.settings.back_end {
+            BackEndSettings::Local { data_dir, .. } => Some(data_dir),
+            BackEndSettings::Aws(_) => None,
+        }
+    }
+
+    /// The AWS requests this process sent, per operation (AWS back end only).
+    pub fn aws_calls(&self) -> Option<&CallCounter> {
+        self.aws.as_ref().map(|clients| &clients.calls)
+    }
+
+    /// Where signed page images are served from when not from this server (AWS: the bucket).
+    pub fn asset_origin(&self) -> Option<String> {
+        self.settings.aws_config().map(AwsConfig::asset_origin)
     }
 
     /// The notebook (every role but the front and the oauth function has one).
@@ -657,7 +661,7 @@ impl Services {
             notebook: self.notebook().clone(),
         });
         let mcp = NibMcp::new(dispatch.clone())
-            .with_image_origin(self.asset_origin.as_deref().unwrap_or(&config.public_url));
+            .with_image_origin(self.asset_origin().as_deref().unwrap_or(&config.public_url));
         let sessions = config
             .sessions
             .then(|| SessionSigner::new(*self.secrets.session_key));
@@ -748,7 +752,7 @@ mod tests {
         };
         let server = open(Role::Server).await;
         assert_eq!(server.back_end, BackEnd::Local);
-        assert_eq!(server.data_dir.as_deref(), Some(dir.path()));
+        assert_eq!(server.data_dir(), Some(dir.path()));
         assert!(server.local_assets.is_some() && server.aws.is_none());
         assert_eq!(server.notebook().config().public_url, "http://127.0.0.1");
         drop(server);

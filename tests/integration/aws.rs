@@ -40,7 +40,7 @@ mod trash {
 /// arguments; no HTTP, no token lookup; the access record written before the reply) and
 /// returns its result and the AWS requests it sent.
 async fn tool(app: &TestApp, name: &str, args: Value) -> (Value, CallCounts) {
-    let calls = app.app.aws_calls.clone().expect("an AWS back end");
+    let calls = app.app.aws_calls().cloned().expect("an AWS back end");
     let dispatch = InProcess {
         notebook: app.app.notebook().clone(),
     };
@@ -403,7 +403,7 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
 #[tokio::test]
 async fn over_http_the_front_adds_its_token_lookup() {
     let app = TestApp::spawn_with(Options::aws()).await;
-    let calls = app.app.aws_calls.clone().unwrap();
+    let calls = app.app.aws_calls().cloned().unwrap();
     app.call("list_pages", json!({})).await; // `last_used_at` is written once an hour at most
     flush_access(&app).await;
     let before = calls.snapshot();
@@ -611,7 +611,7 @@ async fn stopping_the_emulator_during_a_write_is_a_clean_error() {
     let config = emulator.fresh().await.unwrap();
     let faults = Faults::new();
     let app = with_faults(&config, &faults).await;
-    let calls = app.app.aws_calls.clone().unwrap();
+    let calls = app.app.aws_calls().cloned().unwrap();
     // The server dies just as create_task's transaction is about to be sent.
     let dying = emulator.clone();
     faults.on("DynamoDB", "TransactWriteItems", move || {

@@ -312,7 +312,7 @@ pub async fn vectors_are_sealed_in_the_store(app: &TestApp) {
         !holds_any(&all, &needles),
         "a vector is in clear in a block"
     );
-    if let Some(dir) = &app.app.data_dir {
+    if let Some(dir) = app.app.data_dir() {
         for file in files_under(dir) {
             let bytes = std::fs::read(&file).unwrap();
             assert!(

@@ -201,7 +201,7 @@ pub fn front(services: &Services) -> Result<axum::Router, ServicesError> {
     let dispatch = Arc::new(LambdaDispatch::new(lambda, pages, tasks));
     let http = HttpConfig::deployed(public_url, env.rate_limits);
     let mut mcp = NibMcp::new(dispatch.clone());
-    if let Some(origin) = &services.asset_origin {
+    if let Some(origin) = &services.asset_origin() {
         mcp = mcp.with_image_origin(origin);
     }
     let state = http_state(services, http, Some((mcp, dispatch)))?;

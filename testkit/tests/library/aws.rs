@@ -560,7 +560,7 @@ async fn open_aws_takes_the_key_cache_size_and_lifetime_from_the_config() {
     let app = nib::services::Services::open_aws(config.clone())
         .await
         .unwrap();
-    let calls = app.aws_calls.clone().unwrap();
+    let calls = app.aws_calls().cloned().unwrap();
     app.vault().user_keys(&alice).await.unwrap();
     app.vault().user_keys(&bob).await.unwrap();
     let before = calls.snapshot();
@@ -575,7 +575,7 @@ async fn open_aws_takes_the_key_cache_size_and_lifetime_from_the_config() {
     config.key_cache_size = 10;
     config.key_cache_ttl = Duration::from_nanos(1);
     let app = nib::services::Services::open_aws(config).await.unwrap();
-    let calls = app.aws_calls.clone().unwrap();
+    let calls = app.aws_calls().cloned().unwrap();
     for _ in 0..2 {
         let before = calls.snapshot();
         app.vault().user_keys(&alice).await.unwrap();
@@ -763,7 +763,7 @@ mod signing {
         let app = Services::open_aws_with(config.clone(), clients)
             .await
             .unwrap();
-        let calls = app.aws_calls.clone().unwrap();
+        let calls = app.aws_calls().cloned().unwrap();
         let oauth = app.oauth(OAuthConfig::new(ISSUER));
         let user = UserId::parse("default").unwrap();
 
