@@ -793,7 +793,6 @@ async fn import(
     ocr: nib::config::OcrChoice,
     force_ocr: bool,
 ) -> anyhow::Result<ExitCode> {
-    use futures::StreamExt;
     let (pages, skipped) = nib::notebook::group_dir(dir)
         .with_context(|| format!("cannot read the folder {}", dir.display()))?;
     let app = target.open(ocr).await?;
@@ -807,15 +806,31 @@ async fn import(
     // for the group); the statistics are counters, so page commits do not contend on them.
     // Pages of nearby dates share tasks (a task copied forward day to day), and concurrent
     // commits of one task retry, so the pages in flight are far apart: each of
-    // IMPORT_CONCURRENCY workers takes one contiguous run of dates, in order.
+    // IMPORT_CONCURRENCY workers takes one contiguous run of dates, in order. Each worker is
+    // its own task, so their parsing, embedding and sealing run on every core (polled
+    // together from this task, they had one).
     let chunk = pages.len().div_ceil(IMPORT_CONCURRENCY).max(1);
-    let mut results = futures::stream::select_all(pages.chunks(chunk).map(|run| {
-        futures::stream::iter(run)
-            .then(|page| app.notebook().import_files_read(user, page, force_ocr))
-            .boxed()
-    }));
+    let (tx, mut results) = tokio::sync::mpsc::unbounded_channel();
+    let mut workers = tokio::task::JoinSet::new();
+    for run in pages.chunks(chunk) {
+        let (run, notebook, user, tx) = (
+            run.to_vec(),
+            app.notebook().clone(),
+            user.clone(),
+            tx.clone(),
+        );
+        workers.spawn(async move {
+            for page in &run {
+                let result = notebook.import_files_read(&user, page, force_ocr).await;
+                if tx.send(result).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    drop(tx);
     let mut done = 0;
-    while let Some(result) = results.next().await {
+    while let Some(result) = results.recv().await {
         if plain_progress && done > 0 && done % 50 == 0 {
             eprintln!("progress: {done}/{}", pages.len());
         }
@@ -836,6 +851,10 @@ async fn import(
             }
         }
         bar.inc(1);
+    }
+    // A worker that stopped early (it panicked) is a failure, not a short import.
+    while let Some(joined) = workers.join_next().await {
+        joined.context("an import worker failed")?;
     }
     bar.finish_and_clear();
     for path in &skipped {
