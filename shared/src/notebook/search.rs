@@ -143,7 +143,7 @@ fn best_first(index: &UserIndex, a: &Candidate, b: &Candidate) -> std::cmp::Orde
 
 impl Notebook {
     /// Every posting of one term, sorted by page id: from the open index, else read (and kept
-    /// in it).
+    /// in it). One read per term at a time: a query that waited finds the list kept.
     async fn postings(
         &self,
         index: &UserIndex,
@@ -153,7 +153,26 @@ impl Notebook {
         if let Some(list) = index.postings(&blind_term) {
             return Ok(list);
         }
-        let mut q = Query::table(term_partition(user, &blind_term), "");
+        let lock = index.term_read_lock(&blind_term);
+        let list = {
+            let _reading = lock.lock().await;
+            match index.postings(&blind_term) {
+                Some(list) => Ok(list),
+                None => self.read_postings(index, user, &blind_term).await,
+            }
+        };
+        index.release_term_read(&blind_term, lock);
+        list
+    }
+
+    /// Reads a term's postings and keeps them in the index.
+    async fn read_postings(
+        &self,
+        index: &UserIndex,
+        user: &UserId,
+        blind_term: &str,
+    ) -> Result<PostingList, NotebookError> {
+        let mut q = Query::table(term_partition(user, blind_term), "");
         let mut postings: Vec<(u32, Posting)> = Vec::new();
         loop {
             let page = self.store.query(&q).await?;
@@ -171,7 +190,7 @@ impl Notebook {
         postings.sort_unstable_by_key(|p| p.0);
         postings.dedup_by_key(|p| p.0);
         let list: PostingList = postings.into();
-        index.keep_postings(blind_term, list.clone());
+        index.keep_postings(blind_term.to_owned(), list.clone());
         Ok(list)
     }
 
