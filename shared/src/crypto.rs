@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aes_gcm::aead::{Aead, KeyInit, Payload};
+use aes_gcm::aead::{Aead, AeadInPlace, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -225,6 +225,32 @@ impl UserKeys {
                 },
             )
             .map_err(|_| CryptoError::Open)
+    }
+
+    /// [`UserKeys::open`] without a copy: decrypts `sealed` where it lies and returns the
+    /// plaintext, a part of it (for large values read once, such as vector blocks: no second
+    /// buffer of their size).
+    pub fn open_in_place<'s>(
+        &self,
+        aad: &Aad,
+        sealed: &'s mut [u8],
+    ) -> Result<&'s [u8], CryptoError> {
+        if sealed.len() < HEADER_LEN + NONCE_LEN + TAG_LEN || sealed[0] != FORMAT_V1 {
+            return Err(CryptoError::Malformed);
+        }
+        let (header, rest) = sealed.split_at_mut(HEADER_LEN);
+        let (nonce, rest) = rest.split_at_mut(NONCE_LEN);
+        let (ciphertext, tag) = rest.split_at_mut(rest.len() - TAG_LEN);
+        let version = u32::from_be_bytes(header[1..].try_into().expect("four bytes"));
+        self.cipher(version)?
+            .decrypt_in_place_detached(
+                Nonce::from_slice(nonce),
+                &aad.encode(header),
+                ciphertext,
+                aes_gcm::Tag::from_slice(tag),
+            )
+            .map_err(|_| CryptoError::Open)?;
+        Ok(ciphertext)
     }
 
     /// [`UserKeys::seal`] for text.
@@ -521,6 +547,8 @@ mod tests {
                 plaintext.len() + HEADER_LEN + NONCE_LEN + TAG_LEN
             );
             assert_eq!(keys.open(&a, &sealed).unwrap(), plaintext);
+            let mut in_place = sealed.clone();
+            assert_eq!(keys.open_in_place(&a, &mut in_place).unwrap(), plaintext);
         }
         let sealed = keys.seal_str(&a, "héllo");
         assert_eq!(keys.open_str(&a, &sealed).unwrap(), "héllo");
@@ -558,6 +586,7 @@ mod tests {
             let mut bad = sealed.clone();
             bad[i] ^= 0x01;
             assert!(keys.open(&a, &bad).is_err(), "byte {i}");
+            assert!(keys.open_in_place(&a, &mut bad).is_err(), "byte {i}");
         }
         assert!(keys.open(&a, &sealed[..sealed.len() - 1]).is_err());
         assert!(matches!(keys.open(&a, &[]), Err(CryptoError::Malformed)));

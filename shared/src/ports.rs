@@ -270,6 +270,24 @@ pub trait Store: Send + Sync {
     /// The items under the keys, in the order of `keys`; `None` where absent or expired.
     async fn batch_get(&self, keys: &[(String, String)]) -> Result<Vec<Option<Item>>, StoreError>;
 
+    /// The items of [`Store::batch_get`], each handed to `each` with its position in `keys`
+    /// (absent and expired keys skipped), in order. For large items opened one at a time
+    /// (search's vector blocks): the embedded store reads each only when the previous one has
+    /// been handed over, so they are never all in memory at once; by default the batch is
+    /// read first.
+    async fn batch_get_each(
+        &self,
+        keys: &[(String, String)],
+        each: &mut (dyn FnMut(usize, Item) + Send),
+    ) -> Result<(), StoreError> {
+        for (i, item) in self.batch_get(keys).await?.into_iter().enumerate() {
+            if let Some(item) = item {
+                each(i, item);
+            }
+        }
+        Ok(())
+    }
+
     /// One page of items in a partition of the table or of the index.
     async fn query(&self, query: &Query) -> Result<QueryPage, StoreError>;
 

@@ -1010,10 +1010,21 @@ pub async fn batch_get_keeps_order(store: Arc<dyn Store>) {
         .collect();
     let got = s.batch_get(&asked).await.unwrap();
     assert_eq!(got.len(), asked.len());
-    for ((_, sk), got) in asked.iter().zip(got) {
+    for ((_, sk), got) in asked.iter().zip(got.iter()) {
         let n: u32 = sk.parse().unwrap();
-        assert_eq!(got, (n < 60).then(|| item("P", sk)), "key {sk}");
+        assert_eq!(*got, (n < 60).then(|| item("P", sk)), "key {sk}");
     }
+    // `batch_get_each` hands over the same items, each with its position, in order.
+    let mut each = Vec::new();
+    s.batch_get_each(&asked, &mut |i, item| each.push((i, item)))
+        .await
+        .unwrap();
+    let expected: Vec<(usize, Item)> = got
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, item)| Some((i, item?)))
+        .collect();
+    assert_eq!(each, expected);
 }
 
 /// Two writes on one key, or more than the limit, are refused before anything is written.

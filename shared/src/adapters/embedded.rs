@@ -34,7 +34,9 @@
 //! conditions checked against the state its predecessors left, each one all or nothing) and
 //! syncs once. Sequential writers get one fsync per transaction; concurrent writers share them.
 //! Reads run in their own read transactions: point reads of a few keys on the calling thread
-//! (they take microseconds), queries and large batches on tokio's blocking pool.
+//! (they take microseconds), queries and large batches on tokio's blocking pool. The exception
+//! is `batch_get_each` (search's vector blocks): on the calling thread, one item at a time, so
+//! that its caller opens each before the next is read.
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -994,6 +996,28 @@ impl Store for EmbeddedStore {
             return read_keys(&self.shared.db, &keys, now);
         }
         self.blocking(move |db| read_keys(db, &keys, now)).await
+    }
+
+    /// On the calling thread, in one read transaction, one item at a time: each is copied out
+    /// of the database only after the previous one was handed over (search opens its vector
+    /// blocks this way, ~230 KB each at 10,000 pages, instead of holding all 96 sealed at
+    /// once). It takes about as long as the items take to copy, a few milliseconds at most.
+    async fn batch_get_each(
+        &self,
+        keys: &[(String, String)],
+        each: &mut (dyn FnMut(usize, Item) + Send),
+    ) -> Result<(), StoreError> {
+        let now = self.clock.unix();
+        let txn = self.shared.db.begin_read().map_err(db_err)?;
+        let items = txn.open_table(ITEMS).map_err(db_err)?;
+        for (i, (pk, sk)) in keys.iter().enumerate() {
+            if let Some(item) =
+                read_item(&items, &encode_key(&[pk, sk]))?.filter(|item| is_live(item, now))
+            {
+                each(i, item);
+            }
+        }
+        Ok(())
     }
 
     async fn query(&self, query: &Query) -> Result<QueryPage, StoreError> {

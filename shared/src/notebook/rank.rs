@@ -58,31 +58,101 @@ pub struct Posting {
 /// A term's postings by page number, sorted by it.
 pub type PostingList = Arc<[(u32, Posting)]>;
 
-/// An opened vector block and the item version it was opened at.
+/// An opened vector block and the item version it was opened at: its entries' vectors in one
+/// allocation (entry `e`'s are `vectors[starts[e]..starts[e + 1]]`), sized once when opened.
 pub struct OpenBlock {
     pub version: u64,
-    pub block: Block,
+    pub model: String,
+    pub dims: usize,
     /// The entries' page ids.
     pub pages: Vec<Arc<str>>,
+    revs: Vec<u32>,
+    dates: Vec<Date>,
+    /// Byte offsets into `vectors`: one per entry, and the end.
+    starts: Vec<u32>,
+    vectors: Vec<i8>,
 }
 
 impl OpenBlock {
-    pub fn new(version: u64, block: Block) -> OpenBlock {
-        let pages = block
-            .entries
-            .iter()
-            .map(|e| Arc::from(e.page.as_str()))
-            .collect();
+    /// An empty block with room for `entries` entries of `vector_bytes` bytes of vectors in
+    /// all (filled by [`OpenBlock::push`]).
+    pub fn with_capacity(
+        version: u64,
+        model: String,
+        dims: usize,
+        entries: usize,
+        vector_bytes: usize,
+    ) -> OpenBlock {
+        let mut starts = Vec::with_capacity(entries + 1);
+        starts.push(0);
         OpenBlock {
             version,
-            block,
-            pages,
+            model,
+            dims,
+            pages: Vec::with_capacity(entries),
+            revs: Vec::with_capacity(entries),
+            dates: Vec::with_capacity(entries),
+            starts,
+            vectors: Vec::with_capacity(vector_bytes),
         }
+    }
+
+    /// Adds an entry, its vectors as stored (`chunks x dims` signed bytes).
+    pub fn push(&mut self, page: &str, rev: u32, date: Date, vectors: &[u8]) {
+        self.pages.push(Arc::from(page));
+        self.revs.push(rev);
+        self.dates.push(date);
+        self.vectors.extend(vectors.iter().map(|v| *v as i8));
+        self.starts.push(self.vectors.len() as u32);
+    }
+
+    /// An opened [`Block`] in this form.
+    pub fn new(version: u64, block: Block) -> OpenBlock {
+        let bytes = block.entries.iter().map(|e| e.vectors.len()).sum();
+        let mut open =
+            OpenBlock::with_capacity(version, block.model, block.dims, block.entries.len(), bytes);
+        for e in &block.entries {
+            let raw: Vec<u8> = e.vectors.iter().map(|v| *v as u8).collect();
+            open.push(&e.page, e.rev, e.date, &raw);
+        }
+        open
+    }
+
+    /// How many entries it has.
+    pub fn len(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Whether it has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.pages.is_empty()
+    }
+
+    /// Entry `e`'s vectors.
+    pub fn vectors(&self, e: usize) -> &[i8] {
+        &self.vectors[self.starts[e] as usize..self.starts[e + 1] as usize]
+    }
+
+    /// Entry `e`'s page revision.
+    pub fn rev(&self, e: usize) -> u32 {
+        self.revs[e]
+    }
+
+    /// Entry `e`'s date.
+    pub fn date(&self, e: usize) -> Date {
+        self.dates[e]
+    }
+
+    /// Memory taken, estimated.
+    fn bytes(&self) -> usize {
+        self.vectors.capacity()
+            + self.pages.iter().map(|p| p.len() + 16 + 32).sum::<usize>()
+            + self.starts.capacity() * 4
     }
 }
 
-/// The opened vector blocks of a user, their entries numbered: entry `g` is
-/// `blocks[b].block.entries[e]` with `(b, e) = locs[g]`; its vectors' sign codes are
+/// The opened vector blocks of a user, their entries numbered: entry `g` is entry `e` of
+/// `blocks[b]` with `(b, e) = locs[g]`; its vectors' sign codes are
 /// `codes[starts[g] * words .. starts[g + 1] * words]` (none for an entry of a block of another
 /// model than `model`).
 pub struct VectorIndex {
@@ -141,20 +211,34 @@ impl VectorIndex {
     /// Numbers the blocks' entries and codes the vectors of those of `model` with `dims`.
     pub fn new(blocks: Vec<Option<Arc<OpenBlock>>>, model: &str, dims: usize) -> VectorIndex {
         let words = dims.div_ceil(64);
-        let mut locs = Vec::new();
-        let mut by_page = HashMap::new();
-        let mut codes = Vec::new();
-        let mut starts = vec![0u32];
-        let mut dates = Vec::new();
+        let usable = |open: &OpenBlock| open.model == model && open.dims == dims && dims > 0;
+        // Counted first, so that each array is allocated once at its size.
+        let entries: usize = blocks.iter().flatten().map(|o| o.len()).sum();
+        let vectors: usize = blocks
+            .iter()
+            .flatten()
+            .filter(|o| usable(o))
+            .map(|o| {
+                (0..o.len())
+                    .map(|e| o.vectors(e).len() / dims)
+                    .sum::<usize>()
+            })
+            .sum();
+        let mut locs = Vec::with_capacity(entries);
+        let mut by_page = HashMap::with_capacity(entries);
+        let mut codes = Vec::with_capacity(vectors * words);
+        let mut starts = Vec::with_capacity(entries + 1);
+        starts.push(0u32);
+        let mut dates = Vec::with_capacity(entries);
         for (b, open) in blocks.iter().enumerate() {
             let Some(open) = open else { continue };
-            let usable = open.block.model == model && open.block.dims == dims;
-            for (e, entry) in open.block.entries.iter().enumerate() {
+            let usable = usable(open);
+            for e in 0..open.len() {
                 by_page.insert(open.pages[e].clone(), locs.len() as u32);
                 locs.push((b as u16, e as u32));
-                dates.push(entry.date);
-                if usable && dims > 0 {
-                    for v in entry.vectors.chunks_exact(dims) {
+                dates.push(open.date(e));
+                if usable {
+                    for v in open.vectors(e).chunks_exact(dims) {
                         sign_code(v, words, &mut codes);
                     }
                 }
@@ -211,7 +295,7 @@ impl VectorIndex {
     /// The revision of entry `g`.
     pub fn rev(&self, g: u32) -> u32 {
         let (open, e) = self.entry(g);
-        open.block.entries[e].rev
+        open.rev(e)
     }
 
     /// The exact cosine of the query with entry `g`'s best vector, and that vector's number
@@ -222,11 +306,7 @@ impl VectorIndex {
         }
         let (open, e) = self.entry(g);
         let mut best: Option<(f32, usize)> = None;
-        for (i, v) in open.block.entries[e]
-            .vectors
-            .chunks_exact(self.dims)
-            .enumerate()
-        {
+        for (i, v) in open.vectors(e).chunks_exact(self.dims).enumerate() {
             let cos = embed::weighted_cosine(query, v);
             if best.is_none_or(|(c, _)| cos > c) {
                 best = Some((cos, i));
@@ -273,19 +353,8 @@ impl VectorIndex {
 
     /// Memory taken, estimated.
     pub fn bytes(&self) -> usize {
-        let vectors: usize = self
-            .blocks
-            .iter()
-            .flatten()
-            .map(|b| {
-                b.block
-                    .entries
-                    .iter()
-                    .map(|e| e.vectors.len() + 2 * e.page.len() + 120)
-                    .sum::<usize>()
-            })
-            .sum();
-        vectors + self.codes.len() * 8 + self.starts.len() * 4 + self.locs.len() * 48
+        let blocks: usize = self.blocks.iter().flatten().map(|b| b.bytes()).sum();
+        blocks + self.codes.capacity() * 8 + self.starts.capacity() * 4 + self.locs.len() * 48
     }
 }
 

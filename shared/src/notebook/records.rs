@@ -523,6 +523,26 @@ pub fn open(
     )?)
 }
 
+/// [`open`] where the sealed bytes lie (no copy): the plaintext is a part of `sealed`.
+pub fn open_in_place<'s>(
+    keys: &UserKeys,
+    user: &UserId,
+    pk: &str,
+    sk: &str,
+    field: &str,
+    sealed: &'s mut [u8],
+) -> Result<&'s [u8], NotebookError> {
+    Ok(keys.open_in_place(
+        &Aad {
+            user,
+            pk,
+            sk,
+            field,
+        },
+        sealed,
+    )?)
+}
+
 pub fn open_string(
     keys: &UserKeys,
     user: &UserId,

@@ -104,6 +104,11 @@ pub(super) struct UserIndex {
     others: Mutex<Others>,
     /// Pages queries returned, opened, by number.
     hits: Mutex<BoundedFifo<u32, Arc<HitPage>>>,
+    /// One read of a term's postings at a time: queries that miss the same term together wait
+    /// for the first one's read and then find the list kept (16 concurrent first queries had
+    /// each read "budget"'s 5,470 postings, on ~60 blocking threads with their own allocator
+    /// arenas: 87 MiB of RSS at 10,000 pages, against 59 after one first query alone).
+    term_reads: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     last_used: AtomicU64,
 }
 
@@ -135,6 +140,7 @@ impl UserIndex {
             terms: Mutex::new(TermLists::default()),
             others: Mutex::new(Others::default()),
             hits: Mutex::new(BoundedFifo::new(MAX_HIT_BYTES)),
+            term_reads: Mutex::new(HashMap::new()),
             last_used: AtomicU64::new(0),
         }
     }
@@ -183,6 +189,25 @@ impl UserIndex {
         let entry = t.lists.get_mut(blind)?;
         entry.0 = now;
         Some(entry.1.clone())
+    }
+
+    /// The lock a read of a term's postings holds.
+    pub fn term_read_lock(&self, blind: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.term_reads
+            .lock()
+            .expect("term reads")
+            .entry(blind.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Forgets a term's read lock when nobody else holds or waits for it.
+    pub fn release_term_read(&self, blind: &str, lock: Arc<tokio::sync::Mutex<()>>) {
+        let mut reads = self.term_reads.lock().expect("term reads");
+        // The map's reference and `lock`: nobody else has it.
+        if Arc::strong_count(&lock) <= 2 {
+            reads.remove(blind);
+        }
     }
 
     /// Keeps a term's posting list (dropping the least recently used lists past
@@ -369,6 +394,18 @@ mod tests {
         assert!(cache.build_lock(&a).try_lock().is_ok());
         cache.release_build(&a, lock);
         assert!(!cache.builds.lock().unwrap().contains_key(&a));
+    }
+
+    #[tokio::test]
+    async fn one_read_of_a_term_at_a_time_and_the_lock_is_forgotten_after() {
+        let index = UserIndex::new(1, 1, 1, None);
+        let lock = index.term_read_lock("t");
+        let guard = lock.lock().await;
+        assert!(index.term_read_lock("t").try_lock().is_err());
+        assert!(index.term_read_lock("u").try_lock().is_ok());
+        drop(guard);
+        index.release_term_read("t", lock);
+        assert!(!index.term_reads.lock().unwrap().contains_key("t"));
     }
 
     #[test]

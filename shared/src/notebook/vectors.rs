@@ -11,6 +11,7 @@
 //! binary's (vectors of two models are never compared: `nib reindex` re-embeds).
 
 use super::NotebookError;
+use super::rank::OpenBlock;
 use super::records;
 use crate::crypto::UserKeys;
 use crate::domain::{Date, PageId, UserId};
@@ -86,6 +87,50 @@ fn corrupt(what: &str) -> NotebookError {
     NotebookError::Corrupt(format!("vector block: {what}"))
 }
 
+/// A block item's model id, dimensions and where its sealed entries start in the body.
+fn header(body: &[u8]) -> Result<(String, usize, usize), NotebookError> {
+    if body.len() < 12 || &body[..8] != MAGIC {
+        return Err(corrupt("not a vector block"));
+    }
+    let id_len = u16::from_le_bytes([body[8], body[9]]) as usize;
+    let rest = &body[10..];
+    if rest.len() < id_len + 2 {
+        return Err(corrupt("cut short"));
+    }
+    let model = std::str::from_utf8(&rest[..id_len])
+        .map_err(|_| corrupt("model id"))?
+        .to_owned();
+    let dims = u16::from_le_bytes([rest[id_len], rest[id_len + 1]]) as usize;
+    Ok((model, dims, 10 + id_len + 2))
+}
+
+/// Calls `f` with each entry of opened block bytes: its page id, revision, date and vectors
+/// (`chunks x dims` bytes, as stored), borrowed from `b`.
+fn walk_entries<'b>(
+    dims: usize,
+    mut b: &'b [u8],
+    mut f: impl FnMut(&'b str, u32, Date, &'b [u8]),
+) -> Result<(), NotebookError> {
+    fn take<'b>(n: usize, b: &mut &'b [u8]) -> Result<&'b [u8], NotebookError> {
+        if b.len() < n {
+            return Err(corrupt("cut short"));
+        }
+        let (h, t) = b.split_at(n);
+        *b = t;
+        Ok(h)
+    }
+    while !b.is_empty() {
+        let n = take(1, &mut b)?[0] as usize;
+        let page = std::str::from_utf8(take(n, &mut b)?).map_err(|_| corrupt("page id"))?;
+        let rev = u32::from_le_bytes(take(4, &mut b)?.try_into().expect("4 bytes"));
+        let date = std::str::from_utf8(take(10, &mut b)?).map_err(|_| corrupt("date"))?;
+        let date = Date::parse(date).map_err(|_| corrupt("date"))?;
+        let chunks = u16::from_le_bytes(take(2, &mut b)?.try_into().expect("2 bytes")) as usize;
+        f(page, rev, date, take(chunks * dims, &mut b)?);
+    }
+    Ok(())
+}
+
 impl Block {
     fn encode_entries(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -103,37 +148,16 @@ impl Block {
         out
     }
 
-    fn decode_entries(model: String, dims: usize, mut b: &[u8]) -> Result<Block, NotebookError> {
+    fn decode_entries(model: String, dims: usize, b: &[u8]) -> Result<Block, NotebookError> {
         let mut entries = Vec::new();
-        // Borrowed from the opened bytes: each entry allocates its id and its vectors once.
-        fn take<'b>(n: usize, b: &mut &'b [u8]) -> Result<&'b [u8], NotebookError> {
-            if b.len() < n {
-                return Err(corrupt("cut short"));
-            }
-            let (h, t) = b.split_at(n);
-            *b = t;
-            Ok(h)
-        }
-        while !b.is_empty() {
-            let n = take(1, &mut b)?[0] as usize;
-            let page = std::str::from_utf8(take(n, &mut b)?)
-                .map_err(|_| corrupt("page id"))?
-                .to_owned();
-            let rev = u32::from_le_bytes(take(4, &mut b)?.try_into().expect("4 bytes"));
-            let date = std::str::from_utf8(take(10, &mut b)?).map_err(|_| corrupt("date"))?;
-            let date = Date::parse(date).map_err(|_| corrupt("date"))?;
-            let chunks = u16::from_le_bytes(take(2, &mut b)?.try_into().expect("2 bytes")) as usize;
-            let vectors = take(chunks * dims, &mut b)?
-                .iter()
-                .map(|v| *v as i8)
-                .collect();
+        walk_entries(dims, b, |page, rev, date, vectors| {
             entries.push(Entry {
-                page,
+                page: page.to_owned(),
                 rev,
                 date,
-                vectors,
-            });
-        }
+                vectors: vectors.iter().map(|v| *v as i8).collect(),
+            })
+        })?;
         Ok(Block {
             model,
             dims,
@@ -143,22 +167,44 @@ impl Block {
 
     /// Opens a block item.
     pub fn open(keys: &UserKeys, user: &UserId, item: &Item) -> Result<Block, NotebookError> {
-        let body = &item.body;
-        if body.len() < 12 || &body[..8] != MAGIC {
-            return Err(corrupt("not a vector block"));
-        }
-        let id_len = u16::from_le_bytes([body[8], body[9]]) as usize;
-        let rest = &body[10..];
-        if rest.len() < id_len + 2 {
-            return Err(corrupt("cut short"));
-        }
-        let model = std::str::from_utf8(&rest[..id_len])
-            .map_err(|_| corrupt("model id"))?
-            .to_owned();
-        let dims = u16::from_le_bytes([rest[id_len], rest[id_len + 1]]) as usize;
-        let sealed = &rest[id_len + 2..];
-        let plain = records::open(keys, user, &item.pk, &item.sk, "vectors", sealed)?;
+        let (model, dims, sealed) = header(&item.body)?;
+        let plain = records::open(
+            keys,
+            user,
+            &item.pk,
+            &item.sk,
+            "vectors",
+            &item.body[sealed..],
+        )?;
         Block::decode_entries(model, dims, &plain)
+    }
+
+    /// Opens a block item for search, taking it: decrypted where it lies, its entries counted,
+    /// then copied once into an [`OpenBlock`] of that size (no decoded [`Block`] on the way).
+    pub fn open_for_search(
+        keys: &UserKeys,
+        user: &UserId,
+        item: Item,
+    ) -> Result<OpenBlock, NotebookError> {
+        let Item {
+            pk,
+            sk,
+            version,
+            mut body,
+            ..
+        } = item;
+        let (model, dims, sealed) = header(&body)?;
+        let plain = records::open_in_place(keys, user, &pk, &sk, "vectors", &mut body[sealed..])?;
+        let (mut entries, mut bytes) = (0, 0);
+        walk_entries(dims, plain, |_, _, _, v| {
+            entries += 1;
+            bytes += v.len();
+        })?;
+        let mut open = OpenBlock::with_capacity(version, model, dims, entries, bytes);
+        walk_entries(dims, plain, |page, rev, date, v| {
+            open.push(page, rev, date, v)
+        })?;
+        Ok(open)
     }
 
     /// The put of this block as item `pk`/`sk`, conditional on the version read (`None`: the
