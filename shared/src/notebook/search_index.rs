@@ -108,7 +108,7 @@ pub(super) struct UserIndex {
     /// for the first one's read and then find the list kept (16 concurrent first queries had
     /// each read "budget"'s 5,470 postings, on ~60 blocking threads with their own allocator
     /// arenas: 87 MiB of RSS at 10,000 pages, against 59 after one first query alone).
-    term_reads: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    term_reads: KeyedLocks<String>,
     last_used: AtomicU64,
 }
 
@@ -140,7 +140,7 @@ impl UserIndex {
             terms: Mutex::new(TermLists::default()),
             others: Mutex::new(Others::default()),
             hits: Mutex::new(BoundedFifo::new(MAX_HIT_BYTES)),
-            term_reads: Mutex::new(HashMap::new()),
+            term_reads: KeyedLocks::default(),
             last_used: AtomicU64::new(0),
         }
     }
@@ -193,21 +193,12 @@ impl UserIndex {
 
     /// The lock a read of a term's postings holds.
     pub fn term_read_lock(&self, blind: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.term_reads
-            .lock()
-            .expect("term reads")
-            .entry(blind.to_owned())
-            .or_default()
-            .clone()
+        self.term_reads.lock_for(blind)
     }
 
     /// Forgets a term's read lock when nobody else holds or waits for it.
     pub fn release_term_read(&self, blind: &str, lock: Arc<tokio::sync::Mutex<()>>) {
-        let mut reads = self.term_reads.lock().expect("term reads");
-        // The map's reference and `lock`: nobody else has it.
-        if Arc::strong_count(&lock) <= 2 {
-            reads.remove(blind);
-        }
+        self.term_reads.release(blind, lock);
     }
 
     /// Keeps a term's posting list (dropping the least recently used lists past
@@ -264,27 +255,73 @@ pub(super) struct SearchCache {
     /// One build of a user's index at a time: queries that miss together wait for the first
     /// one's build instead of each opening every block (16 concurrent builds of a 10,000-page
     /// notebook took 700 MiB).
-    builds: Mutex<HashMap<UserId, Arc<tokio::sync::Mutex<()>>>>,
+    builds: KeyedLocks<UserId>,
+}
+
+/// One async lock per key, kept only while someone holds or waits for it: work that many
+/// callers would otherwise do at once for the same key (a user's index build, a term's
+/// postings read) runs once, and the others wait for it and then find its result.
+pub(super) struct KeyedLocks<K> {
+    locks: Mutex<HashMap<K, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl<K> Default for KeyedLocks<K> {
+    fn default() -> Self {
+        KeyedLocks {
+            locks: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Eq + std::hash::Hash> KeyedLocks<K> {
+    /// The lock of `key` (made when nobody has it).
+    fn lock_for<Q>(&self, key: &Q) -> Arc<tokio::sync::Mutex<()>>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let mut locks = self.locks.lock().expect("keyed locks");
+        if let Some(lock) = locks.get(key) {
+            return lock.clone();
+        }
+        let lock = Arc::default();
+        locks.insert(key.to_owned(), Arc::clone(&lock));
+        lock
+    }
+
+    /// Forgets `key`'s lock when nobody else holds or waits for it.
+    fn release<Q>(&self, key: &Q, lock: Arc<tokio::sync::Mutex<()>>)
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
+        let mut locks = self.locks.lock().expect("keyed locks");
+        // The map's reference and `lock`: nobody else has it.
+        if Arc::strong_count(&lock) <= 2 {
+            locks.remove(key);
+        }
+    }
+
+    /// Whether `key` has a lock now.
+    #[cfg(test)]
+    fn held<Q>(&self, key: &Q) -> bool
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
+        self.locks.lock().expect("keyed locks").contains_key(key)
+    }
 }
 
 impl SearchCache {
     /// The lock a build of the user's index holds.
     pub fn build_lock(&self, user: &UserId) -> Arc<tokio::sync::Mutex<()>> {
-        self.builds
-            .lock()
-            .expect("search builds")
-            .entry(user.clone())
-            .or_default()
-            .clone()
+        self.builds.lock_for(user)
     }
 
     /// Forgets the user's build lock when nobody else holds or waits for it.
     pub fn release_build(&self, user: &UserId, lock: Arc<tokio::sync::Mutex<()>>) {
-        let mut builds = self.builds.lock().expect("search builds");
-        // The map's reference and `lock`: nobody else has it.
-        if Arc::strong_count(&lock) <= 2 {
-            builds.remove(user);
-        }
+        self.builds.release(user, lock);
     }
 
     /// The user's open index, whatever its revision.
@@ -393,7 +430,7 @@ mod tests {
         drop(guard);
         assert!(cache.build_lock(&a).try_lock().is_ok());
         cache.release_build(&a, lock);
-        assert!(!cache.builds.lock().unwrap().contains_key(&a));
+        assert!(!cache.builds.held(&a));
     }
 
     #[tokio::test]
@@ -405,7 +442,7 @@ mod tests {
         assert!(index.term_read_lock("u").try_lock().is_ok());
         drop(guard);
         index.release_term_read("t", lock);
-        assert!(!index.term_reads.lock().unwrap().contains_key("t"));
+        assert!(!index.term_reads.held("t"));
     }
 
     #[test]
