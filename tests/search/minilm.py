@@ -488,8 +488,20 @@ def fit_rows(rows0, weight, ptr, ids, targets, ridge, iters):
     return u.astype(np.float32)
 
 
+def common_components(rows, ptr, ids, k):
+    """The `k` directions every sentence vector shares most: the top right singular vectors of
+    the (unit) static vectors of the sentences `ptr`/`ids` (not centred: the common part is
+    the mean direction and what stays with it). Signs fixed as for the PCA."""
+    vecs = np.add.reduceat(rows[ids], ptr[:-1], axis=0)
+    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    _, _, vt = np.linalg.svd(vecs.astype(np.float64), full_matrices=False)
+    comp = vt[:k]
+    comp *= np.sign(comp[np.arange(k), np.abs(comp).argmax(1)])[:, None]
+    return comp.astype(np.float32)
+
+
 def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0, wordnet=None,
-            sentences=0, ridge=1.0, iters=60):
+            sentences=0, ridge=1.0, iters=60, common=0):
     vocab, emb, digest = token_outputs(wheel, cache)
     n_tokens = len(vocab)
     rank = np.arange(1, n_tokens + 1, dtype=np.float64)
@@ -542,10 +554,21 @@ def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0, wordne
         learn_tag = f"-tl{len(chosen_s)}-r{ridge:g}-{digest_wn[:8]}"
     red = red * w[:, None]
     red[specials] = 0.0
+    common_tag = ""
+    if learn_tag and common > 0:
+        # Common component removal (the SIF method's second step): the directions all the
+        # sentences' vectors share say little about any one of them and lift every cosine
+        # alike. A text's vector is a sum of rows, so taking them out of every row takes them
+        # out of every text's vector; nothing changes at run time. +1.4 points of meaning
+        # recall@3 on paraphrases over ten seeds of the evaluation set (ARCHITECTURE.md).
+        cc = common_components(red, ptr, ids, common)
+        red = red - (red @ cc.T) @ cc
+        common_tag = f"-cc{common}"
     scale = np.abs(red).max(1) / 127.0
     scale[scale == 0] = 1.0
     q = np.clip(np.rint(red / scale[:, None]), -127, 127).astype(np.int8)
-    model_id = f"m2v-minilm-l6-v2-d{dims}-sif{sif:g}{words_tag}{learn_tag}-{digest[:12]}"
+    model_id = (f"m2v-minilm-l6-v2-d{dims}-sif{sif:g}{words_tag}{learn_tag}{common_tag}"
+                f"-{digest[:12]}")
     return vocab, scale.astype(np.float32), q, model_id
 
 
@@ -648,6 +671,8 @@ def main():
     d.add_argument("--sentences", type=int, default=40000, help="how many (with --wordnet)")
     d.add_argument("--ridge", type=float, default=1.0, help="pull towards the distilled rows")
     d.add_argument("--iters", type=int, default=60, help="conjugate gradient steps")
+    d.add_argument("--common", type=int, default=0,
+                   help="common components taken out of every row (with --wordnet)")
     e = sub.add_parser("eval")
     e.add_argument("--wheel")
     e.add_argument("--set", required=True)
@@ -657,7 +682,7 @@ def main():
         t0 = time.time()
         vocab, scale, q, model_id = distill(args.wheel, args.dims, args.sif, args.cache,
                                            args.words, args.extra, args.wordnet,
-                                           args.sentences, args.ridge, args.iters)
+                                           args.sentences, args.ridge, args.iters, args.common)
         write_model(args.out, vocab, scale, q, model_id)
         print(f"{args.out}: {model_id}, {len(vocab)} tokens x {args.dims}, "
               f"{time.time() - t0:.1f} s", file=sys.stderr)
