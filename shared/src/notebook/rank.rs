@@ -24,14 +24,14 @@ use crate::embed;
 
 /// A page found by meaning alone is a result only at this cosine or above (see
 /// ARCHITECTURE.md, "Search by meaning").
-pub const MEANING_FLOOR: f32 = 0.1;
+pub const MEANING_FLOOR: f32 = 0.05;
 /// The weight of BM25 (relative to the query's best, times the square of the share of the
 /// query's terms the page holds) in a hybrid score; the cosine's is 1. Tuned on `make
 /// search-eval` seed 7 (see [`hybrid_score`]).
 pub const HYBRID_KEYWORD_WEIGHT: f64 = 0.2;
 /// In hybrid search a page found by meaning alone needs at least this share of the query's
 /// best cosine (and [`MEANING_FLOOR`]).
-pub const HYBRID_RELATIVE_FLOOR: f64 = 0.6;
+pub const HYBRID_RELATIVE_FLOOR: f64 = 0.5;
 
 /// A page's hybrid score: its best cosine, plus the keyword part, [`HYBRID_KEYWORD_WEIGHT`]
 /// times its BM25 relative to the query's best times the square of the share of the query's
