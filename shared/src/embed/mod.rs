@@ -11,10 +11,13 @@
 //! Pure: no I/O beyond the bytes in the binary. Vectors leave this module only to be sealed
 //! (`notebook::vectors`); they are never logged.
 
+mod vocab;
 mod wordpiece;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
+
+use vocab::Vocab;
 
 pub use wordpiece::basic_tokens;
 
@@ -38,7 +41,7 @@ pub enum ModelError {
 pub struct Model {
     id: String,
     dims: usize,
-    vocab: HashMap<&'static str, u32>,
+    vocab: Vocab,
     unk: Option<u32>,
     scales: Vec<f32>,
     rows: &'static [u8],
@@ -96,8 +99,8 @@ impl Model {
         let vocab_len = take_u32(&mut rest)? as usize;
         let vocab_text = std::str::from_utf8(take(&mut rest, vocab_len)?)
             .map_err(|_| ModelError::Damaged("vocabulary"))?;
-        let tokens: Vec<&'static str> = vocab_text.split('\n').collect();
-        if tokens.len() != n {
+        let vocab = Vocab::new(vocab_text).ok_or(ModelError::Damaged("vocabulary size"))?;
+        if vocab.len() != n {
             return Err(ModelError::Damaged("vocabulary size"));
         }
         let scales = take(&mut rest, 4 * n)?
@@ -108,12 +111,7 @@ impl Model {
         if !rest.is_empty() {
             return Err(ModelError::Damaged("trailing bytes"));
         }
-        let vocab: HashMap<&'static str, u32> = tokens
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (*t, i as u32))
-            .collect();
-        let unk = vocab.get("[UNK]").copied();
+        let unk = vocab.get("[UNK]");
         Ok(Model {
             id,
             dims,
@@ -315,23 +313,14 @@ mod tests {
         let words: Vec<&str> = m
             .tokens("Unaffable café!")
             .iter()
-            .map(|id| {
-                *m.vocab
-                    .iter()
-                    .find(|(_, v)| **v == *id)
-                    .map(|(k, _)| k)
-                    .unwrap()
-            })
+            .map(|id| m.vocab.token(*id))
             .collect();
         // The example of BERT's own documentation, and accents stripped after lower-casing.
         assert_eq!(words, ["una", "##ffa", "##ble", "cafe", "!"]);
         // A frequent word BERT splits (op ##ht ##hal ##mo ##logist) is a whole word of the
         // model's vocabulary (`minilm.py distill --words`): longest match takes it first.
         let whole = m.tokens("Ophthalmologists");
-        let names: Vec<&str> = whole
-            .iter()
-            .map(|id| *m.vocab.iter().find(|(_, v)| **v == *id).unwrap().0)
-            .collect();
+        let names: Vec<&str> = whole.iter().map(|id| m.vocab.token(*id)).collect();
         assert_eq!(names, ["ophthalmologist", "##s"]);
     }
 

@@ -2,7 +2,7 @@
 //! CJK characters split off) and WordPiece (greedy longest match, `##` continuations), as
 //! `tests/search/minilm.py` does it for distillation.
 
-use std::collections::HashMap;
+use super::vocab::Vocab;
 
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
@@ -57,8 +57,8 @@ pub fn basic_tokens(text: &str) -> Vec<String> {
 
 /// Appends the WordPiece ids of one basic token (or the unknown token's, or nothing if the
 /// vocabulary has none).
-pub(super) fn pieces(word: &str, vocab: &HashMap<&'static str, u32>, out: &mut Vec<u32>) {
-    let unk = vocab.get("[UNK]").copied();
+pub(super) fn pieces(word: &str, vocab: &Vocab, out: &mut Vec<u32>) {
+    let unk = vocab.get("[UNK]");
     let chars: Vec<(usize, char)> = word.char_indices().collect();
     if chars.len() > MAX_WORD_CHARS {
         out.extend(unk);
@@ -79,7 +79,7 @@ pub(super) fn pieces(word: &str, vocab: &HashMap<&'static str, u32>, out: &mut V
             }
             piece.push_str(&word[from..to]);
             if let Some(id) = vocab.get(piece.as_str()) {
-                found = Some(*id);
+                found = Some(id);
                 break;
             }
             end -= 1;
