@@ -64,8 +64,10 @@ const GSI1: TableDefinition<&[u8], ()> = TableDefinition::new("gsi1");
 /// 558 MB). The sweep fills whatever size it is with pages of no use afterwards, so it is
 /// small: reads that miss it come from the operating system's file cache (a `get_page` under
 /// load ran as fast with 4 MiB as with 16, at 29 MiB of peak RSS instead of 42), and the
-/// search index a server keeps open (`notebook::search_index`) does not depend on it.
-const CACHE_BYTES: usize = 4 << 20;
+/// search index a server keeps open (`notebook::search_index`) does not depend on it. 1 MiB
+/// still holds a 10,000-page store's branch pages; the search index's build filled 4 with
+/// vector blocks it had already opened (BENCHMARKS.md, "A search server under 60 MiB").
+const CACHE_BYTES: usize = 1 << 20;
 
 /// At most this many queued transactions share one commit, which bounds the latency a
 /// transaction adds to the others in its group.
