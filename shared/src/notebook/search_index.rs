@@ -29,8 +29,11 @@ use crate::domain::UserId;
 /// The memory all users' open indexes may take (estimated), before the least recently used is
 /// dropped. A notebook of 10,000 pages takes about 7 MB with its vectors.
 pub const BUDGET_BYTES: usize = 48 << 20;
-/// A user's cached posting lists stop growing here (entries); older lists are dropped first.
-const MAX_CACHED_POSTINGS: usize = 400_000;
+/// A user's cached posting lists stop growing here (entries, 16 bytes each: 16 MB); older
+/// lists are dropped first. At 100,000 pages the bench's ten queries keep 16 lists of 637,632
+/// postings in all; at 400,000 they pushed each other out every round and each query read its
+/// common words' lists again (p50 106 ms against 4.4; BENCHMARKS.md).
+const MAX_CACHED_POSTINGS: usize = 1_000_000;
 /// The opened hits a user's index keeps ([`HitPage`]), in bytes of text; the oldest go first.
 const MAX_HIT_BYTES: usize = 2 << 20;
 
@@ -241,7 +244,8 @@ impl UserIndex {
     }
 
     fn bytes(&self) -> usize {
-        let postings = self.terms.lock().expect("term lists").entries * 40;
+        let postings = self.terms.lock().expect("term lists").entries
+            * std::mem::size_of::<(u32, super::rank::Posting)>();
         let hits = self.hits.lock().expect("hit pages").bytes();
         postings + hits + self.vectors.as_ref().map_or(0, |v| v.bytes())
     }
