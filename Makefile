@@ -205,9 +205,10 @@ test: tools tools-browser ## install tools, build, run all tests
 	$(MAKE) --no-print-directory test-infra || failed="$$failed infra"; \
 	if [[ -n "$$failed" ]]; then echo "make test: FAILED:$$failed"; exit 1; fi
 
-run: tools-ocr embed-model ## import the sample notebook (and its handwritten, ink-only pages) and serve it locally
+run: tools-ocr embed-model ## import the sample notebook (and its handwritten, ink-only pages), re-embed it with this build's model and serve it locally
 	$(CARGO) run --release -p nib-cli -- import tests/data/sample --data-dir .data/local
 	$(CARGO) run --release -p nib-cli -- import tests/data/ocr --data-dir .data/local
+	$(CARGO) run --release -p nib-cli -- reindex --data-dir .data/local
 	$(CARGO) run --release -p nib-cli -- serve --data-dir .data/local
 
 viewer-screenshots: ## run the page viewer's browser test and write docs/viewer-desktop.png, docs/viewer-phone.png
