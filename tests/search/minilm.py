@@ -491,13 +491,11 @@ def fit_rows(rows0, weight, ptr, ids, targets, ridge, iters):
 def common_components(rows, ptr, ids, k):
     """The `k` directions every sentence vector shares most: the top right singular vectors of
     the (unit) static vectors of the sentences `ptr`/`ids` (not centred: the common part is
-    the mean direction and what stays with it). Signs fixed as for the PCA."""
+    the mean direction and what stays with it). Only projected out, so their signs are moot."""
     vecs = np.add.reduceat(rows[ids], ptr[:-1], axis=0)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     _, _, vt = np.linalg.svd(vecs.astype(np.float64), full_matrices=False)
-    comp = vt[:k]
-    comp *= np.sign(comp[np.arange(k), np.abs(comp).argmax(1)])[:, None]
-    return comp.astype(np.float32)
+    return vt[:k].astype(np.float32)
 
 
 def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0, wordnet=None,
