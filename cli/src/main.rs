@@ -19,6 +19,8 @@ use nib::domain::UserId;
 use nib::http::{HttpConfig, RateLimits};
 use nib::services::{DEFAULT_USER, LocalOptions, Role, Services, Settings};
 
+mod watch;
+
 #[derive(Parser)]
 #[command(
     name = "nib",
@@ -66,8 +68,15 @@ enum Command {
         force_ocr: bool,
         /// AWS only: put the files under uploads/{user}/ in the bucket, for the ingest
         /// function to import (and Textract to read), instead of writing the pages here.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "watch")]
         via_upload: bool,
+        /// Keep watching the folder (a tablet's sync folder): import each new or changed page
+        /// once its files stop changing, one line per file; a restart imports nothing twice.
+        #[arg(long, conflicts_with = "bundle")]
+        watch: bool,
+        /// With --watch: how long a page's files must be left alone before they are imported.
+        #[arg(long, default_value_t = 2000, value_name = "MS", requires = "watch")]
+        settle_ms: u64,
     },
     /// Read pages' stored ink again with the OCR engine (task ids and statuses stay).
     Ocr {
@@ -301,6 +310,16 @@ struct ServeArgs {
     limits: RateLimitArgs,
     #[command(flatten)]
     oauth: OAuthArgs,
+    /// Also watch this folder (a tablet's sync folder) and import its pages while serving, as
+    /// `nib import --watch` does.
+    #[arg(long, value_name = "DIR")]
+    watch: Option<PathBuf>,
+    /// With --watch: the engine that reads pages that come as ink alone (local or off).
+    #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR, requires = "watch")]
+    ocr: String,
+    /// With --watch: how long a page's files must be left alone before they are imported.
+    #[arg(long, default_value_t = 2000, value_name = "MS", requires = "watch")]
+    settle_ms: u64,
 }
 
 /// Requests per credential (API token or OAuth grant) on /mcp; 0 turns a limit off.
@@ -529,10 +548,28 @@ async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
             ocr,
             force_ocr,
             via_upload,
+            watch,
+            settle_ms,
         } => {
             let ocr = nib::config::OcrChoice::parse(&ocr)?;
             match (dir, bundle) {
                 (_, Some(bundle)) => import_bundle(&bundle, &user_id(&user)?, target).await,
+                (Some(dir), None) if watch => {
+                    let app = target.open(ocr).await?;
+                    let user = user_id(&user)?;
+                    app.ensure_user(&user).await?;
+                    watch::Watch {
+                        app: &app,
+                        dir: &dir,
+                        data_dir: &target.data_dir,
+                        user: &user,
+                        force_ocr,
+                        settle: std::time::Duration::from_millis(settle_ms),
+                    }
+                    .run(shutdown())
+                    .await?;
+                    Ok(ExitCode::SUCCESS)
+                }
                 (Some(dir), None) if via_upload => upload(&dir, &user_id(&user)?, target).await,
                 (Some(dir), None) => import(&dir, &user_id(&user)?, target, ocr, force_ocr).await,
                 (None, None) => unreachable!("clap requires a folder or --bundle"),
@@ -610,8 +647,12 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
         LocalOptions {
             public_url: public_url.clone(),
             asset_ttl_seconds: args.asset_ttl_seconds,
-            // The server takes no ink of its own (`nib import` reads it).
-            ocr: nib::config::OcrChoice::Off,
+            // The server reads ink only for the folder it watches (`nib import` reads the rest).
+            ocr: if args.watch.is_some() {
+                nib::config::OcrChoice::parse(&args.ocr)?
+            } else {
+                nib::config::OcrChoice::Off
+            },
             ..LocalOptions::default()
         },
     )?;
@@ -684,13 +725,30 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
     tracing::info!(%addr, data = %data_place, "listening");
     // With the peer address: the authorization server limits sign-ins and metadata fetches
     // per client address (never taken from a header).
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown())
-    .await
-    .context("server failed")?;
+    let server = async {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown())
+        .await
+        .context("server failed")
+    };
+    match &args.watch {
+        None => server.await?,
+        Some(dir) => {
+            let inbox = watch::Watch {
+                app: &app,
+                dir,
+                data_dir,
+                user: &UserId::parse(DEFAULT_USER)?,
+                force_ocr: false,
+                settle: std::time::Duration::from_millis(args.settle_ms),
+            };
+            // A watcher that fails (its folder cannot be read) stops the server too.
+            tokio::try_join!(server, inbox.run(shutdown()))?;
+        }
+    }
     // The access records still waiting in memory (the flusher writes them every 0.5 s).
     match app.notebook().access_log().flush().await {
         Ok(n) => tracing::info!(records = n, "access records written at shutdown"),

@@ -24,3 +24,4 @@ mod resources;
 mod search;
 mod storage;
 mod trash;
+mod watch;
