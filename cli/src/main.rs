@@ -1425,6 +1425,12 @@ fn describe_mapping(m: &nib::adapters::notion::Mapping) -> String {
     if let Some(u) = &m.url {
         out.push_str(&format!("; source_url -> '{u}'"));
     }
+    match &m.task_id {
+        Some(t) => out.push_str(&format!("; task id -> '{t}'")),
+        // A connection from before nib kept its ids in Notion: a push retried after its page
+        // was created but not recorded can create a second page until this is mapped.
+        None => out.push_str("; no task id property (nib notion connect again adds it)"),
+    }
     out
 }
 

@@ -1,12 +1,18 @@
 //! A stand-in for Notion's REST API, for tests (the real Notion is not reachable from where
 //! nib is built and tested).
 //!
-//! [`NotionStandin::start`] serves on 127.0.0.1, port 0, the three endpoints nib calls, with
+//! [`NotionStandin::start`] serves on 127.0.0.1, port 0, the five endpoints nib calls, with
 //! the documented request and response shapes of API version `2022-06-28`:
 //!
 //! - `GET /v1/databases/{id}`: the database object (`object: "database"`, `id`, `title`,
 //!   `url`, `properties` keyed by name, each with `id`, `name`, `type` and its configuration:
 //!   a `status` property has `options` and `groups` with `option_ids`).
+//! - `PATCH /v1/databases/{id}` with `properties` keyed by name: a property schema object
+//!   (`{"rich_text": {}}`, ...) adds the property or changes its type, `{"name": ..}` renames
+//!   it, `null` removes it; the updated database object.
+//! - `POST /v1/databases/{id}/query` with an optional `filter` (`{"property", "rich_text":
+//!   {"equals"}}` only, the one nib sends) and `page_size`: a list object (`object: "list"`,
+//!   `results` of page objects, `next_cursor`, `has_more`, `type: "page_or_database"`).
 //! - `POST /v1/pages` with `parent.database_id` and `properties`: the new page object
 //!   (`object: "page"`, `id`, `url`, `parent`, `properties`).
 //! - `PATCH /v1/pages/{id}` with `properties`: the updated page object.
@@ -18,6 +24,9 @@
 //! `object_not_found`. Errors are Notion's error object `{object: "error", status, code,
 //! message}`. [`NotionStandin::set_mode`] makes every request fail as during an outage (503
 //! `service_unavailable`) or under rate limiting (429 `rate_limited` with `Retry-After`).
+//! [`NotionStandin::on_create_page`] runs a test's code while a page is being created (after
+//! its request was accepted, before the page exists and is answered), as a slow Notion would
+//! leave time for.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,6 +48,12 @@ pub enum Mode {
     RateLimited(u64),
 }
 
+/// Code a test runs inside `POST /v1/pages`, given how many pages were requested so far (1
+/// for the first).
+pub type CreateHook = Arc<
+    dyn Fn(usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
+>;
+
 /// One request as the stand-in received it.
 #[derive(Debug, Clone)]
 pub struct Recorded {
@@ -58,6 +73,9 @@ struct Inner {
     /// id -> page object.
     pages: HashMap<String, Value>,
     requests: Vec<Recorded>,
+    /// Accepted `POST /v1/pages` requests so far.
+    creates: usize,
+    on_create: Option<CreateHook>,
 }
 
 /// The running stand-in; stops when dropped.
@@ -83,7 +101,11 @@ impl NotionStandin {
             ..Inner::default()
         }));
         let router = Router::new()
-            .route("/v1/databases/{id}", get(get_database))
+            .route(
+                "/v1/databases/{id}",
+                get(get_database).patch(update_database),
+            )
+            .route("/v1/databases/{id}/query", post(query_database))
             .route("/v1/pages", post(create_page))
             .route("/v1/pages/{id}", patch(update_page))
             .with_state(inner.clone());
@@ -170,6 +192,22 @@ impl NotionStandin {
 
     pub fn set_mode(&self, mode: Mode) {
         self.lock().mode = Some(mode);
+    }
+
+    /// Runs `hook` inside every accepted `POST /v1/pages` from now on, before the page exists;
+    /// the request is answered once it has finished.
+    pub fn on_create_page<F, Fut>(&self, hook: F)
+    where
+        F: Fn(usize) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let hook: CreateHook = Arc::new(move |n| Box::pin(hook(n)));
+        self.lock().on_create = Some(hook);
+    }
+
+    /// No more hook inside `POST /v1/pages`.
+    pub fn clear_create_hook(&self) {
+        self.lock().on_create = None;
     }
 
     /// The pages created, in no particular order.
@@ -319,6 +357,13 @@ fn validate(db: &Value, properties: &Value) -> Option<Response> {
                         .is_some_and(|c| c.chars().count() <= 2000)
                 })
             }),
+            "rich_text" => v.as_array().is_some_and(|a| {
+                a.iter().all(|t| {
+                    t["text"]["content"]
+                        .as_str()
+                        .is_some_and(|c| c.chars().count() <= 2000)
+                })
+            }),
             "checkbox" => v.is_boolean(),
             "url" => v.is_string() || v.is_null(),
             "date" => v["start"].as_str().is_some_and(|s| s.len() >= 10),
@@ -340,27 +385,42 @@ fn validate(db: &Value, properties: &Value) -> Option<Response> {
 }
 
 async fn create_page(
-    State(inner): State<Shared>,
+    State(shared): State<Shared>,
     headers: HeaderMap,
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
-    let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(r) = admit(
-        &mut inner,
-        "POST",
-        "/v1/pages".into(),
-        &headers,
-        body.clone(),
-    ) {
-        return r;
-    }
-    let db_id = body["parent"]["database_id"].as_str().unwrap_or_default();
-    let Some(db) = inner.databases.get(db_id) else {
-        return not_found("database", db_id);
+    let db_id = body["parent"]["database_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // The checks, then the test's hook with the lock released (it may call Notion again).
+    let hook = {
+        let mut inner = shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = admit(
+            &mut inner,
+            "POST",
+            "/v1/pages".into(),
+            &headers,
+            body.clone(),
+        ) {
+            return r;
+        }
+        let Some(db) = inner.databases.get(&db_id) else {
+            return not_found("database", &db_id);
+        };
+        if let Some(r) = validate(db, &body["properties"]) {
+            return r;
+        }
+        inner.creates += 1;
+        inner.on_create.clone().map(|h| h(inner.creates))
     };
-    if let Some(r) = validate(db, &body["properties"]) {
-        return r;
+    if let Some(hook) = hook {
+        hook.await;
     }
+    let mut inner = shared.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(db) = inner.databases.get(&db_id) else {
+        return not_found("database", &db_id);
+    };
     let title = db["properties"]
         .as_object()
         .and_then(|p| p.values().find(|p| p["type"] == "title"))
@@ -423,4 +483,162 @@ async fn update_page(
         page["properties"][name] = value.clone();
     }
     axum::Json(page.clone()).into_response()
+}
+
+async fn update_database(
+    State(inner): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = admit(
+        &mut inner,
+        "PATCH",
+        format!("/v1/databases/{id}"),
+        &headers,
+        body.clone(),
+    ) {
+        return r;
+    }
+    let Some(db) = inner.databases.get_mut(&id) else {
+        return not_found("database", &id);
+    };
+    let invalid = |m: String| error(StatusCode::BAD_REQUEST, "validation_error", &m);
+    let changes = match body.get("properties") {
+        None => serde_json::Map::new(),
+        Some(Value::Object(p)) => p.clone(),
+        Some(_) => {
+            return invalid("body failed validation: body.properties should be an object.".into());
+        }
+    };
+    const KINDS: &[&str] = &[
+        "title",
+        "rich_text",
+        "number",
+        "select",
+        "multi_select",
+        "status",
+        "date",
+        "checkbox",
+        "url",
+        "email",
+        "phone_number",
+        "people",
+        "files",
+    ];
+    let props = db["properties"].as_object_mut().expect("properties");
+    for (name, change) in changes {
+        if change.is_null() {
+            props.remove(&name);
+            continue;
+        }
+        let kind = KINDS.iter().find(|k| change.get(**k).is_some());
+        let new_name = change["name"].as_str().map(str::to_owned);
+        match (kind, props.get(&name)) {
+            (Some(kind), existing) => {
+                if existing.is_some_and(|p| p["type"] == "title") && *kind != "title" {
+                    return invalid(format!(
+                        "Cannot change the type of the title property {name}."
+                    ));
+                }
+                let id = existing.map(|p| p["id"].clone()).unwrap_or_else(|| {
+                    json!(uuid::Uuid::new_v4().simple().to_string()[..8].to_owned())
+                });
+                let mut p = json!({ "id": id, "type": kind });
+                p[*kind] = change[*kind].clone();
+                props.remove(&name);
+                let name = new_name.unwrap_or(name);
+                p["name"] = json!(name);
+                props.insert(name, p);
+            }
+            (None, Some(_)) if new_name.is_some() => {
+                let mut p = props.remove(&name).expect("checked");
+                let to = new_name.expect("checked");
+                p["name"] = json!(to);
+                props.insert(to, p);
+            }
+            _ => {
+                return invalid(format!(
+                    "body failed validation: body.properties.{name} should be a property schema object or null."
+                ));
+            }
+        }
+    }
+    axum::Json(db.clone()).into_response()
+}
+
+async fn query_database(
+    State(inner): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = admit(
+        &mut inner,
+        "POST",
+        format!("/v1/databases/{id}/query"),
+        &headers,
+        body.clone(),
+    ) {
+        return r;
+    }
+    let Some(db) = inner.databases.get(&id) else {
+        return not_found("database", &id);
+    };
+    let invalid = |m: String| error(StatusCode::BAD_REQUEST, "validation_error", &m);
+    // `None` keeps every page; else the property and the text it must equal.
+    let filter = match body.get("filter") {
+        None | Some(Value::Null) => None,
+        Some(f) => {
+            let name = f["property"].as_str().unwrap_or_default();
+            let Some(schema) = db["properties"].get(name) else {
+                return invalid(format!("Could not find property with name or id: {name}"));
+            };
+            let Some(equals) = f["rich_text"]["equals"].as_str() else {
+                return invalid(
+                    "body failed validation: the stand-in filters on rich_text.equals only.".into(),
+                );
+            };
+            if schema["type"] != "rich_text" {
+                return invalid(format!(
+                    "body failed validation: body.filter.rich_text does not match the type of {name}."
+                ));
+            }
+            Some((name.to_owned(), equals.to_owned()))
+        }
+    };
+    let page_size = body["page_size"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
+    let mut results: Vec<Value> = inner
+        .pages
+        .values()
+        .filter(|p| p["parent"]["database_id"] == json!(id))
+        .filter(|p| match &filter {
+            None => true,
+            Some((name, equals)) => {
+                let text: String = p["properties"][name]["rich_text"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| t["text"]["content"].as_str())
+                    .collect();
+                text == *equals
+            }
+        })
+        .cloned()
+        .collect();
+    results.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    let has_more = results.len() > page_size;
+    let next_cursor = results.get(page_size).map(|p| p["id"].clone());
+    results.truncate(page_size);
+    axum::Json(json!({
+        "object": "list",
+        "results": results,
+        "next_cursor": next_cursor,
+        "has_more": has_more,
+        "type": "page_or_database",
+        "page_or_database": {},
+    }))
+    .into_response()
 }

@@ -1,8 +1,9 @@
 //! Notion push (issue 16) against `nib_testkit::notion_standin`, a local server that follows
 //! Notion's documented request and response shapes (the real Notion is not reachable here):
-//! connect and map, push on create over MCP, status updates, no double push, the outbox after
-//! an outage and under rate limiting, errors in `nib notion status`, and the token never in
-//! any output, log line or the store file. The push tests run over both back ends.
+//! connect and map, push on create over MCP, status updates, no double push (concurrent
+//! creates, a sync outlasting a lease, a page created but not linked), the outbox after an
+//! outage and under rate limiting, errors in `nib notion status`, and the token never in any
+//! output, log line or the store file. The push tests run over both back ends.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -10,10 +11,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use nib::adapters::notion::{Mapping, NotionApi, NotionError, NotionToken, StatusMapping};
-use nib::domain::UserId;
+use nib::domain::{Date, UserId};
 use nib::notebook::{Notebook, NotebookError};
 use nib::ports::Clock;
 use nib::services::{LocalOptions, Services};
+use nib_testkit::emulator::Faults;
 use nib_testkit::notion_standin::{Mode, NotionStandin};
 use serde_json::{Value, json};
 
@@ -79,14 +81,34 @@ struct Env {
 impl Env {
     /// A server over `backend` whose default user connected the stand-in's task database.
     async fn new(backend: Backend) -> Env {
+        Env::open(backend, None).await
+    }
+
+    /// [`Env::new`] over AWS, its clients carrying `faults`.
+    async fn aws_with_faults(faults: &Faults) -> Env {
+        Env::open(Backend::Aws, Some(faults)).await
+    }
+
+    async fn open(backend: Backend, faults: Option<&Faults>) -> Env {
         let notion = NotionStandin::start(TOKEN).await.unwrap();
         let db = notion.add_task_database();
         let data = tempfile::tempdir().unwrap();
         let mut app = match backend {
             Backend::Local => Services::open_local(data.path(), LocalOptions::default()).unwrap(),
-            Backend::Aws => Services::open_aws(emulator().await.fresh().await.unwrap())
-                .await
-                .unwrap(),
+            Backend::Aws => {
+                let config = emulator().await.fresh().await.unwrap();
+                match faults {
+                    Some(faults) => {
+                        let clients = nib::adapters::aws::AwsClients::connect_with(
+                            &config,
+                            vec![faults.interceptor()],
+                        )
+                        .await;
+                        Services::open_aws_with(config, clients).await.unwrap()
+                    }
+                    None => Services::open_aws(config).await.unwrap(),
+                }
+            }
             Backend::Lambda => unreachable!("not over the functions"),
         };
         let clock = Arc::new(TestClock::default());
@@ -129,11 +151,12 @@ impl Env {
             .await
     }
 
+    /// How many requests of `method` on pages (`/v1/pages...`) the stand-in received.
     fn requests(&self, method: &str) -> usize {
         self.notion
             .requests()
             .iter()
-            .filter(|r| r.method == method)
+            .filter(|r| r.method == method && r.path.starts_with("/v1/pages"))
             .count()
     }
 
@@ -194,10 +217,14 @@ async fn connect_maps_the_database_and_refuses_one_it_cannot_map() {
             },
             date: Some("Date".into()),
             url: Some("URL".into()),
+            task_id: Some("nib id".into()),
         }
     );
-    // The documented request: GET /v1/databases/{id}, bearer token, API version.
-    let req = notion.requests().pop().unwrap();
+    // The documented requests: GET /v1/databases/{id}, bearer token, API version; then,
+    // the database having no `nib id` property, PATCH /v1/databases/{id} adds it.
+    let requests = notion.requests();
+    assert_eq!(requests.len(), 2);
+    let req = &requests[0];
     assert_eq!(req.method, "GET");
     assert_eq!(req.path, format!("/v1/databases/{db}"));
     assert_eq!(
@@ -205,6 +232,19 @@ async fn connect_maps_the_database_and_refuses_one_it_cannot_map() {
         Some(&*format!("Bearer {TOKEN}"))
     );
     assert_eq!(req.notion_version.as_deref(), Some("2022-06-28"));
+    let req = &requests[1];
+    assert_eq!(
+        (req.method.as_str(), &*req.path),
+        ("PATCH", &*format!("/v1/databases/{db}"))
+    );
+    assert_eq!(
+        req.body,
+        json!({ "properties": { "nib id": { "rich_text": {} } } })
+    );
+    // Connecting again finds the property: nothing more is added.
+    let again = nb.notion_connect(&user(), &db, token()).await.unwrap();
+    assert_eq!(again, mapping);
+    assert_eq!(notion.requests().len(), 3);
     let status = nb.notion_status(&user()).await.unwrap().unwrap();
     assert_eq!(status.database_id, db);
     assert_eq!(status.pending, 0);
@@ -298,6 +338,10 @@ async fn push_on_create_and_update(backend: Backend) {
     assert_eq!(status_name(&page), "Not started");
     assert_eq!(props["Date"]["date"]["start"], "2026-06-20");
     assert_eq!(props["URL"]["url"], "https://example.com/thread/1");
+    assert_eq!(
+        props["nib id"]["rich_text"][0]["text"]["content"],
+        created["task_link_id"]
+    );
 
     // The line showing the task and the task itself carry the URL.
     let shown = env
@@ -550,6 +594,147 @@ async fn a_rate_limited_push_waits_for_retry_after() {
         .find(|p| p["properties"]["Name"]["title"][0]["text"]["content"] == "Renew the lease")
         .unwrap();
     assert_eq!(status_name(&lease), "Done");
+}
+
+/// The titles of the stand-in's pages, sorted: one per task pushed once.
+fn page_titles(notion: &NotionStandin) -> Vec<String> {
+    let mut titles: Vec<String> = notion
+        .pages()
+        .iter()
+        .map(|p| {
+            p["properties"]["Name"]["title"][0]["text"]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    titles.sort();
+    titles
+}
+
+/// `nib notion sync` has no time bound, so each item is claimed at the clock's time then:
+/// with the clock moved 61 s while Notion creates the first of two pages, the second item's
+/// lease still runs a full minute from its claim, and a `create_task` whose drain runs while
+/// that page is being created leaves it alone instead of pushing it a second time.
+async fn sync_outlasting_a_lease(backend: Backend) {
+    let env = Env::new(backend).await;
+    env.notion.set_mode(Mode::Outage);
+    env.create("2026-06-23", "Renew the lease").await;
+    env.create("2026-06-23", "Call the plumber").await;
+    env.notion.set_mode(Mode::Normal);
+    assert_eq!(env.status().await.pending, 2);
+    let refused = env.requests("POST");
+
+    let clock = env.clock.clone();
+    let notebook = env.app.app.notebook().clone();
+    env.notion.on_create_page(move |n| {
+        let clock = clock.clone();
+        let notebook = notebook.clone();
+        async move {
+            match n {
+                // Notion takes its time over the first page.
+                1 => clock.advance(61),
+                // A tool call of the same user meanwhile: it pushes its own task and drains.
+                2 => {
+                    let (created, _) = notebook
+                        .create_task_pushed(
+                            &user(),
+                            Date::parse("2026-06-24").unwrap(),
+                            "Pay the invoice",
+                            None,
+                        )
+                        .await
+                        .unwrap();
+                    assert!(created.created);
+                }
+                _ => {}
+            }
+        }
+    });
+    let report = env.app.app.notebook().notion_sync(&user()).await.unwrap();
+    env.notion.clear_create_hook();
+    assert_eq!((report.created, report.failed, report.pending), (2, 0, 0));
+    assert_eq!(
+        page_titles(&env.notion),
+        ["Call the plumber", "Pay the invoice", "Renew the lease"]
+    );
+    assert_eq!(env.requests("POST") - refused, 3);
+    // Each task links its own page.
+    let mut urls: Vec<Value> = env
+        .notion
+        .pages()
+        .iter()
+        .map(|p| p["url"].clone())
+        .collect();
+    let mut linked = env.task_urls().await;
+    urls.sort_by_key(Value::to_string);
+    linked.sort_by_key(Value::to_string);
+    assert_eq!(linked, urls);
+}
+
+#[tokio::test]
+async fn a_sync_outlasting_a_lease_pushes_each_task_once() {
+    sync_outlasting_a_lease(Backend::Local).await;
+}
+
+#[tokio::test]
+async fn a_sync_outlasting_a_lease_pushes_each_task_once_over_aws() {
+    sync_outlasting_a_lease(Backend::Aws).await;
+}
+
+/// Notion created the page but nib could not write the link (DynamoDB failing right then):
+/// once the lease has run out, the retry finds that page by its `nib id`, links it and brings
+/// it to the task's status, instead of creating a second page. Over AWS only: the store's
+/// failure is injected into its client (redb has no such seam).
+#[tokio::test]
+async fn a_page_created_but_not_linked_is_found_again_not_pushed_twice_over_aws() {
+    let faults = Faults::new();
+    let env = Env::aws_with_faults(&faults).await;
+    let hook_faults = faults.clone();
+    env.notion.on_create_page(move |_| {
+        let faults = hook_faults.clone();
+        async move { faults.fail("DynamoDB", "TransactWriteItems") }
+    });
+    let a = env.create("2026-06-23", "Renew the lease").await;
+    faults.clear();
+    env.notion.clear_create_hook();
+    assert_eq!(a["created"], true);
+    assert_eq!(a["notion_pushed"], false, "{a}");
+    assert_eq!(env.notion.pages().len(), 1);
+    assert_eq!(env.task_urls().await, vec![Value::Null]);
+    assert_eq!(env.status().await.pending, 1);
+
+    // Done meanwhile: the task has no page linked, so the status goes with the push.
+    let d = env
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": a["task_link_id"], "status": "done" }),
+        )
+        .await;
+    assert_eq!(d["notion_updated"], false);
+    // Within the lease of the call that created the page, nothing is retried.
+    let report = env.app.app.notebook().notion_sync(&user()).await.unwrap();
+    assert_eq!((report.created, report.pending), (0, 1));
+
+    env.clock.advance(61);
+    let report = env.app.app.notebook().notion_sync(&user()).await.unwrap();
+    assert_eq!((report.created, report.failed, report.pending), (1, 0, 0));
+    assert_eq!(env.notion.pages().len(), 1);
+    assert_eq!(env.requests("POST"), 1);
+    let page = env.notion.pages().pop().unwrap();
+    assert_eq!(env.task_urls().await, vec![page["url"].clone()]);
+    assert_eq!(status_name(&page), "Done");
+    let query = env
+        .notion
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/query"))
+        .expect("a query for the task's page");
+    assert_eq!(query.path, format!("/v1/databases/{}/query", env.db));
+    assert_eq!(
+        query.body["filter"],
+        json!({ "property": "nib id", "rich_text": { "equals": a["task_link_id"] } })
+    );
 }
 
 #[tokio::test]

@@ -1,8 +1,11 @@
 //! Notion's public REST API: everything nib relies on about it, in this one module.
 //!
-//! Three calls (`Notion-Version: 2022-06-28`, `Authorization: Bearer <integration token>`,
+//! Five calls (`Notion-Version: 2022-06-28`, `Authorization: Bearer <integration token>`,
 //! JSON): `GET /v1/databases/{id}` (the schema, read on connect and mapped by
-//! [`map_database`]), `POST /v1/pages` (a task becomes a page of the database) and
+//! [`map_database`]), `PATCH /v1/databases/{id}` (on connect, adds the `nib id` text property
+//! when the database has none), `POST /v1/pages` (a task becomes a page of the database, its
+//! nib id in `nib id`), `POST /v1/databases/{id}/query` (the page holding a task's nib id: a
+//! retried push finds the page an earlier attempt created but could not record) and
 //! `PATCH /v1/pages/{id}` (its status property). The base URL is `https://api.notion.com`,
 //! or `NIB_NOTION_API_URL` (tests point it at `nib_testkit::notion_standin`). Errors are
 //! Notion's error object `{"object": "error", "status", "code", "message"}`, sorted into
@@ -29,6 +32,8 @@ const MAX_TEXT_CONTENT: usize = 2000;
 const MAX_URL: usize = 2000;
 /// The longest `Retry-After` honoured as such; a longer one is read as this.
 const MAX_RETRY_AFTER: u64 = 3600;
+/// The text property that holds each pushed task's nib id (connect adds it when missing).
+pub const TASK_ID_PROPERTY: &str = "nib id";
 
 /// An integration token. Never printed: `Debug` shows nothing of it, and it is sent only in
 /// the `Authorization` header.
@@ -143,6 +148,11 @@ pub struct Mapping {
     pub date: Option<String>,
     /// A `url` property <- the task's `source_url`.
     pub url: Option<String>,
+    /// The `rich_text` property [`TASK_ID_PROPERTY`] <- the task's nib id, by which a retried
+    /// push finds a page already created for the task. `None` in connections made before nib
+    /// had it (they push without it until `nib notion connect` runs again).
+    #[serde(default)]
+    pub task_id: Option<String>,
 }
 
 /// Where a task's status goes.
@@ -250,11 +260,26 @@ pub fn map_database(db: &Value) -> Result<Mapping, NotionError> {
     let date = pick(&props, "date", &["date", "due", "duedate", "day"]).map(|(n, _)| n.to_owned());
     let url =
         pick(&props, "url", &["url", "source", "link", "sourceurl"]).map(|(n, _)| n.to_owned());
+    let task_id = match props
+        .iter()
+        .find(|p| squash(p.0) == squash(TASK_ID_PROPERTY))
+    {
+        Some((name, "rich_text", _)) => Some((*name).to_owned()),
+        // Writing nib's ids there, or adding a text property of the same name, would clash.
+        Some((name, kind, _)) => {
+            return Err(NotionError::Unmappable(format!(
+                "its property '{name}' is of type {kind}; nib keeps each task's id in a text \
+                 property of that name: rename or delete it"
+            )));
+        }
+        None => None,
+    };
     Ok(Mapping {
         title,
         status,
         date,
         url,
+        task_id,
     })
 }
 
@@ -327,6 +352,8 @@ fn status_options(name: &str, p: &Value) -> Result<StatusMapping, NotionError> {
 /// What one task becomes in Notion.
 #[derive(Debug, Clone)]
 pub struct TaskPush<'a> {
+    /// The task's nib id (its `task_link_id`).
+    pub id: &'a str,
     pub text: &'a str,
     pub status: TaskStatus,
     pub date: Date,
@@ -364,7 +391,29 @@ pub fn page_properties(mapping: &Mapping, task: &TaskPush<'_>) -> Value {
     {
         props.insert(url.clone(), json!({ "url": source }));
     }
+    if let Some(task_id) = &mapping.task_id {
+        props.insert(
+            task_id.clone(),
+            json!({ "rich_text": [{ "type": "text", "text": { "content": task.id } }] }),
+        );
+    }
     Value::Object(props)
+}
+
+/// A page object's id and URL.
+fn page_of(page: &Value) -> Result<NotionPage, NotionError> {
+    let id = page
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| NotionError::BadAnswer("a page without an id".into()))?;
+    let url = page
+        .get("url")
+        .and_then(Value::as_str)
+        .ok_or_else(|| NotionError::BadAnswer("a page without a url".into()))?;
+    Ok(NotionPage {
+        id: parse_id(id)?,
+        url: url.to_owned(),
+    })
 }
 
 /// The client of Notion's API. Cheap to share.
@@ -426,19 +475,51 @@ impl NotionApi {
             .http
             .post(format!("{}/v1/pages", self.base))
             .json(&body);
-        let page = self.send(req, token).await?;
-        let id = page
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| NotionError::BadAnswer("a page without an id".into()))?;
-        let url = page
-            .get("url")
-            .and_then(Value::as_str)
-            .ok_or_else(|| NotionError::BadAnswer("a page without a url".into()))?;
-        Ok(NotionPage {
-            id: parse_id(id)?,
-            url: url.to_owned(),
-        })
+        page_of(&self.send(req, token).await?)
+    }
+
+    /// `PATCH /v1/databases/{id}`: adds the text property [`TASK_ID_PROPERTY`]; the updated
+    /// database object.
+    pub async fn add_task_id_property(
+        &self,
+        token: &NotionToken,
+        database_id: &str,
+    ) -> Result<Value, NotionError> {
+        let id = parse_id(database_id)?;
+        let req = self
+            .http
+            .patch(format!("{}/v1/databases/{id}", self.base))
+            .json(&json!({ "properties": { TASK_ID_PROPERTY: { "rich_text": {} } } }));
+        let db = self.send(req, token).await?;
+        if db.get("object").and_then(Value::as_str) != Some("database") {
+            return Err(NotionError::BadAnswer("not a database object".into()));
+        }
+        Ok(db)
+    }
+
+    /// `POST /v1/databases/{id}/query` filtered on the task id property: the page of the
+    /// database that holds `task_id` (the first, should there be several), if any.
+    pub async fn find_task_page(
+        &self,
+        token: &NotionToken,
+        database_id: &str,
+        property: &str,
+        task_id: &str,
+    ) -> Result<Option<NotionPage>, NotionError> {
+        let id = parse_id(database_id)?;
+        let req = self
+            .http
+            .post(format!("{}/v1/databases/{id}/query", self.base))
+            .json(&json!({
+                "filter": { "property": property, "rich_text": { "equals": task_id } },
+                "page_size": 1,
+            }));
+        let list = self.send(req, token).await?;
+        let results = list
+            .get("results")
+            .and_then(Value::as_array)
+            .ok_or_else(|| NotionError::BadAnswer("a query answer without results".into()))?;
+        results.first().map(page_of).transpose()
     }
 
     /// `PATCH /v1/pages/{id}`: the page's status property.
@@ -614,6 +695,41 @@ mod tests {
     }
 
     #[test]
+    fn the_task_id_property_maps_by_name_and_one_of_another_type_is_refused() {
+        let base = json!({
+            "Name": { "type": "title", "title": {} },
+            "Done": { "type": "checkbox", "checkbox": {} },
+            "Notes": { "type": "rich_text", "rich_text": {} }
+        });
+        // Another text property is not taken for it: nib's ids go only where they are named.
+        assert_eq!(map_database(&db(base.clone())).unwrap().task_id, None);
+        let mut with = base.clone();
+        with["Nib ID"] = json!({ "type": "rich_text", "rich_text": {} });
+        assert_eq!(
+            map_database(&db(with)).unwrap().task_id.as_deref(),
+            Some("Nib ID")
+        );
+        let mut clash = base;
+        clash["nib id"] = json!({ "type": "number", "number": {} });
+        let e = map_database(&db(clash));
+        assert!(
+            matches!(e, Err(NotionError::Unmappable(m)) if m.contains("'nib id'") && m.contains("number"))
+        );
+    }
+
+    #[test]
+    fn a_mapping_stored_before_the_task_id_property_reads_without_it() {
+        let m: Mapping = serde_json::from_value(json!({
+            "title": "Name",
+            "status": { "type": "checkbox", "property": "Done" },
+            "date": null,
+            "url": null
+        }))
+        .unwrap();
+        assert_eq!(m.task_id, None);
+    }
+
+    #[test]
     fn long_titles_are_split_into_text_objects() {
         let m = Mapping {
             title: "Name".into(),
@@ -622,11 +738,13 @@ mod tests {
             },
             date: None,
             url: Some("URL".into()),
+            task_id: Some("nib id".into()),
         };
         let text = "a".repeat(4500);
         let p = page_properties(
             &m,
             &TaskPush {
+                id: "t_1",
                 text: &text,
                 status: TaskStatus::Done,
                 date: Date::parse("2026-06-20").unwrap(),
@@ -636,6 +754,7 @@ mod tests {
         assert_eq!(p["Name"]["title"].as_array().unwrap().len(), 3);
         assert_eq!(p["Done"]["checkbox"], json!(true));
         assert_eq!(p["URL"]["url"], json!("https://example.com/x"));
+        assert_eq!(p["nib id"]["rich_text"][0]["text"]["content"], json!("t_1"));
     }
 
     #[test]

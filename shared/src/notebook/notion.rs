@@ -12,9 +12,12 @@
 //!   created or brought to the task's current status. It is the idempotency record: written
 //!   in the very transaction that creates the task (so only the call that created a task
 //!   pushes it, and a crash cannot lose it), leased (`lease_until`, a version-conditioned
-//!   write) by whoever pushes it, and deleted once done. The task item's `notion` link is the
-//!   proof of a push: a page is created only for a task without one, so a task is pushed at
-//!   most once even when a lease runs out mid-push and the next holder finds the link.
+//!   write; each claim reads the clock) by whoever pushes it, and deleted once done. The task
+//!   item's `notion` link is the proof of a push: a page is created only for a task without
+//!   one, so a task is pushed at most once even when a lease runs out mid-push and the next
+//!   holder finds the link. A page created but never linked (the link's write failed, or the
+//!   process died) carries the task's id in its `nib id` property: a later attempt queries
+//!   for it and links that page instead of creating another.
 //!
 //! Pushing is best effort for the tool call: the task exists whatever Notion answers; a failed
 //! push stays in the outbox, retried by the next `create_task`/`update_task_status` of the
@@ -40,6 +43,10 @@ use crate::telemetry;
 
 /// How long the call holding an outbox item may take to push it before another may.
 const LEASE_SECS: i64 = 60;
+/// A page is created only while the pusher's lease has this long left: the query for an
+/// earlier page and the create (each within Notion's 10 s request timeout) and the link's
+/// write then end before anyone else may claim the task.
+const CREATE_WITHIN: i64 = 30;
 /// Transient failures (outage, timeouts) back off 5 s, 10 s, 20 s, ... up to an hour.
 fn backoff_secs(failures: u32) -> i64 {
     (5i64 << failures.min(10)).min(3600)
@@ -177,9 +184,24 @@ pub struct SyncReport {
 }
 
 enum Synced {
+    /// The task's page was created, or found (created by an earlier attempt) and linked.
     Created(NotionRef),
     Updated,
     Gone,
+    /// Too little of the lease was left to create the page: left to a later attempt.
+    Yielded,
+}
+
+/// An outbox item as its pusher holds it.
+#[derive(Clone, Copy)]
+struct Held {
+    /// The item's version the pusher wrote.
+    version: u64,
+    /// The lease's end (unix seconds).
+    until: i64,
+    /// No earlier attempt can have created a page: the item was written, leased to this call,
+    /// in the transaction that created the task.
+    fresh: bool,
 }
 
 enum PushError {
@@ -279,7 +301,18 @@ impl Notebook {
         let api = self.notion_api()?;
         let database_id = parse_id(database)?;
         let db = api.database(&token, &database_id).await?;
-        let mapping = map_database(&db)?;
+        let mut mapping = map_database(&db)?;
+        if mapping.task_id.is_none() {
+            // The property by which a retried push finds a page it created but could not link.
+            let db = api.add_task_id_property(&token, &database_id).await?;
+            mapping = map_database(&db)?;
+            if mapping.task_id.is_none() {
+                return Err(NotionError::BadAnswer(
+                    "the database has no task id property after adding it".into(),
+                )
+                .into());
+            }
+        }
         let keys = self.vault.user_keys(user).await?;
         let pk = user_pk(user);
         let plain = Zeroizing::new(encode(&ConnectionSecretRef {
@@ -395,8 +428,8 @@ impl Notebook {
             Some(_) => self.connection_for_push(user, &keys).await,
             None => None,
         };
-        let now = self.clock.unix();
-        let lease = conn.as_ref().map(|_| now + LEASE_SECS);
+        let lease_until = self.clock.unix() + LEASE_SECS;
+        let lease = conn.as_ref().map(|_| lease_until);
         let created = self
             .create_task_with(user, date, text, source_url, lease)
             .await?;
@@ -409,7 +442,7 @@ impl Notebook {
         };
         if created.created {
             match self
-                .push_new(user, &keys, &conn, &created.task_link_id)
+                .push_new(user, &keys, &conn, &created.task_link_id, lease_until)
                 .await
             {
                 Ok(page) => {
@@ -503,13 +536,15 @@ impl Notebook {
         }
     }
 
-    /// Pushes a task `create_task` just created (its outbox item is leased to this call).
+    /// Pushes a task `create_task` just created (its outbox item is leased to this call until
+    /// `lease_until`).
     async fn push_new(
         &self,
         user: &UserId,
         keys: &UserKeys,
         conn: &Connection,
         id: &TaskLinkId,
+        lease_until: i64,
     ) -> Result<Option<NotionRef>, NotebookError> {
         let now = self.clock.unix();
         let health = self.notion_health(user).await?;
@@ -517,12 +552,17 @@ impl Notebook {
             self.reschedule(user, id, None, until).await?;
             return Ok(None);
         }
-        match self.sync_one(user, keys, conn, id, 1).await {
+        let held = Held {
+            version: 1,
+            until: lease_until,
+            fresh: true,
+        };
+        match self.sync_one(user, keys, conn, id, held).await {
             Ok(Synced::Created(page)) => {
                 self.record_ok(user, health, now).await?;
                 Ok(Some(page))
             }
-            Ok(Synced::Updated | Synced::Gone) => Ok(None),
+            Ok(Synced::Updated | Synced::Gone | Synced::Yielded) => Ok(None),
             Err(PushError::Notion(e)) => {
                 let until = self
                     .record_failure(user, keys, health, &e, false, now)
@@ -562,6 +602,8 @@ impl Notebook {
     /// Pushes outbox items due (all of them when `force`), at most `budget`, not leased by
     /// another call, none started once the call has waited [`DRAIN_WITHIN`] on Notion when
     /// `bounded`; stops at the first transient failure or while Notion is to be left alone.
+    /// Unbounded (`nib notion sync`) it may run for minutes: each item is judged and claimed
+    /// at the clock's time then, so each lease runs from its own claim.
     #[allow(clippy::too_many_arguments)]
     async fn drain(
         &self,
@@ -585,6 +627,7 @@ impl Notebook {
             if tried >= budget || (bounded && conn.waited() >= DRAIN_WITHIN) {
                 break;
             }
+            let now = self.clock.unix();
             let rec: OutboxRecord = decode("notion outbox", &item.body)?;
             if skip == Some(&rec.task_link_id)
                 || rec.lease_until > now
@@ -609,8 +652,13 @@ impl Notebook {
                 Err(e) => return Err(e.into()),
             }
             tried += 1;
+            let held = Held {
+                version,
+                until: claimed.lease_until,
+                fresh: false,
+            };
             let (e, on_page) = match self
-                .sync_one(user, keys, conn, &rec.task_link_id, version)
+                .sync_one(user, keys, conn, &rec.task_link_id, held)
                 .await
             {
                 Ok(synced) => {
@@ -618,6 +666,8 @@ impl Notebook {
                         Synced::Created(_) => report.created += 1,
                         Synced::Updated => report.updated += 1,
                         Synced::Gone => {}
+                        // Nothing was asked of Notion.
+                        Synced::Yielded => continue,
                     }
                     health = self.record_ok(user, health, now).await?;
                     continue;
@@ -643,15 +693,16 @@ impl Notebook {
         Ok(report)
     }
 
-    /// Creates the task's page if it has none, else brings the page to the task's status;
-    /// then removes its outbox item (unless it changed since it was claimed at `version`).
+    /// Creates the task's page if it has none (or links the one an earlier attempt created),
+    /// else brings the page to the task's status; then removes its outbox item (unless it
+    /// changed since it was claimed as `held`).
     async fn sync_one(
         &self,
         user: &UserId,
         keys: &UserKeys,
         conn: &Connection,
         id: &TaskLinkId,
-        version: u64,
+        held: Held,
     ) -> Result<Synced, PushError> {
         let api = self.notion_api()?;
         let pk = user_pk(user);
@@ -673,34 +724,52 @@ impl Notebook {
                         Synced::Updated
                     }
                     None => {
-                        let text = records::open_string(keys, user, &pk, &sk, "text", &t.text)?;
-                        let source_url = match &t.source_url {
-                            Some(s) => {
-                                Some(records::open_string(keys, user, &pk, &sk, "source_url", s)?)
+                        if self.clock.unix() > held.until - CREATE_WITHIN {
+                            // Another call may claim the task before this one could link a
+                            // page it created now; the next attempt does it.
+                            tracing::warn!(user = %user, task = %id, "notion push left for later: its lease is nearly over");
+                            return Ok(Synced::Yielded);
+                        }
+                        let found = match (&conn.mapping.task_id, held.fresh) {
+                            (Some(property), false) => conn
+                                .timed(api.find_task_page(
+                                    &conn.token,
+                                    &conn.database_id,
+                                    property,
+                                    id.as_str(),
+                                ))
+                                .await
+                                .map_err(PushError::Notion)?,
+                            // A fresh item had no earlier attempt; a connection without the
+                            // property cannot tell (connect again maps it).
+                            _ => None,
+                        };
+                        match found {
+                            Some(page) => {
+                                self.save_link(user, keys, id, &page.id, &page.url).await?;
+                                tracing::info!(user = %user, task = %id, "task's notion page from an earlier push linked");
+                                // It was created with the status of its day.
+                                conn.timed(api.update_status(
+                                    &conn.token,
+                                    &page.id,
+                                    &conn.mapping,
+                                    t.status,
+                                ))
+                                .await
+                                .map_err(PushError::Page)?;
+                                Synced::Created(NotionRef {
+                                    page_id: page.id,
+                                    url: page.url,
+                                })
                             }
-                            None => None,
-                        };
-                        let push = TaskPush {
-                            text: &text,
-                            status: t.status,
-                            date: t.first_seen_date,
-                            source_url: source_url.as_deref(),
-                        };
-                        let page = conn
-                            .timed(api.create_page(
-                                &conn.token,
-                                &conn.database_id,
-                                &conn.mapping,
-                                &push,
-                            ))
-                            .await
-                            .map_err(PushError::Notion)?;
-                        self.save_link(user, keys, id, &page.id, &page.url).await?;
-                        tracing::info!(user = %user, task = %id, "task pushed to notion");
-                        Synced::Created(NotionRef {
-                            page_id: page.id,
-                            url: page.url,
-                        })
+                            None => {
+                                let page = self.create_page(user, keys, conn, id, &t).await?;
+                                self.save_link(user, keys, id, &page.page_id, &page.url)
+                                    .await?;
+                                tracing::info!(user = %user, task = %id, "task pushed to notion");
+                                Synced::Created(page)
+                            }
+                        }
                     }
                 }
             }
@@ -710,7 +779,7 @@ impl Notebook {
             .transact(vec![Write::delete(
                 pk,
                 notion_out_sk(id),
-                Cond::Version(version),
+                Cond::Version(held.version),
             )])
             .await
         {
@@ -720,6 +789,40 @@ impl Notebook {
             Err(e) => return Err(e.into()),
         }
         Ok(outcome)
+    }
+
+    /// Creates the task's page in the connected database.
+    async fn create_page(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        conn: &Connection,
+        id: &TaskLinkId,
+        t: &TaskRecord,
+    ) -> Result<NotionRef, PushError> {
+        let api = self.notion_api()?;
+        let pk = user_pk(user);
+        let sk = task_sk(id);
+        let text = records::open_string(keys, user, &pk, &sk, "text", &t.text)?;
+        let source_url = match &t.source_url {
+            Some(s) => Some(records::open_string(keys, user, &pk, &sk, "source_url", s)?),
+            None => None,
+        };
+        let push = TaskPush {
+            id: id.as_str(),
+            text: &text,
+            status: t.status,
+            date: t.first_seen_date,
+            source_url: source_url.as_deref(),
+        };
+        let page = conn
+            .timed(api.create_page(&conn.token, &conn.database_id, &conn.mapping, &push))
+            .await
+            .map_err(PushError::Notion)?;
+        Ok(NotionRef {
+            page_id: page.id,
+            url: page.url,
+        })
     }
 
     /// Records the task's Notion page on its item (kept by every later commit of the task).
