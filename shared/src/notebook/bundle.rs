@@ -198,6 +198,73 @@ fn classify(name: &str) -> Option<Entry> {
     TaskLinkId::parse(id).ok().map(Entry::Task)
 }
 
+/// The most one JSON entry (the manifest, a page, a task) holds uncompressed: a page or a task
+/// must fit in one store item (400 KiB) once sealed, so ten times that is no bundle nib wrote.
+pub const MAX_JSON_ENTRY_BYTES: u64 = 4 << 20;
+/// The most one ink file (a page's PDF or PNG, stored as uploaded) holds.
+pub const MAX_INK_ENTRY_BYTES: u64 = 128 << 20;
+/// The most all the entries of a bundle hold together, uncompressed: about 20,000 pages with a
+/// PDF and a PNG of 1.5 MiB each. Each entry is read whole, one at a time, so memory is
+/// bounded by the entry caps; this bounds the work of a bundle that inflates without end.
+pub const MAX_BUNDLE_BYTES: u64 = 64 << 30;
+
+/// The most the entry `name` may hold.
+fn entry_cap(name: &str) -> u64 {
+    match classify(name) {
+        Some(Entry::Ink(..)) => MAX_INK_ENTRY_BYTES,
+        _ => MAX_JSON_ENTRY_BYTES,
+    }
+}
+
+/// Refuses a bundle whose entries say they hold more than their caps or, together, more than
+/// [`MAX_BUNDLE_BYTES`]: from the central directory alone, before any entry is inflated.
+fn check_sizes<R: Read + Seek>(archive: &mut zip::ZipArchive<R>) -> Result<(), BundleError> {
+    let mut total = 0u64;
+    for index in 0..archive.len() {
+        let file = archive
+            .by_index_raw(index)
+            .map_err(|e| BundleError::Damaged(format!("entry {index}: {e}")))?;
+        let name = file
+            .name()
+            .map_err(|e| BundleError::Damaged(format!("entry {index}: {e}")))?;
+        let (size, cap) = (file.size(), entry_cap(&name));
+        if size > cap {
+            return Err(BundleError::Damaged(format!(
+                "{name} says it holds {size} bytes; an entry of its kind holds at most {cap}"
+            )));
+        }
+        total = total.saturating_add(size);
+        if total > MAX_BUNDLE_BYTES {
+            return Err(BundleError::Damaged(format!(
+                "its entries say they hold more than {MAX_BUNDLE_BYTES} bytes together"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Reads an entry that says it holds `size` bytes: never more than that is read, whatever
+/// it inflates to, and an entry that holds another size is damaged.
+fn read_sized(file: &mut impl Read, name: &str, size: u64) -> Result<Vec<u8>, BundleError> {
+    let cap = entry_cap(name);
+    if size > cap {
+        return Err(BundleError::Damaged(format!(
+            "{name} says it holds {size} bytes; an entry of its kind holds at most {cap}"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    // Reading to the end checks the entry's CRC-32; one byte past the size tells a longer one.
+    file.take(size + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| BundleError::Damaged(format!("{name}: {e}")))?;
+    if bytes.len() as u64 != size {
+        return Err(BundleError::Damaged(format!(
+            "{name} holds another size than it says ({size} bytes)"
+        )));
+    }
+    Ok(bytes)
+}
+
 fn read_entry<R: Read + Seek>(
     archive: &mut zip::ZipArchive<R>,
     index: usize,
@@ -209,10 +276,8 @@ fn read_entry<R: Read + Seek>(
         .name()
         .map_err(|e| BundleError::Damaged(format!("entry {index}: {e}")))?
         .into_owned();
-    let mut bytes = Vec::with_capacity(usize::try_from(file.size()).unwrap_or(0).min(1 << 24));
-    // Reading to the end checks the entry's CRC-32.
-    file.read_to_end(&mut bytes)
-        .map_err(|e| BundleError::Damaged(format!("{name}: {e}")))?;
+    let size = file.size();
+    let bytes = read_sized(&mut file, &name, size)?;
     Ok((name, bytes))
 }
 
@@ -488,9 +553,8 @@ impl Notebook {
             let mut file = archive
                 .by_name(MANIFEST)
                 .map_err(|_| BundleError::Foreign(format!("it has no {MANIFEST}")))?;
-            let mut bytes = Vec::new();
-            file.read_to_end(&mut bytes)
-                .map_err(|e| BundleError::Damaged(format!("{MANIFEST}: {e}")))?;
+            let size = file.size();
+            let bytes = read_sized(&mut file, MANIFEST, size)?;
             serde_json::from_slice(&bytes)
                 .map_err(|e| BundleError::Foreign(format!("{MANIFEST}: {e}")))?
         };
@@ -506,6 +570,8 @@ impl Notebook {
                 manifest.version
             )));
         }
+
+        check_sizes(&mut archive)?;
 
         // Pass 1: every entry read and checked; nothing written.
         let mut pages: BTreeMap<PageId, (bool, bool)> = BTreeMap::new();
@@ -680,12 +746,12 @@ impl Notebook {
             }
             for kind in ink_kinds(page.has_pdf, page.has_png) {
                 let ink_name = format!("pages/{}.{}", page.page_id, kind.ext());
-                let mut bytes = Vec::new();
-                archive
+                let mut file = archive
                     .by_name(&ink_name)
-                    .map_err(|e| BundleError::Damaged(format!("{ink_name}: {e}")))?
-                    .read_to_end(&mut bytes)
                     .map_err(|e| BundleError::Damaged(format!("{ink_name}: {e}")))?;
+                let size = file.size();
+                let bytes = read_sized(&mut file, &ink_name, size)?;
+                drop(file);
                 self.assets.put(user, &page.page_id, kind, bytes).await?;
             }
             if self.commit_imported_page(user, &keys, page).await? {
