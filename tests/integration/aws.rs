@@ -353,7 +353,7 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
     assert_eq!(
         calls,
         counts(&[
-            ("DynamoDB", "GetItem", 5),      // + its vector block, + the trash item again
+            ("DynamoDB", "GetItem", 5), // + its vector block, + the trash item again
             ("DynamoDB", "BatchGetItem", 2), // + the dedup key of its task, on no other page
             ("DynamoDB", "TransactWriteItems", 1),
             ("DynamoDB", "PutItem", 1),

@@ -289,7 +289,12 @@ pub(crate) enum Mark {
 /// The state of the default user's page images of `page` (PDF, PNG), as the asset store has
 /// them: locally the files under `pages/` and `trash/`, on AWS the object and its tags.
 pub(crate) async fn image_marks(app: &TestApp, page: &str) -> [Mark; 2] {
-    marks_in(&app.dir.path().join("assets"), app.aws_config.as_ref(), page).await
+    marks_in(
+        &app.dir.path().join("assets"),
+        app.aws_config.as_ref(),
+        page,
+    )
+    .await
 }
 
 /// [`image_marks`] in the asset folder `assets` (local), or in the bucket of `aws`.
