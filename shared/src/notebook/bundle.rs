@@ -50,6 +50,13 @@ pub enum BundleError {
     /// (or one that already holds this bundle).
     #[error("the notebook is not empty: {0}")]
     NotEmpty(String),
+    /// A page or task of the bundle is in the notebook's trash (deleted after the export):
+    /// importing it would put it back live beside its trash item, so it is restored or purged
+    /// first.
+    #[error(
+        "{0}; restore it and import again (the import then skips it), or import after it is purged"
+    )]
+    InTrash(String),
     #[error("cannot write the archive")]
     Io(#[from] std::io::Error),
     #[error("cannot write the archive")]
@@ -652,6 +659,7 @@ impl Notebook {
                 "it has page {id}, which the bundle does not; import into an empty notebook"
             )));
         }
+        self.refuse_trashed(user, &pages, &task_ids).await?;
         drop(ink);
 
         // Pass 2: tasks, then pages with their ink (an asset before its page, as import does).
@@ -762,6 +770,47 @@ impl Notebook {
             progress();
         }
         Ok(done)
+    }
+
+    /// Refuses the import when a page or task of the bundle is in the trash, naming it and how
+    /// to restore it (one query of the trash index, a page at a time).
+    async fn refuse_trashed(
+        &self,
+        user: &UserId,
+        pages: &BTreeMap<PageId, (bool, bool)>,
+        tasks: &BTreeSet<TaskLinkId>,
+    ) -> Result<(), BundleError> {
+        let mut q = Query::gsi1(records::trash_partition(user), "");
+        q.limit = QUERY_PAGE;
+        loop {
+            let page = self.store.query(&q).await?;
+            for item in &page.items {
+                let trashed = if let Some(id) = item.sk.strip_prefix("TRASH#P#") {
+                    match PageId::parse(id) {
+                        Ok(id) if pages.contains_key(&id) => self.page_in_trash(user, &id).await?,
+                        _ => None,
+                    }
+                } else if let Some(id) = item.sk.strip_prefix("TRASH#T#") {
+                    match TaskLinkId::parse(id) {
+                        Ok(id) if tasks.contains(&id) => self.task_in_trash(user, &id).await?,
+                        _ => None,
+                    }
+                } else {
+                    None
+                };
+                match trashed {
+                    Some(NotebookError::InTrash(message)) => {
+                        return Err(BundleError::InTrash(message));
+                    }
+                    Some(other) => return Err(other.into()),
+                    None => {}
+                }
+            }
+            match page.next {
+                Some(next) => q.after = Some(next),
+                None => return Ok(()),
+            }
+        }
     }
 
     /// Writes one page of a bundle with its stem, postings and statistics; `false` when the

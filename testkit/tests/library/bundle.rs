@@ -498,6 +498,67 @@ async fn a_damaged_or_foreign_bundle_is_refused_and_nothing_is_written() {
     assert_eq!(snapshot(target.notebook(), SAMPLE_TERMS).await, mine);
 }
 
+/// A bundle imported into its own notebook after one of its pages went to the trash (and
+/// after a task was deleted on its own): refused before anything is written, naming the
+/// trashed item and how to restore it, rather than putting it back live beside its trash item
+/// (where `delete_page` could no longer trash it) or reporting a stem clash. Restored, the
+/// import skips it, and `delete_page` works as ever.
+#[tokio::test]
+async fn a_bundle_import_over_its_trashed_page_is_refused_naming_the_trash() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = local(dir.path());
+    fill_with_sample(&app).await;
+    let (nb, u) = (app.notebook(), user());
+    let bundle = export(nb).await;
+    let (pages, _) = nb
+        .list_pages_after(&u, None, None, None, 100)
+        .await
+        .unwrap();
+    // The page of 2026-06-19 has a date stem, ink and a task on no other page.
+    let page = pages
+        .iter()
+        .find(|p| p.date == Date::parse("2026-06-19").unwrap() && p.has_ink)
+        .unwrap()
+        .page_id
+        .clone();
+    assert!(nb.trash_page(&u, &page).await.unwrap().deleted);
+    let trashed = snapshot(nb, SAMPLE_TERMS).await;
+    let err = nb
+        .import_bundle(&u, Cursor::new(&bundle), &|| {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, BundleError::InTrash(m)
+            if m.contains(&format!("page {page} is in the trash")) && m.contains("restore_page")),
+        "{err:?}"
+    );
+    assert_eq!(snapshot(nb, SAMPLE_TERMS).await, trashed, "nothing written");
+
+    assert!(nb.restore_page(&u, &page).await.unwrap().restored);
+    let task = nb.list_tasks(&u, TaskFilter::Open, None, 1).await.unwrap()[0]
+        .task_link_id
+        .clone();
+    assert!(nb.trash_task(&u, &task).await.unwrap().deleted);
+    let err = nb
+        .import_bundle(&u, Cursor::new(&bundle), &|| {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, BundleError::InTrash(m)
+            if m.contains(&format!("task {task} is in the trash")) && m.contains("restore_task")),
+        "{err:?}"
+    );
+    assert!(nb.restore_task(&u, &task).await.unwrap().restored);
+
+    let again = nb
+        .import_bundle(&u, Cursor::new(&bundle), &|| {})
+        .await
+        .unwrap();
+    assert_eq!((again.pages, again.tasks), (0, 0), "everything was there");
+    assert!(nb.trash_page(&u, &page).await.unwrap().deleted);
+    assert!(nb.restore_page(&u, &page).await.unwrap().restored);
+}
+
 /// The bundle carries no secret: no Notion token or connection, no password hash, no API
 /// token, no wrapped key.
 #[tokio::test]
