@@ -344,17 +344,20 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
         ]),
         "restore_page"
     );
-    // A page with ink (a PDF and a PNG): its images are marked before the transaction (one
-    // CopyObject each) and unmarked after the restore's (GetObjectTagging, CopyObject each).
+    // A page with ink (a PDF and a PNG): its images are marked after the transaction (a
+    // GetObjectTagging and a CopyObject each) and the trash item read again; a restore unmarks
+    // them before its transaction (GetObjectTagging, CopyObject each), reads their tags again
+    // after it and the page once more.
     let ink = app.page_of("2026-06-19").await;
     let (_, calls) = tool(&app, "delete_page", json!({ "page_id": ink })).await;
     assert_eq!(
         calls,
         counts(&[
-            ("DynamoDB", "GetItem", 4),      // + its vector block
+            ("DynamoDB", "GetItem", 5), // + its vector block, + the trash item again
             ("DynamoDB", "BatchGetItem", 2), // + the dedup key of its task, on no other page
             ("DynamoDB", "TransactWriteItems", 1),
             ("DynamoDB", "PutItem", 1),
+            ("S3", "GetObjectTagging", 2),
             ("S3", "CopyObject", 2)
         ]),
         "delete_page with ink"
@@ -363,11 +366,11 @@ async fn each_trash_tool_sends_the_expected_aws_requests() {
     assert_eq!(
         calls,
         counts(&[
-            ("DynamoDB", "GetItem", 5),      // + its vector block
+            ("DynamoDB", "GetItem", 6),      // + its vector block, + the page again
             ("DynamoDB", "BatchGetItem", 3), // + that task and its dedup key
             ("DynamoDB", "TransactWriteItems", 1),
             ("DynamoDB", "PutItem", 1),
-            ("S3", "GetObjectTagging", 2),
+            ("S3", "GetObjectTagging", 4),
             ("S3", "CopyObject", 2)
         ]),
         "restore_page with ink"

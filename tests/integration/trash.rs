@@ -13,7 +13,7 @@ use nib::adapters::embedded::EmbeddedStore;
 use nib::auth::{Principal, Scope};
 use nib::domain::UserId;
 use nib::notebook::Notebook;
-use nib::ports::{Clock, Store};
+use nib::ports::{Assets, Clock, Store};
 use nib::tools::{Dispatch, InProcess};
 use serde_json::{Map, Value, json};
 
@@ -289,11 +289,25 @@ pub(crate) enum Mark {
 /// The state of the default user's page images of `page` (PDF, PNG), as the asset store has
 /// them: locally the files under `pages/` and `trash/`, on AWS the object and its tags.
 pub(crate) async fn image_marks(app: &TestApp, page: &str) -> [Mark; 2] {
+    marks_in(
+        &app.dir.path().join("assets"),
+        app.aws_config.as_ref(),
+        page,
+    )
+    .await
+}
+
+/// [`image_marks`] in the asset folder `assets` (local), or in the bucket of `aws`.
+async fn marks_in(
+    assets: &std::path::Path,
+    aws: Option<&nib::config::AwsConfig>,
+    page: &str,
+) -> [Mark; 2] {
     let mut out = [Mark::Missing; 2];
     for (i, ext) in ["pdf", "png"].into_iter().enumerate() {
-        out[i] = match &app.aws_config {
+        out[i] = match aws {
             None => {
-                let user = app.dir.path().join("assets/u/default");
+                let user = assets.join("u/default");
                 let name = format!("{page}.{ext}");
                 let live = user.join("pages").join(&name).exists();
                 let trashed = std::fs::read_dir(user.join("trash"))
@@ -591,12 +605,22 @@ struct Purge {
     early: Option<EmbeddedStore>,
     /// The asset folder (local back end), on the test clock.
     local_assets: Option<Arc<nib::adapters::local_assets::LocalAssets>>,
+    /// The emulator's table and bucket (AWS back end).
+    aws_config: Option<nib::config::AwsConfig>,
     _dir: tempfile::TempDir,
     _app: Option<nib::services::Services>,
 }
 
 impl Purge {
     async fn new(backend: Backend) -> Purge {
+        Purge::with_assets(backend, |assets| assets).await
+    }
+
+    /// A notebook whose asset store is the back end's, as `wrap` returns it.
+    async fn with_assets(
+        backend: Backend,
+        wrap: impl FnOnce(Arc<dyn Assets>) -> Arc<dyn Assets>,
+    ) -> Purge {
         let start = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap()
@@ -604,6 +628,7 @@ impl Purge {
         let clock = Arc::new(TestClock(AtomicI64::new(start)));
         let dir = tempfile::tempdir().unwrap();
         let mut local_assets = None;
+        let mut aws_config = None;
         let (store, vault, assets, early, app): (Arc<dyn Store>, _, _, _, _) = match backend {
             Backend::Local => {
                 let embedded = EmbeddedStore::open(&dir.path().join("nib.redb")).unwrap();
@@ -644,6 +669,7 @@ impl Purge {
                 let clients = nib::adapters::aws::AwsClients::connect(&config).await;
                 let store: Arc<dyn Store> =
                     Arc::new(clients.store(&config).with_clock(clock.clone()));
+                aws_config = Some(config);
                 (
                     store,
                     app.vault().clone(),
@@ -656,7 +682,7 @@ impl Purge {
         let notebook = Arc::new(Notebook::new(
             store.clone(),
             vault,
-            assets,
+            wrap(assets),
             clock.clone(),
             Default::default(),
         ));
@@ -666,6 +692,7 @@ impl Purge {
             store,
             early,
             local_assets,
+            aws_config,
             _dir: dir,
             _app: app,
         }
@@ -936,6 +963,132 @@ async fn a_purged_pages_images_are_swept_from_the_asset_folder_a_day_later_local
     assert_eq!(assets.sweep_trash().await.unwrap(), 0, "nothing left");
 }
 
+// ---- A restore inside a delete (both back ends) -------------------------------------------
+
+/// The back end's asset store, whose first `trash` call stops once the real store has marked
+/// the files, until the test lets it go: a restore then runs between a delete's mark and the
+/// rest of that delete. No real failure opens that window on demand, hence the fake.
+struct PausedAssets {
+    inner: Arc<dyn Assets>,
+    /// Taken by the first `trash` call, which waits on it twice: to say the files are marked,
+    /// then to be let go.
+    pause: std::sync::Mutex<Option<Arc<tokio::sync::Barrier>>>,
+}
+
+#[async_trait::async_trait]
+impl Assets for PausedAssets {
+    async fn put(
+        &self,
+        user: &UserId,
+        page: &nib::domain::PageId,
+        kind: nib::ports::AssetKind,
+        bytes: Vec<u8>,
+    ) -> Result<(), nib::ports::AssetsError> {
+        self.inner.put(user, page, kind, bytes).await
+    }
+
+    async fn get(
+        &self,
+        user: &UserId,
+        page: &nib::domain::PageId,
+        kind: nib::ports::AssetKind,
+    ) -> Result<Option<Vec<u8>>, nib::ports::AssetsError> {
+        self.inner.get(user, page, kind).await
+    }
+
+    async fn signed_url(
+        &self,
+        user: &UserId,
+        page: &nib::domain::PageId,
+        kind: nib::ports::AssetKind,
+        ttl_seconds: u64,
+    ) -> Result<String, nib::ports::AssetsError> {
+        self.inner.signed_url(user, page, kind, ttl_seconds).await
+    }
+
+    async fn trash(
+        &self,
+        user: &UserId,
+        page: &nib::domain::PageId,
+        kinds: &[nib::ports::AssetKind],
+    ) -> Result<(), nib::ports::AssetsError> {
+        self.inner.trash(user, page, kinds).await?;
+        let pause = self.pause.lock().unwrap().take();
+        if let Some(barrier) = pause {
+            barrier.wait().await;
+            barrier.wait().await;
+        }
+        Ok(())
+    }
+
+    async fn untrash(
+        &self,
+        user: &UserId,
+        page: &nib::domain::PageId,
+        kinds: &[nib::ports::AssetKind],
+    ) -> Result<(), nib::ports::AssetsError> {
+        self.inner.untrash(user, page, kinds).await
+    }
+
+    async fn delete_user(&self, user: &UserId) -> Result<u64, nib::ports::AssetsError> {
+        self.inner.delete_user(user).await
+    }
+}
+
+/// A `restore_page` that runs while a `delete_page` of the same page has marked its image but
+/// not finished: whatever order the two end in, the image is as the page's record says
+/// (marked while the page is in the trash, unmarked while it is live), never unmarked in the
+/// trash (kept for good) nor marked on a live page (purged a day after 30).
+async fn a_restore_inside_a_delete_leaves_the_images_as_the_record_says(backend: Backend) {
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let pause = std::sync::Mutex::new(Some(barrier.clone()));
+    let p = Purge::with_assets(backend, |inner| Arc::new(PausedAssets { inner, pause })).await;
+    let page = import_with_ink(&p.notebook, "2026-05-04", "- Passport photos\n").await;
+    let assets = p._dir.path().join("assets");
+    assert_eq!(
+        marks_in(&assets, p.aws_config.as_ref(), &page).await,
+        [Mark::Missing, Mark::Live]
+    );
+
+    let deleting = tokio::spawn({
+        let notebook = p.notebook.clone();
+        let user = UserId::parse("default").unwrap();
+        let id = nib::domain::PageId::parse(&page).unwrap();
+        async move { notebook.trash_page(&user, &id).await }
+    });
+    barrier.wait().await; // the delete has marked the image and waits
+    let restored = p
+        .call("restore_page", json!({ "page_id": page }))
+        .await
+        .unwrap();
+    barrier.wait().await; // the delete goes on
+    let deleted = deleting.await.unwrap().unwrap();
+
+    let record = p.call("get_page", json!({ "page_id": page })).await;
+    let expected = match &record {
+        Ok(_) => Mark::Live,
+        Err(e) => {
+            assert!(e.contains("is in the trash"), "{e}");
+            Mark::Trashed
+        }
+    };
+    assert_eq!(
+        marks_in(&assets, p.aws_config.as_ref(), &page).await,
+        [Mark::Missing, expected],
+        "restore answered {restored}, delete {deleted:?}, the page: {record:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_restore_inside_a_delete_leaves_the_images_as_the_record_says_local() {
+    a_restore_inside_a_delete_leaves_the_images_as_the_record_says(Backend::Local).await;
+}
+
+#[tokio::test]
+async fn a_restore_inside_a_delete_leaves_the_images_as_the_record_says_aws() {
+    a_restore_inside_a_delete_leaves_the_images_as_the_record_says(Backend::Aws).await;
+}
+
 // ---- A crash between the steps of a delete and of a restore (AWS) ---------------------------
 
 /// A page with more index terms than one transaction holds: its postings go in transactions of
@@ -1031,12 +1184,15 @@ async fn a_crash_between_the_steps_of_a_restore_leaves_nothing_half_done_on_aws(
     assert_eq!(page_ids(&hits, "results", "page_id"), vec![big]);
 }
 
-/// The asset step of a delete and of a restore failing on S3 leaves nothing half done: a
-/// delete whose second image copy fails answers an error, and the page is live with both
-/// images unmarked (the first one's mark taken off again); a restore whose unmark fails after
-/// its transaction answers an error, and the next `restore_page` (the page live) unmarks it.
+/// The asset step of a delete and of a restore failing on S3 never leaves a live page's image
+/// marked (it would be purged): a delete whose second image copy fails after its transaction
+/// answers an error with the page in the trash, its first image marked and the second not (kept,
+/// not lost), and `delete_page` again marks the second; a restore whose second unmark fails before its
+/// transaction answers an error with the page still in the trash and both images marked again,
+/// and the next `restore_page` brings back exactly what was there.
 #[tokio::test]
-async fn a_failed_image_step_of_a_delete_or_restore_leaves_nothing_half_done_on_aws() {
+async fn a_failed_image_step_of_a_delete_or_restore_never_leaves_a_live_pages_image_marked_on_aws()
+{
     use nib::adapters::aws::AwsClients;
     use nib_testkit::emulator::Faults;
 
@@ -1073,14 +1229,16 @@ async fn a_failed_image_step_of_a_delete_or_restore_leaves_nothing_half_done_on_
         "{body}"
     );
     faults.clear();
-    assert_eq!(image_marks(&app, &page).await, [Mark::Live, Mark::Live]);
-    assert_eq!(snapshot(&app).await, before, "the page was not deleted");
-
-    app.call("delete_page", json!({ "page_id": page })).await;
+    let error = app.call_error("get_page", json!({ "page_id": page })).await;
+    assert!(error.contains("is in the trash"), "{error}");
+    assert_eq!(image_marks(&app, &page).await, [Mark::Trashed, Mark::Live]);
+    let again = app.call("delete_page", json!({ "page_id": page })).await;
+    assert_eq!(again["deleted"], false, "the page was in the trash already");
     assert_eq!(
         image_marks(&app, &page).await,
         [Mark::Trashed, Mark::Trashed]
     );
+
     faults.on("S3", "CopyObject", nth_fails(2));
     let (status, body) = app.rpc(internal_error("restore_page")).await;
     assert_eq!(
@@ -1089,9 +1247,14 @@ async fn a_failed_image_step_of_a_delete_or_restore_leaves_nothing_half_done_on_
         "{body}"
     );
     faults.clear();
-    assert_eq!(image_marks(&app, &page).await, [Mark::Live, Mark::Trashed]);
+    let error = app.call_error("get_page", json!({ "page_id": page })).await;
+    assert!(error.contains("is in the trash"), "{error}");
+    assert_eq!(
+        image_marks(&app, &page).await,
+        [Mark::Trashed, Mark::Trashed]
+    );
     let again = app.call("restore_page", json!({ "page_id": page })).await;
-    assert_eq!(again["restored"], false, "the page was back already");
+    assert_eq!(again["restored"], true, "{again}");
     assert_eq!(image_marks(&app, &page).await, [Mark::Live, Mark::Live]);
     assert_eq!(snapshot(&app).await, before);
 }

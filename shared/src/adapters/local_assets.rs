@@ -59,6 +59,9 @@ pub struct LocalAssets {
     clock: Arc<dyn Clock>,
     /// The clock's time of the last trash sweep (`None`: none since opening).
     swept: Mutex<Option<i64>>,
+    /// Held by each move into or out of the trash folder and by the sweep: a move is a listing
+    /// and renames, and two at once on one file could each act on what the other moved away.
+    moves: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for LocalAssets {
@@ -112,6 +115,7 @@ impl LocalAssets {
             file_key: Zeroizing::new(file_key),
             clock: Arc::new(SystemClock),
             swept: Mutex::new(None),
+            moves: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -127,6 +131,7 @@ impl LocalAssets {
         let now = self.clock.unix();
         *self.swept.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
         let users = self.dir.join("u");
+        let _moves = self.moves.lock().await;
         blocking(move || sweep_trash_in(&users, now - ASSET_PURGE_DAYS * DAY_SECONDS)).await
     }
 
@@ -465,6 +470,7 @@ impl Assets for LocalAssets {
         kinds: &[AssetKind],
     ) -> Result<(), AssetsError> {
         self.maybe_sweep().await;
+        let _moves = self.moves.lock().await;
         let now = self.clock.unix();
         for kind in kinds {
             let live = self.dir.join(relative_path(user, page, *kind));
@@ -482,6 +488,7 @@ impl Assets for LocalAssets {
         kinds: &[AssetKind],
     ) -> Result<(), AssetsError> {
         self.maybe_sweep().await;
+        let _moves = self.moves.lock().await;
         for kind in kinds {
             let live = self.dir.join(relative_path(user, page, *kind));
             let trash = self.trash_dir(user);

@@ -50,6 +50,13 @@ pub enum BundleError {
     /// (or one that already holds this bundle).
     #[error("the notebook is not empty: {0}")]
     NotEmpty(String),
+    /// A page or task of the bundle is in the notebook's trash (deleted after the export):
+    /// importing it would put it back live beside its trash item, so it is restored or purged
+    /// first.
+    #[error(
+        "{0}; restore it and import again (the import then skips it), or import after it is purged"
+    )]
+    InTrash(String),
     #[error("cannot write the archive")]
     Io(#[from] std::io::Error),
     #[error("cannot write the archive")]
@@ -198,6 +205,73 @@ fn classify(name: &str) -> Option<Entry> {
     TaskLinkId::parse(id).ok().map(Entry::Task)
 }
 
+/// The most one JSON entry (the manifest, a page, a task) holds uncompressed: a page or a task
+/// must fit in one store item (400 KiB) once sealed, so ten times that is no bundle nib wrote.
+pub const MAX_JSON_ENTRY_BYTES: u64 = 4 << 20;
+/// The most one ink file (a page's PDF or PNG, stored as uploaded) holds.
+pub const MAX_INK_ENTRY_BYTES: u64 = 128 << 20;
+/// The most all the entries of a bundle hold together, uncompressed: about 20,000 pages with a
+/// PDF and a PNG of 1.5 MiB each. Each entry is read whole, one at a time, so memory is
+/// bounded by the entry caps; this bounds the work of a bundle that inflates without end.
+pub const MAX_BUNDLE_BYTES: u64 = 64 << 30;
+
+/// The most the entry `name` may hold.
+fn entry_cap(name: &str) -> u64 {
+    match classify(name) {
+        Some(Entry::Ink(..)) => MAX_INK_ENTRY_BYTES,
+        _ => MAX_JSON_ENTRY_BYTES,
+    }
+}
+
+/// Refuses a bundle whose entries say they hold more than their caps or, together, more than
+/// [`MAX_BUNDLE_BYTES`]: from the central directory alone, before any entry is inflated.
+fn check_sizes<R: Read + Seek>(archive: &mut zip::ZipArchive<R>) -> Result<(), BundleError> {
+    let mut total = 0u64;
+    for index in 0..archive.len() {
+        let file = archive
+            .by_index_raw(index)
+            .map_err(|e| BundleError::Damaged(format!("entry {index}: {e}")))?;
+        let name = file
+            .name()
+            .map_err(|e| BundleError::Damaged(format!("entry {index}: {e}")))?;
+        let (size, cap) = (file.size(), entry_cap(&name));
+        if size > cap {
+            return Err(BundleError::Damaged(format!(
+                "{name} says it holds {size} bytes; an entry of its kind holds at most {cap}"
+            )));
+        }
+        total = total.saturating_add(size);
+        if total > MAX_BUNDLE_BYTES {
+            return Err(BundleError::Damaged(format!(
+                "its entries say they hold more than {MAX_BUNDLE_BYTES} bytes together"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Reads an entry that says it holds `size` bytes: never more than that is read, whatever
+/// it inflates to, and an entry that holds another size is damaged.
+fn read_sized(file: &mut impl Read, name: &str, size: u64) -> Result<Vec<u8>, BundleError> {
+    let cap = entry_cap(name);
+    if size > cap {
+        return Err(BundleError::Damaged(format!(
+            "{name} says it holds {size} bytes; an entry of its kind holds at most {cap}"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    // Reading to the end checks the entry's CRC-32; one byte past the size tells a longer one.
+    file.take(size + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| BundleError::Damaged(format!("{name}: {e}")))?;
+    if bytes.len() as u64 != size {
+        return Err(BundleError::Damaged(format!(
+            "{name} holds another size than it says ({size} bytes)"
+        )));
+    }
+    Ok(bytes)
+}
+
 fn read_entry<R: Read + Seek>(
     archive: &mut zip::ZipArchive<R>,
     index: usize,
@@ -209,10 +283,8 @@ fn read_entry<R: Read + Seek>(
         .name()
         .map_err(|e| BundleError::Damaged(format!("entry {index}: {e}")))?
         .into_owned();
-    let mut bytes = Vec::with_capacity(usize::try_from(file.size()).unwrap_or(0).min(1 << 24));
-    // Reading to the end checks the entry's CRC-32.
-    file.read_to_end(&mut bytes)
-        .map_err(|e| BundleError::Damaged(format!("{name}: {e}")))?;
+    let size = file.size();
+    let bytes = read_sized(&mut file, &name, size)?;
     Ok((name, bytes))
 }
 
@@ -488,9 +560,8 @@ impl Notebook {
             let mut file = archive
                 .by_name(MANIFEST)
                 .map_err(|_| BundleError::Foreign(format!("it has no {MANIFEST}")))?;
-            let mut bytes = Vec::new();
-            file.read_to_end(&mut bytes)
-                .map_err(|e| BundleError::Damaged(format!("{MANIFEST}: {e}")))?;
+            let size = file.size();
+            let bytes = read_sized(&mut file, MANIFEST, size)?;
             serde_json::from_slice(&bytes)
                 .map_err(|e| BundleError::Foreign(format!("{MANIFEST}: {e}")))?
         };
@@ -506,6 +577,8 @@ impl Notebook {
                 manifest.version
             )));
         }
+
+        check_sizes(&mut archive)?;
 
         // Pass 1: every entry read and checked; nothing written.
         let mut pages: BTreeMap<PageId, (bool, bool)> = BTreeMap::new();
@@ -586,6 +659,7 @@ impl Notebook {
                 "it has page {id}, which the bundle does not; import into an empty notebook"
             )));
         }
+        self.refuse_trashed(user, &pages, &task_ids).await?;
         drop(ink);
 
         // Pass 2: tasks, then pages with their ink (an asset before its page, as import does).
@@ -680,12 +754,12 @@ impl Notebook {
             }
             for kind in ink_kinds(page.has_pdf, page.has_png) {
                 let ink_name = format!("pages/{}.{}", page.page_id, kind.ext());
-                let mut bytes = Vec::new();
-                archive
+                let mut file = archive
                     .by_name(&ink_name)
-                    .map_err(|e| BundleError::Damaged(format!("{ink_name}: {e}")))?
-                    .read_to_end(&mut bytes)
                     .map_err(|e| BundleError::Damaged(format!("{ink_name}: {e}")))?;
+                let size = file.size();
+                let bytes = read_sized(&mut file, &ink_name, size)?;
+                drop(file);
                 self.assets.put(user, &page.page_id, kind, bytes).await?;
             }
             if self.commit_imported_page(user, &keys, page).await? {
@@ -696,6 +770,47 @@ impl Notebook {
             progress();
         }
         Ok(done)
+    }
+
+    /// Refuses the import when a page or task of the bundle is in the trash, naming it and how
+    /// to restore it (one query of the trash index, a page at a time).
+    async fn refuse_trashed(
+        &self,
+        user: &UserId,
+        pages: &BTreeMap<PageId, (bool, bool)>,
+        tasks: &BTreeSet<TaskLinkId>,
+    ) -> Result<(), BundleError> {
+        let mut q = Query::gsi1(records::trash_partition(user), "");
+        q.limit = QUERY_PAGE;
+        loop {
+            let page = self.store.query(&q).await?;
+            for item in &page.items {
+                let trashed = if let Some(id) = item.sk.strip_prefix("TRASH#P#") {
+                    match PageId::parse(id) {
+                        Ok(id) if pages.contains_key(&id) => self.page_in_trash(user, &id).await?,
+                        _ => None,
+                    }
+                } else if let Some(id) = item.sk.strip_prefix("TRASH#T#") {
+                    match TaskLinkId::parse(id) {
+                        Ok(id) if tasks.contains(&id) => self.task_in_trash(user, &id).await?,
+                        _ => None,
+                    }
+                } else {
+                    None
+                };
+                match trashed {
+                    Some(NotebookError::InTrash(message)) => {
+                        return Err(BundleError::InTrash(message));
+                    }
+                    Some(other) => return Err(other.into()),
+                    None => {}
+                }
+            }
+            match page.next {
+                Some(next) => q.after = Some(next),
+                None => return Ok(()),
+            }
+        }
     }
 
     /// Writes one page of a bundle with its stem, postings and statistics; `false` when the

@@ -22,11 +22,14 @@
 //!   the page's lines with its revision (the same terms, frequencies and length), statistics,
 //!   stem, dedup keys (unless another task holds the text meanwhile), and the appearances of
 //!   the shared task links.
-//! - **Page images** (the asset store's PDF/PNG) are marked trashed before the delete's
-//!   transaction and unmarked after the restore's ([`crate::ports::Assets::trash`]); the asset
-//!   store purges marked files by itself a day after the page's own purge. A failed mark fails
-//!   the delete with nothing changed; a delete that fails after the mark takes it off again; a
-//!   restore whose unmark fails answers the error, and its retry (the page live again) unmarks.
+//! - **Page images** (the asset store's PDF/PNG) follow the committed record
+//!   ([`Notebook::settle_images`]): marked trashed after the delete's transaction, unmarked
+//!   before the restore's and again after it ([`crate::ports::Assets::trash`]), each mark or
+//!   unmark checked against the record read again; the asset store purges marked files by
+//!   itself a day after the page's own purge. Every failure leaves a trashed page's images
+//!   unmarked (kept), never a live page's marked: a delete whose mark fails answers the
+//!   error and its retry (the page in the trash) marks; a restore whose unmark fails answers
+//!   the error with the page still in the trash.
 //! - **One transaction per operation** where it fits, through [`Notebook::trash_transact`];
 //!   postings that do not fit are written before a restore's transaction (they carry the
 //!   page's revision, and count only once the page is back) and deleted after a delete's (a
@@ -118,6 +121,15 @@ fn reexpire(item: &Item, expires_at: Option<i64>) -> Write {
         },
         Cond::Version(item.version),
     )
+}
+
+/// Where a page's record is, which its images follow (see [`Notebook::settle_images`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PageState {
+    Live,
+    Trashed,
+    /// Neither: never there, or purged (its images go with the asset store's own purge).
+    Gone,
 }
 
 /// The ink files `record` has in the asset store.
@@ -267,57 +279,54 @@ impl Notebook {
     }
 
     /// `delete_page`: moves the page to the trash, with what derives from it (see the module).
-    /// Deleting a page that is in the trash already writes nothing.
+    /// Deleting a page that is in the trash already writes nothing (and marks its images, in
+    /// case the delete that trashed it could not).
     pub async fn trash_page(
         &self,
         user: &UserId,
         page_id: &PageId,
     ) -> Result<Trashed, NotebookError> {
         let keys = self.vault.user_keys(user).await?;
-        let mut marked = Vec::new();
-        let result = self
-            .trash_page_marking(user, &keys, page_id, &mut marked)
-            .await;
-        if result.is_err() && !marked.is_empty() {
-            // The page stays live: its images must not purge.
-            if let Err(e) = self.assets.untrash(user, page_id, &marked).await {
-                tracing::error!(user = %user, page = %page_id, error = %crate::telemetry::chain(&e), "a failed delete left the page's images marked as trashed; restore_page unmarks them");
+        match self.trash_page_commit(user, &keys, page_id).await {
+            Ok((trashed, kinds)) => {
+                self.settle_images(user, page_id, PageState::Trashed, kinds)
+                    .await?;
+                Ok(trashed)
+            }
+            Err(e) => {
+                // A transaction that failed ambiguously may have landed: the images follow
+                // whatever the store holds now.
+                self.settle_images_after_failure(user, page_id).await;
+                Err(e)
             }
         }
-        result
     }
 
-    /// [`Notebook::trash_page`]'s attempts; `marked` gets the ink files marked trashed, each
-    /// before the transaction that trashes the page.
-    async fn trash_page_marking(
+    /// [`Notebook::trash_page`]'s attempts at its transaction; the trashed page's ink files.
+    async fn trash_page_commit(
         &self,
         user: &UserId,
         keys: &UserKeys,
         page_id: &PageId,
-        marked: &mut Vec<AssetKind>,
-    ) -> Result<Trashed, NotebookError> {
+    ) -> Result<(Trashed, Vec<AssetKind>), NotebookError> {
         let pk = user_pk(user);
         for attempt in 0..MAX_ATTEMPTS {
             let Some(page) = self.load_page(user, keys, page_id).await? else {
                 if let Some(item) = self.store.get(&pk, &trash_page_sk(page_id)).await? {
                     let t: TrashedPage = decode("trashed page", &item.body)?;
-                    return Ok(Trashed {
-                        deleted: false,
-                        purge_on: day_of(t.purge_at),
-                        tasks: t.tasks,
-                    });
+                    let kinds = ink_kinds(&t.page);
+                    return Ok((
+                        Trashed {
+                            deleted: false,
+                            purge_on: day_of(t.purge_at),
+                            tasks: t.tasks,
+                        },
+                        kinds,
+                    ));
                 }
                 return Err(NotebookError::NotFound("page"));
             };
-            let unmarked: Vec<AssetKind> = ink_kinds(&page.record)
-                .into_iter()
-                .filter(|k| !marked.contains(k))
-                .collect();
-            if !unmarked.is_empty() {
-                // Counted before the call: a mark that fails halfway is taken off too.
-                marked.extend(unmarked.iter().copied());
-                self.assets.trash(user, page_id, &unmarked).await?;
-            }
+            let kinds = ink_kinds(&page.record);
             let now = self.clock.unix();
             let purge_at = now + TRASH_DAYS * DAY_SECONDS;
             let (writes, postings, tasks) = self
@@ -329,17 +338,98 @@ impl Notebook {
             {
                 Ok(()) => {
                     tracing::info!(user = %user, page = %page_id, tasks = tasks.len(), "page moved to the trash");
-                    return Ok(Trashed {
-                        deleted: true,
-                        purge_on: day_of(purge_at),
-                        tasks,
-                    });
+                    return Ok((
+                        Trashed {
+                            deleted: true,
+                            purge_on: day_of(purge_at),
+                            tasks,
+                        },
+                        kinds,
+                    ));
                 }
                 Err(e) if is_retryable(&e) => backoff(attempt).await,
                 Err(e) => return Err(e),
             }
         }
         Err(NotebookError::Contention)
+    }
+
+    /// Where the page is now, and its ink files there; `expected` is read first (one read
+    /// when the page is still where the caller left it).
+    async fn page_state(
+        &self,
+        user: &UserId,
+        page_id: &PageId,
+        expected: PageState,
+    ) -> Result<(PageState, Vec<AssetKind>), NotebookError> {
+        let pk = user_pk(user);
+        let order = match expected {
+            PageState::Trashed => [PageState::Trashed, PageState::Live],
+            _ => [PageState::Live, PageState::Trashed],
+        };
+        for state in order {
+            let found = match state {
+                PageState::Live => match self.store.get(&pk, &page_sk(page_id)).await? {
+                    Some(item) => Some(ink_kinds(&decode::<PageRecord>("page", &item.body)?)),
+                    None => None,
+                },
+                _ => match self.store.get(&pk, &trash_page_sk(page_id)).await? {
+                    Some(item) => Some(ink_kinds(
+                        &decode::<TrashedPage>("trashed page", &item.body)?.page,
+                    )),
+                    None => None,
+                },
+            };
+            if let Some(kinds) = found {
+                return Ok((state, kinds));
+            }
+        }
+        Ok((PageState::Gone, Vec::new()))
+    }
+
+    /// Brings the page's images to its record, which the caller found in `state` with ink
+    /// `kinds` after its own transaction: marked while the page is in the trash, unmarked
+    /// while it is live. After each mark or unmark the record is read again, and while it
+    /// moved meanwhile (a concurrent delete or restore of the page committed) the images
+    /// follow it again. Every delete and restore ends with this, after its transaction, so
+    /// whichever asset call lands last was made by a caller that then saw the record it
+    /// followed still in place: the images end in the state of the last committed record.
+    async fn settle_images(
+        &self,
+        user: &UserId,
+        page_id: &PageId,
+        mut state: PageState,
+        mut kinds: Vec<AssetKind>,
+    ) -> Result<(), NotebookError> {
+        for _ in 0..MAX_ATTEMPTS {
+            if kinds.is_empty() {
+                return Ok(());
+            }
+            match state {
+                PageState::Trashed => self.assets.trash(user, page_id, &kinds).await?,
+                PageState::Live => self.assets.untrash(user, page_id, &kinds).await?,
+                PageState::Gone => return Ok(()),
+            }
+            let now = self.page_state(user, page_id, state).await?;
+            if now == (state, kinds) {
+                return Ok(());
+            }
+            tracing::info!(user = %user, page = %page_id, "the page moved while its images followed it; following again");
+            (state, kinds) = now;
+        }
+        Err(NotebookError::Contention)
+    }
+
+    /// [`Notebook::settle_images`] from the record as the store has it, after a delete or a
+    /// restore that failed; its own failure is logged (the caller answers its first error).
+    async fn settle_images_after_failure(&self, user: &UserId, page_id: &PageId) {
+        let settled = match self.page_state(user, page_id, PageState::Live).await {
+            Ok((state, kinds)) => self.settle_images(user, page_id, state, kinds).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = settled {
+            tracing::error!(user = %user, page = %page_id, error = %crate::telemetry::chain(&e), "could not bring a page's images to its record after a failed delete or restore; delete_page or restore_page of the page does");
+        }
     }
 
     /// The writes that move `page` to the trash, its posting deletes, and the task links that
@@ -505,61 +595,77 @@ impl Notebook {
     }
 
     /// `restore_page`: brings the page back from the trash exactly as it was, with the task
-    /// links trashed with it. Restoring a page that is not deleted writes nothing.
+    /// links trashed with it. Restoring a page that is not deleted writes nothing (and
+    /// unmarks its images, in case the restore that brought it back could not).
     pub async fn restore_page(
         &self,
         user: &UserId,
         page_id: &PageId,
     ) -> Result<Restored, NotebookError> {
         let keys = self.vault.user_keys(user).await?;
+        match self.restore_page_commit(user, &keys, page_id).await {
+            Ok((restored, kinds)) => {
+                self.settle_images(user, page_id, PageState::Live, kinds)
+                    .await?;
+                Ok(restored)
+            }
+            Err(e) => {
+                self.settle_images_after_failure(user, page_id).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Notebook::restore_page`]'s attempts at its transaction, each after unmarking the
+    /// page's images; the live page's ink files.
+    async fn restore_page_commit(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        page_id: &PageId,
+    ) -> Result<(Restored, Vec<AssetKind>), NotebookError> {
         let pk = user_pk(user);
         for attempt in 0..MAX_ATTEMPTS {
             if let Some(live) = self.store.get(&pk, &page_sk(page_id)).await? {
-                // Live already; a restore whose unmark failed left its images marked.
                 let record: PageRecord = decode("page", &live.body)?;
-                self.untrash_images(user, page_id, &ink_kinds(&record))
-                    .await?;
-                return Ok(Restored {
-                    restored: false,
-                    tasks: Vec::new(),
-                });
+                return Ok((
+                    Restored {
+                        restored: false,
+                        tasks: Vec::new(),
+                    },
+                    ink_kinds(&record),
+                ));
             }
             let Some(trash) = self.store.get(&pk, &trash_page_sk(page_id)).await? else {
                 return Err(not_in_trash("page", &page_id.to_string()));
             };
             let kinds = ink_kinds(&decode::<TrashedPage>("trashed page", &trash.body)?.page);
-            let (writes, postings, tasks) = self.restore_page_writes(user, &keys, trash).await?;
+            let (writes, postings, tasks) = self.restore_page_writes(user, keys, trash).await?;
+            // The images are unmarked before the page is live, so a restore that stops after
+            // its transaction leaves no live page's image marked (one that stops before it
+            // leaves a trashed page's images unmarked: kept, never lost).
+            if !kinds.is_empty() {
+                self.assets.untrash(user, page_id, &kinds).await?;
+            }
             match self
                 .commit_with_postings(user, writes, postings, true)
                 .await
             {
                 Ok(()) => {
-                    self.untrash_images(user, page_id, &kinds).await?;
                     tracing::info!(user = %user, page = %page_id, tasks = tasks.len(), "page restored from the trash");
-                    return Ok(Restored {
-                        restored: true,
-                        tasks,
-                    });
+                    return Ok((
+                        Restored {
+                            restored: true,
+                            tasks,
+                        },
+                        kinds,
+                    ));
                 }
                 Err(e) if is_retryable(&e) => backoff(attempt).await,
                 Err(e) => return Err(e),
             }
         }
         Err(NotebookError::Contention)
-    }
-
-    /// Takes the trash mark off the page's images; a failure is the caller's error (the page
-    /// is live: a retry of `restore_page` unmarks them).
-    async fn untrash_images(
-        &self,
-        user: &UserId,
-        page_id: &PageId,
-        kinds: &[AssetKind],
-    ) -> Result<(), NotebookError> {
-        if kinds.is_empty() {
-            return Ok(());
-        }
-        Ok(self.assets.untrash(user, page_id, kinds).await?)
     }
 
     async fn restore_page_writes(

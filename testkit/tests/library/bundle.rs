@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 
 use nib::adapters::notion::NotionToken;
 use nib::domain::{Date, Notation, PageStatus, TaskStatus, UserId};
-use nib::notebook::{BundleError, Notebook, PageDraft, PageFiles, TaskFilter, read_page_with};
+use nib::notebook::{
+    BundleError, MAX_BUNDLE_BYTES, MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES, Notebook, PageDraft,
+    PageFiles, TaskFilter, read_page_with,
+};
 use nib::ports::AssetKind;
 use nib::services::{LocalOptions, Services};
 use nib_testkit::emulator::Emulator;
@@ -303,6 +306,25 @@ fn rewrite(bundle: &[u8], edit: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>) -> Ve
     out.finish().unwrap().into_inner()
 }
 
+/// `bundle` with the uncompressed size its central directory gives the entries `which`
+/// picks set to `size`, their data untouched: what a crafted archive says.
+fn declare_sizes(bundle: &[u8], which: impl Fn(&str) -> bool, size: u32) -> Vec<u8> {
+    let mut out = bundle.to_vec();
+    let mut at = 0;
+    // Central directory headers: the signature, the uncompressed size at 24, the name's
+    // length at 28, the name at 46.
+    while let Some(i) = out[at..].windows(4).position(|w| w == b"PK\x01\x02") {
+        let h = at + i;
+        let name_len = usize::from(u16::from_le_bytes([out[h + 28], out[h + 29]]));
+        let name = String::from_utf8(out[h + 46..h + 46 + name_len].to_vec()).unwrap();
+        if which(&name) {
+            out[h + 24..h + 28].copy_from_slice(&size.to_le_bytes());
+        }
+        at = h + 46 + name_len;
+    }
+    out
+}
+
 #[tokio::test]
 async fn a_damaged_or_foreign_bundle_is_refused_and_nothing_is_written() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -352,8 +374,45 @@ async fn a_damaged_or_foreign_bundle_is_refused_and_nothing_is_written() {
             b
         })
     });
+    // A page entry larger than an entry holds (valid JSON, padded).
+    let oversized = rewrite(&bundle, |n, b| {
+        Some(if n.starts_with("pages/") && n.ends_with(".json") {
+            let mut padded = vec![b' '; MAX_JSON_ENTRY_BYTES as usize + 1 - b.len()];
+            padded.extend(b);
+            padded
+        } else {
+            b
+        })
+    });
+    // An entry whose header says it inflates to nearly 4 GiB (its data a few hundred bytes).
+    let claims_4_gib = declare_sizes(
+        &bundle,
+        |n| n.starts_with("pages/") && n.ends_with(".json"),
+        0xffff_fff0,
+    );
+    // Entries each within the ink cap but together more than a bundle holds.
+    let many = rewrite(&bundle, |_, b| Some(b));
+    let many = {
+        let mut out = zip::ZipWriter::new_append(Cursor::new(many)).unwrap();
+        let entries = MAX_BUNDLE_BYTES / MAX_INK_ENTRY_BYTES + 1;
+        for _ in 0..entries {
+            out.start_file(
+                format!("pages/{}.png", uuid::Uuid::now_v7()),
+                zip::write::SimpleFileOptions::default()
+                    .compression_method(zip::CompressionMethod::Stored),
+            )
+            .unwrap();
+            out.write_all(b"ink").unwrap();
+        }
+        out.finish().unwrap().into_inner()
+    };
+    let too_much = declare_sizes(
+        &many,
+        |n| n.ends_with(".png"),
+        u32::try_from(MAX_INK_ENTRY_BYTES).unwrap(),
+    );
     type Expect = fn(&BundleError) -> bool;
-    let cases: [(&str, Vec<u8>, Expect); 7] = [
+    let cases: [(&str, Vec<u8>, Expect); 10] = [
         ("flipped byte", flipped, |e| {
             matches!(e, BundleError::Damaged(_))
         }),
@@ -385,6 +444,21 @@ async fn a_damaged_or_foreign_bundle_is_refused_and_nothing_is_written() {
         ("bad page JSON", bad_json, |e| {
             matches!(e, BundleError::Damaged(_))
         }),
+        (
+            "an entry over its cap",
+            oversized,
+            |e| matches!(e, BundleError::Damaged(m) if m.contains("holds at most 4194304")),
+        ),
+        (
+            "an entry saying it holds 4 GiB",
+            claims_4_gib,
+            |e| matches!(e, BundleError::Damaged(m) if m.contains("says it holds 4294967280 bytes")),
+        ),
+        (
+            "entries over the total",
+            too_much,
+            |e| matches!(e, BundleError::Damaged(m) if m.contains("together")),
+        ),
     ];
     for (what, bytes, expected) in cases {
         let err = target
@@ -422,6 +496,67 @@ async fn a_damaged_or_foreign_bundle_is_refused_and_nothing_is_written() {
         .unwrap_err();
     assert!(matches!(err, BundleError::NotEmpty(_)), "{err:?}");
     assert_eq!(snapshot(target.notebook(), SAMPLE_TERMS).await, mine);
+}
+
+/// A bundle imported into its own notebook after one of its pages went to the trash (and
+/// after a task was deleted on its own): refused before anything is written, naming the
+/// trashed item and how to restore it, rather than putting it back live beside its trash item
+/// (where `delete_page` could no longer trash it) or reporting a stem clash. Restored, the
+/// import skips it, and `delete_page` works as ever.
+#[tokio::test]
+async fn a_bundle_import_over_its_trashed_page_is_refused_naming_the_trash() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = local(dir.path());
+    fill_with_sample(&app).await;
+    let (nb, u) = (app.notebook(), user());
+    let bundle = export(nb).await;
+    let (pages, _) = nb
+        .list_pages_after(&u, None, None, None, 100)
+        .await
+        .unwrap();
+    // The page of 2026-06-19 has a date stem, ink and a task on no other page.
+    let page = pages
+        .iter()
+        .find(|p| p.date == Date::parse("2026-06-19").unwrap() && p.has_ink)
+        .unwrap()
+        .page_id
+        .clone();
+    assert!(nb.trash_page(&u, &page).await.unwrap().deleted);
+    let trashed = snapshot(nb, SAMPLE_TERMS).await;
+    let err = nb
+        .import_bundle(&u, Cursor::new(&bundle), &|| {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, BundleError::InTrash(m)
+            if m.contains(&format!("page {page} is in the trash")) && m.contains("restore_page")),
+        "{err:?}"
+    );
+    assert_eq!(snapshot(nb, SAMPLE_TERMS).await, trashed, "nothing written");
+
+    assert!(nb.restore_page(&u, &page).await.unwrap().restored);
+    let task = nb.list_tasks(&u, TaskFilter::Open, None, 1).await.unwrap()[0]
+        .task_link_id
+        .clone();
+    assert!(nb.trash_task(&u, &task).await.unwrap().deleted);
+    let err = nb
+        .import_bundle(&u, Cursor::new(&bundle), &|| {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, BundleError::InTrash(m)
+            if m.contains(&format!("task {task} is in the trash")) && m.contains("restore_task")),
+        "{err:?}"
+    );
+    assert!(nb.restore_task(&u, &task).await.unwrap().restored);
+
+    let again = nb
+        .import_bundle(&u, Cursor::new(&bundle), &|| {})
+        .await
+        .unwrap();
+    assert_eq!((again.pages, again.tasks), (0, 0), "everything was there");
+    assert!(nb.trash_page(&u, &page).await.unwrap().deleted);
+    assert!(nb.restore_page(&u, &page).await.unwrap().restored);
 }
 
 /// The bundle carries no secret: no Notion token or connection, no password hash, no API

@@ -6,9 +6,10 @@
 //! Uploads go straight to S3 under `uploads/{user}/...` through a presigned PUT whose signed
 //! `Content-Type` the uploader must send (the ingest function picks them up from there).
 //!
-//! **Trash.** `trash` copies each of a page's objects onto itself (`CopyObject`, same key,
-//! metadata and tags replaced: its content type again, the tag [`TRASH_TAG`]); the copy is a
-//! new current version with a new `LastModified`, so the bucket's lifecycle rule
+//! **Trash.** `trash` reads each of a page's objects' tags (`GetObjectTagging`) and copies
+//! one not marked yet onto itself (`CopyObject`, same key, metadata and tags replaced: its
+//! content type again, the tag [`TRASH_TAG`]); the copy is a new current version with a new
+//! `LastModified`, so the bucket's lifecycle rule
 //! `purge-trashed-images` (`infra/s3.tf`: current versions tagged `nib-trash=1` expire
 //! [`crate::ports::ASSET_PURGE_DAYS`] days after their creation, noncurrent ones a day after
 //! they stop being current) counts from the delete. `untrash` reads the tags
@@ -89,6 +90,23 @@ impl S3Assets {
         match answer {
             Ok(_) => Ok(true),
             Err(e) if e.as_service_error().is_some_and(is_missing) => Ok(false),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// Whether the object carries the trash tag (`GetObjectTagging`); `None` when there is
+    /// no such object.
+    async fn marked(&self, key: &str) -> Result<Option<bool>, AssetsError> {
+        match self
+            .client
+            .get_object_tagging()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(tags) => Ok(Some(tags.tag_set().iter().any(|t| t.key() == TRASH_TAG.0))),
+            Err(e) if e.as_service_error().is_some_and(is_missing) => Ok(None),
             Err(e) => Err(unavailable(e)),
         }
     }
@@ -219,7 +237,8 @@ impl Assets for S3Assets {
         Ok(request.uri().to_owned())
     }
 
-    /// One `CopyObject` per kind (a missing object is skipped).
+    /// One `GetObjectTagging` per kind, and a `CopyObject` for each object not marked yet
+    /// (copying a marked one again would restart its purge; a missing object is skipped).
     async fn trash(
         &self,
         user: &UserId,
@@ -228,8 +247,10 @@ impl Assets for S3Assets {
     ) -> Result<(), AssetsError> {
         let tag = format!("{}={}", TRASH_TAG.0, TRASH_TAG.1);
         for kind in kinds {
-            self.retag(&object_key(user, page, *kind), *kind, &tag)
-                .await?;
+            let key = object_key(user, page, *kind);
+            if self.marked(&key).await? == Some(false) {
+                self.retag(&key, *kind, &tag).await?;
+            }
         }
         Ok(())
     }
@@ -243,19 +264,7 @@ impl Assets for S3Assets {
     ) -> Result<(), AssetsError> {
         for kind in kinds {
             let key = object_key(user, page, *kind);
-            let tags = match self
-                .client
-                .get_object_tagging()
-                .bucket(&self.bucket)
-                .key(&key)
-                .send()
-                .await
-            {
-                Ok(tags) => tags,
-                Err(e) if e.as_service_error().is_some_and(is_missing) => continue,
-                Err(e) => return Err(unavailable(e)),
-            };
-            if tags.tag_set().iter().any(|t| t.key() == TRASH_TAG.0) {
+            if self.marked(&key).await? == Some(true) {
                 self.retag(&key, *kind, "").await?;
             }
         }
