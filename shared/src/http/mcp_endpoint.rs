@@ -343,6 +343,8 @@ fn authorize(
 }
 
 /// Check 7, sessions (opt-in): signed ids bound to the user, for the eras before 2026-07-28.
+/// Each message is judged on its own: only `initialize` goes without a session, so a batch
+/// that holds one besides other messages still needs a session for those.
 fn check_session(
     st: &HttpState,
     headers: &HeaderMap,
@@ -353,7 +355,11 @@ fn check_session(
         return Ok(());
     };
     let stateless_era = header_str(headers, VERSION_HEADER).is_some_and(|v| v >= "2026-07-28");
-    if request.is_initialize() || stateless_era {
+    let needs_session = request
+        .messages
+        .iter()
+        .any(|m| m.method() != Some("initialize"));
+    if !needs_session || stateless_era {
         return Ok(());
     }
     match header_str(headers, SESSION_HEADER) {
