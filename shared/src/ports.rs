@@ -484,8 +484,10 @@ pub trait RateLimiter: Send + Sync {
     /// that is over its limit (so a refused hit still counts in the windows before it).
     async fn hit(&self, key: &str, windows: &[Window]) -> Result<RateDecision, RateLimitError>;
 
-    /// Counts `n` hits of `key` (a JSON-RPC batch counts each of its messages), one after the
-    /// other, and stops at the first refused one.
+    /// Counts `n` hits of `key` (a JSON-RPC batch counts each of its messages, a prompt what it
+    /// dispatches) and refuses them all unless all fit. By default one hit after the other,
+    /// stopping at the first refused one; the adapters count them in one step per window
+    /// (one atomic increment by `n`).
     async fn hit_many(
         &self,
         key: &str,

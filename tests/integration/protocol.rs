@@ -615,3 +615,144 @@ async fn opt_in_sessions_are_signed_bound_to_the_user_and_checked() {
         .unwrap();
     assert_eq!(r.status(), 404);
 }
+
+/// With sessions on, each message of a 2025-03-26 batch is judged on its own: an `initialize`
+/// in the batch excuses only itself, so the batch's other messages still need the session
+/// (it used to excuse the whole batch).
+#[tokio::test]
+async fn with_sessions_an_initialize_in_a_batch_excuses_only_itself() {
+    let app = TestApp::spawn_with(Options {
+        sessions: true,
+        ..Options::default()
+    })
+    .await;
+    let batch = json!([
+        initialize("2025-03-26"),
+        { "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "list_pages", "arguments": { "limit": 1 } } },
+    ]);
+    let send = |session: Option<String>| {
+        let mut req = app.post().header("mcp-protocol-version", "2025-03-26");
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s);
+        }
+        req.json(&batch).send()
+    };
+    let r = send(None).await.unwrap();
+    assert_eq!(r.status(), 400, "the tools/call has no session");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "session_required", "{body}");
+
+    // A lone initialize needs none, and with the session it hands out the batch is answered.
+    let r = app
+        .post()
+        .header("mcp-protocol-version", "2025-03-26")
+        .json(&initialize("2025-03-26"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let r = send(Some(session)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let replies: Value = r.json().await.unwrap();
+    assert_eq!(replies[1]["result"]["isError"], false, "{replies}");
+}
+
+/// `Mcp-Method` and `Mcp-Name` are optional before 2026-07-28, but one that is sent must say
+/// what the body says in every revision: an intermediary that routes or authorizes on the
+/// header must not see one thing while nib runs another (they used to be ignored below
+/// 2026-07-28). Matching headers are fine.
+#[tokio::test]
+async fn standard_headers_that_contradict_the_body_are_refused_in_every_revision() {
+    let app = TestApp::spawn_empty().await;
+    let call = json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "list_pages", "arguments": {} } });
+    for version in ["2025-03-26", "2025-06-18", LATEST_LEGACY] {
+        let send = |method: &'static str, name: &'static str| {
+            app.post()
+                .header("mcp-protocol-version", version)
+                .header("mcp-method", method)
+                .header("mcp-name", name)
+                .json(&call)
+                .send()
+        };
+        for (method, name) in [("tools/list", "list_pages"), ("tools/call", "delete_page")] {
+            let r = send(method, name).await.unwrap();
+            assert_eq!(r.status(), 400, "{version} {method} {name}");
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(body["error"]["code"], -32020, "{version}: {body}");
+            assert_eq!(body["id"], 3);
+        }
+        let r = send("tools/call", "list_pages").await.unwrap();
+        assert_eq!(r.status(), 200, "{version}");
+        assert_eq!(r.json::<Value>().await.unwrap()["result"]["isError"], false);
+    }
+}
+
+/// JSON-RPC ids are strings or integers that fit a signed 64-bit integer (what rmcp's model
+/// holds): a larger one is an invalid request (-32600), not invalid params (-32602) as when
+/// it got as far as the typed parse.
+#[tokio::test]
+async fn an_id_beyond_i64_is_an_invalid_request() {
+    let app = TestApp::spawn_empty().await;
+    for id in ["9223372036854775808", "18446744073709551615"] {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        let r = app
+            .post()
+            .header("mcp-protocol-version", LATEST_LEGACY)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{id}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], -32600, "{id}: {body}");
+    }
+    let (status, body) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": i64::MAX, "method": "ping" }))
+        .await;
+    assert_eq!((status, body["id"].clone()), (200, json!(i64::MAX)));
+}
+
+/// What a profile of the workspace's Cargo.toml does on a panic: its own `panic`, else that of
+/// the profile it inherits, else cargo's default (unwind).
+fn panic_strategy(manifest: &str, profile: &str) -> String {
+    let mut section = String::new();
+    let (mut panic, mut inherits) = (None, None);
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_owned();
+            continue;
+        }
+        if section != format!("profile.{profile}") {
+            continue;
+        }
+        if let Some((key, value)) = line.split_once('=') {
+            let value = value.trim().trim_matches('"').to_owned();
+            match key.trim() {
+                "panic" => panic = Some(value),
+                "inherits" => inherits = Some(value),
+                _ => {}
+            }
+        }
+    }
+    match (panic, inherits) {
+        (Some(p), _) => p,
+        (None, Some(parent)) => panic_strategy(manifest, &parent),
+        (None, None) => "unwind".to_owned(),
+    }
+}
+
+/// `nib serve` is built with the release profile (`cargo build --release -p nib-cli`, `make
+/// run`, the benchmarks): it must unwind, or the request boundary that turns a handler's
+/// panic into that request's 500 (`a_panicking_handler_answers_500_and_the_server_goes_on`)
+/// never runs and one bad request aborts the server. The Lambda functions' profile may abort
+/// (one request per instance). The release profile used to abort.
+#[test]
+fn the_profile_nib_serve_is_built_with_unwinds_on_panic() {
+    let manifest = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"),
+    )
+    .unwrap();
+    assert_eq!(panic_strategy(&manifest, "release"), "unwind");
+    assert_eq!(panic_strategy(&manifest, "dev"), "unwind");
+}

@@ -47,15 +47,22 @@ struct Env {
 }
 
 async fn spawn(limits: RateLimits, limiter: Limiter) -> Env {
+    spawn_with(limits, |app, clock| match limiter {
+        Limiter::Memory => Arc::new(InMemoryRateLimiter::new(clock)) as Arc<dyn RateLimiter>,
+        Limiter::Store => Arc::new(StoreRateLimiter::new(app.store.clone(), clock)),
+    })
+    .await
+}
+
+/// A server whose limiter `limiter` makes, over the pinned clock.
+async fn spawn_with(
+    limits: RateLimits,
+    limiter: impl FnOnce(&Services, Arc<dyn Clock>) -> Arc<dyn RateLimiter>,
+) -> Env {
     let data = tempfile::tempdir().unwrap();
     let mut app = Services::open_local(data.path(), LocalOptions::default()).unwrap();
     let clock = PinnedClock::new();
-    app.limiter = match limiter {
-        Limiter::Memory => {
-            Arc::new(InMemoryRateLimiter::new(clock.clone())) as Arc<dyn RateLimiter>
-        }
-        Limiter::Store => Arc::new(StoreRateLimiter::new(app.store.clone(), clock.clone())),
-    };
+    app.limiter = limiter(&app, clock.clone());
     let app = TestApp::spawn_over(
         app,
         Options {
@@ -342,4 +349,115 @@ async fn a_batch_over_the_cap_is_one_error_and_runs_nothing() {
     // Exactly the cap is accepted.
     let r = batch(&env, "list_tasks", n - 1, |_| json!({})).await;
     assert_eq!(r.status(), 200);
+}
+
+async fn prompt(env: &Env, name: &str) -> reqwest::Response {
+    env.app
+        .post_anon()
+        .bearer_auth(&env.app.token)
+        .header("mcp-protocol-version", LATEST_LEGACY)
+        .json(&json!({ "jsonrpc": "2.0", "id": 5, "method": "prompts/get", "params": { "name": name } }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A `prompts/get` counts the most dispatches its prompt makes (weekly_review: one
+/// `list_pages`, two `list_tasks` per status, ten page reads), not one request's worth: a
+/// prompt used to cost one unit for up to fifteen tool calls (on AWS, Lambda invocations).
+#[tokio::test]
+async fn a_prompt_counts_what_it_dispatches() {
+    let weekly = nib::mcp::prompt_max_dispatches("weekly_review").unwrap();
+    assert_eq!(weekly, 15);
+    for limiter in [Limiter::Memory, Limiter::Store] {
+        let env = spawn(per_minute(weekly + 1), limiter).await;
+        let r = prompt(&env, "weekly_review").await;
+        assert_eq!(r.status(), 200);
+        assert!(r.json::<Value>().await.unwrap()["result"]["messages"].is_array());
+        assert_eq!(
+            call(&env, &env.app.token, "list_tasks", json!({}))
+                .await
+                .status(),
+            200,
+            "the one unit left"
+        );
+        assert_eq!(
+            call(&env, &env.app.token, "list_tasks", json!({}))
+                .await
+                .status(),
+            429
+        );
+        // A prompt that does not fit what is left of the window is refused whole.
+        let env = spawn(per_minute(weekly - 1), limiter).await;
+        let r = prompt(&env, "weekly_review").await;
+        assert_eq!(r.status(), 429);
+        assert_eq!(
+            r.json::<Value>().await.unwrap()["error"]["code"],
+            RATE_LIMITED_CODE
+        );
+    }
+}
+
+/// A limiter that panics at its next hit once armed: the stand-in for a bug that panics in a
+/// request handler, which nothing in nib is known to do (so a fake is the only way to get one).
+struct PanicsWhenArmed {
+    inner: InMemoryRateLimiter,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl RateLimiter for PanicsWhenArmed {
+    async fn hit(
+        &self,
+        key: &str,
+        windows: &[nib::ports::Window],
+    ) -> Result<nib::ports::RateDecision, nib::ports::RateLimitError> {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            panic!("a request handler panicked (on purpose, in a test)");
+        }
+        self.inner.hit(key, windows).await
+    }
+}
+
+/// A panic in one request's handler is that request's JSON 500 with a correlation id (the
+/// error writer's body, the id also in `x-correlation-id`), and the same server answers the
+/// next request. It used to drop the connection without an answer (and, in a release build
+/// with `panic = "abort"`, take `nib serve` down).
+#[tokio::test]
+async fn a_panicking_handler_answers_500_and_the_server_goes_on() {
+    let mut limiter = None;
+    let env = spawn_with(per_minute(100), |_, clock| {
+        let l = Arc::new(PanicsWhenArmed {
+            inner: InMemoryRateLimiter::new(clock),
+            armed: std::sync::atomic::AtomicBool::new(false),
+        });
+        limiter = Some(l.clone());
+        l
+    })
+    .await;
+    let limiter = limiter.unwrap();
+    assert_eq!(
+        call(&env, &env.app.token, "list_tasks", json!({}))
+            .await
+            .status(),
+        200
+    );
+    limiter.armed.store(true, Ordering::SeqCst);
+    let r = call(&env, &env.app.token, "list_tasks", json!({})).await;
+    assert_eq!(r.status(), 500);
+    let cid = r.headers()["x-correlation-id"].to_str().unwrap().to_owned();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({ "error": "internal_error", "message": "internal error", "correlationId": cid })
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            call(&env, &env.app.token, "list_tasks", json!({}))
+                .await
+                .status(),
+            200,
+            "the same server answers"
+        );
+    }
 }

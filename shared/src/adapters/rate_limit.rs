@@ -149,6 +149,16 @@ impl InMemoryRateLimiter {
 #[async_trait]
 impl RateLimiter for InMemoryRateLimiter {
     async fn hit(&self, key: &str, windows: &[Window]) -> Result<RateDecision, RateLimitError> {
+        self.hit_many(key, windows, 1).await
+    }
+
+    /// `n` hits as one step per window, under the shard's lock.
+    async fn hit_many(
+        &self,
+        key: &str,
+        windows: &[Window],
+        n: u64,
+    ) -> Result<RateDecision, RateLimitError> {
         let now = self.clock.unix();
         let unix = now.max(0) as u64;
         let shard = &self.shards[(self.hasher.hash_one(key) % SHARDS as u64) as usize];
@@ -176,7 +186,7 @@ impl RateLimiter for InMemoryRateLimiter {
                 };
                 ends.push(Reverse((end, name)));
             }
-            slot.count += 1;
+            slot.count = slot.count.saturating_add(n);
             if slot.count > window.max {
                 return Ok(limited(now, window, index));
             }
@@ -200,12 +210,23 @@ impl StoreRateLimiter {
 #[async_trait]
 impl RateLimiter for StoreRateLimiter {
     async fn hit(&self, key: &str, windows: &[Window]) -> Result<RateDecision, RateLimitError> {
+        self.hit_many(key, windows, 1).await
+    }
+
+    /// `n` hits as one atomic increment by `n` per window: a prompt or a batch costs the same
+    /// writes as one call.
+    async fn hit_many(
+        &self,
+        key: &str,
+        windows: &[Window],
+        n: u64,
+    ) -> Result<RateDecision, RateLimitError> {
         let now = self.clock.unix();
         for &window in windows {
             let index = window_index(now, window);
             let pk = format!("{COUNTER_PREFIX}{key}#{}#{index}", window.secs);
             let expires_at = ((index + 1) * window.secs.max(1) + TTL_SLACK_SECS) as i64;
-            let count = self.store.increment(&pk, "RL", 1, expires_at).await?;
+            let count = self.store.increment(&pk, "RL", n, expires_at).await?;
             if count > window.max {
                 return Ok(limited(now, window, index));
             }
@@ -359,6 +380,27 @@ mod tests {
         let clock = Arc::new(TestClock(AtomicI64::new(0)));
         let limiter = StoreRateLimiter::new(store, clock.clone());
         check(&limiter, &clock).await;
+    }
+
+    /// `n` hits in one step count `n`, and pass only when all of them fit, in both
+    /// implementations (the store's is one increment by `n` per window).
+    #[tokio::test]
+    async fn many_hits_count_as_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(&dir.path().join("s.redb")).unwrap());
+        let clock = Arc::new(TestClock(AtomicI64::new(BASE)));
+        let limiters: Vec<Arc<dyn RateLimiter>> = vec![
+            Arc::new(InMemoryRateLimiter::new(clock.clone())),
+            Arc::new(StoreRateLimiter::new(store, clock.clone())),
+        ];
+        for limiter in limiters {
+            let allowed = |d: RateDecision| d == RateDecision::Allowed;
+            assert!(allowed(limiter.hit_many("a", &[MINUTE], 2).await.unwrap()));
+            assert!(allowed(limiter.hit("a", &[MINUTE]).await.unwrap()));
+            assert!(!allowed(limiter.hit("a", &[MINUTE]).await.unwrap()));
+            assert!(!allowed(limiter.hit_many("b", &[MINUTE], 4).await.unwrap()));
+            assert!(allowed(limiter.hit_many("c", &[MINUTE], 3).await.unwrap()));
+        }
     }
 
     /// 200 concurrent hits on a limit of 60: exactly 60 pass, in both implementations.

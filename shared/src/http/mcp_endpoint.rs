@@ -343,6 +343,8 @@ fn authorize(
 }
 
 /// Check 7, sessions (opt-in): signed ids bound to the user, for the eras before 2026-07-28.
+/// Each message is judged on its own: only `initialize` goes without a session, so a batch
+/// that holds one besides other messages still needs a session for those.
 fn check_session(
     st: &HttpState,
     headers: &HeaderMap,
@@ -353,7 +355,11 @@ fn check_session(
         return Ok(());
     };
     let stateless_era = header_str(headers, VERSION_HEADER).is_some_and(|v| v >= "2026-07-28");
-    if request.is_initialize() || stateless_era {
+    let needs_session = request
+        .messages
+        .iter()
+        .any(|m| m.method() != Some("initialize"));
+    if !needs_session || stateless_era {
         return Ok(());
     }
     match header_str(headers, SESSION_HEADER) {
@@ -443,10 +449,21 @@ fn is_write_call(message: &mcp_request::Message) -> bool {
         .is_some_and(|t| t.scope > Scope::Read)
 }
 
+/// What a message counts against the credential's limits: one, except a `prompts/get` of one
+/// of nib's prompts, which counts the most dispatches building it makes (up to 15 tool calls
+/// and page reads; on AWS, Lambda invocations), charged up front.
+fn units(message: &mcp_request::Message) -> u64 {
+    match (message.method(), message.name()) {
+        (Some("prompts/get"), Some(name)) => crate::mcp::prompt_max_dispatches(name).unwrap_or(1),
+        _ => 1,
+    }
+}
+
 /// Check 8, rate limits per credential: every message counts against the credential's limits (so a
-/// batch is no way around them), and calls of write tools against its write limits too. A
-/// limiter that cannot be reached lets the request through: limits protect capacity, not
-/// data, and the request would need the same store anyway.
+/// batch is no way around them), a prompt by what it dispatches ([`units`]), and calls of write
+/// tools against its write limits too. A limiter that cannot be reached lets the request
+/// through: limits protect capacity, not data, and the request would need the same store
+/// anyway.
 async fn rate_limit(
     st: &HttpState,
     principal: &Principal,
@@ -454,7 +471,7 @@ async fn rate_limit(
     cid: &str,
 ) -> Result<(), HttpError> {
     let limits = &st.config.rate_limits;
-    let all = request.messages.len() as u64;
+    let all = request.messages.iter().map(units).sum();
     let writes = request.messages.iter().filter(|m| is_write_call(m)).count() as u64;
     let checks = [
         (principal.credential_id.clone(), limits.all(), all),

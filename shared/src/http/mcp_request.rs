@@ -167,10 +167,18 @@ fn message(raw: &RawValue) -> Result<Message<'_>, HttpError> {
     if fields.jsonrpc.and_then(string).as_deref() != Some("2.0") {
         return Err(invalid(id, "jsonrpc must be \"2.0\""));
     }
-    if let Some(v) = &id
-        && !(v.is_string() || v.is_i64() || v.is_u64())
-    {
-        return Err(invalid(id, "id must be a string or an integer"));
+    // Integers beyond i64 (u64's upper half) are refused here too: rmcp's model types hold an
+    // id as an i64, so one would otherwise fail the typed parse later as invalid params.
+    if let Some(v) = &id {
+        if v.is_u64() && !v.is_i64() {
+            return Err(invalid(
+                id,
+                "an integer id must fit in a signed 64-bit integer",
+            ));
+        }
+        if !(v.is_string() || v.is_i64()) {
+            return Err(invalid(id, "id must be a string or an integer"));
+        }
     }
     let method = match fields.method {
         Some(m) => match string(m) {
@@ -270,6 +278,12 @@ mod tests {
             refusal(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#),
             "id must be a string or an integer"
         );
+        assert_eq!(
+            refusal(r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}"#),
+            "an integer id must fit in a signed 64-bit integer"
+        );
+        assert!(one(r#"{"jsonrpc":"2.0","id":9223372036854775807,"method":"ping"}"#).is_ok());
+        assert!(one(r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"ping"}"#).is_ok());
         assert_eq!(
             refusal(r#"{"jsonrpc":"2.0","id":1,"method":3}"#),
             "method must be a string"

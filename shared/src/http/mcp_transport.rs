@@ -5,10 +5,10 @@
 //! The transport's rules, in the order they are checked:
 //! 1. `initialize`: an `MCP-Protocol-Version` header, when sent, names the version in its params
 //!    (400, -32600).
-//! 2. From 2026-07-28 (the header's version), SEP-2243: `Mcp-Method` is required and equals the
-//!    body's method, `Mcp-Name` equals the tool, prompt or URI the body names (Base64 when
-//!    wrapped as `=?base64?...?=`); each at most once (400, -32020). `initialize` may omit
-//!    them, but one it sends must say `initialize`.
+//! 2. SEP-2243: `Mcp-Method` equals the body's method, `Mcp-Name` the tool, prompt or URI the
+//!    body names (Base64 when wrapped as `=?base64?...?=`); each at most once (400, -32020).
+//!    Required from 2026-07-28 (the header's version); before it optional, but checked
+//!    when sent. `initialize` may omit them, but one it sends must say `initialize`.
 //! 3. A `_meta` protocol version needs the header, naming the same version (400, -32020);
 //!    without one, `server/discover` and a request whose header says 2026-07-28 or later lack
 //!    their required metadata (400, -32602).
@@ -197,21 +197,21 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, Str
         .map_err(|_| format!("{name} header contains invalid characters"))
 }
 
-/// Rule 2, SEP-2243's standard headers, from 2026-07-28 (the header's version).
+/// Rule 2, SEP-2243's standard headers: required from 2026-07-28 (the header's version), and
+/// in every revision, when sent, equal to the body. Intermediaries may route or authorize on
+/// them, so a header that says one thing while the body does another is refused in any era.
 fn check_standard_headers(
     headers: &HeaderMap,
     header_version: Option<&str>,
     m: &Message<'_>,
     initialize: bool,
 ) -> Result<(), String> {
-    if header_version.is_none_or(|v| v < ProtocolVersion::STANDARD_HEADERS.as_str()) {
-        return Ok(());
-    }
+    let required = header_version.is_some_and(|v| v >= ProtocolVersion::STANDARD_HEADERS.as_str());
     let Some(method) = m.method() else {
         return Ok(());
     };
     match header(headers, METHOD_HEADER)? {
-        None if initialize => return Ok(()),
+        None if initialize || !required => {}
         None => return Err("missing required Mcp-Method header".to_owned()),
         Some(value) if value != method => {
             return Err(format!(
@@ -225,6 +225,7 @@ fn check_standard_headers(
     }
     if let Some(expected) = named(method, m) {
         match header(headers, NAME_HEADER)? {
+            None if !required => {}
             None => return Err(format!("missing required Mcp-Name header for `{method}`")),
             Some(raw) => {
                 let decoded = decode_header_value(raw)
@@ -320,6 +321,63 @@ mod tests {
             Some("café")
         );
         assert_eq!(decode_header_value("=?base64?***?="), None);
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    /// `Mcp-Method` and `Mcp-Name` are required only from 2026-07-28, but in every revision a
+    /// header that is sent must say what the body says (they used to be ignored below it).
+    #[test]
+    fn standard_headers_that_are_sent_must_match_the_body_in_every_revision() {
+        let body =
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_pages"}}"#;
+        let request = super::super::mcp_request::parse(body, Ok(()), 1).unwrap();
+        let m = &request.messages[0];
+        let check = |version: Option<&str>, pairs: &[(&'static str, &'static str)]| {
+            check_standard_headers(&headers(pairs), version, m, false)
+        };
+        for version in [
+            None,
+            Some("2025-03-26"),
+            Some("2025-06-18"),
+            Some("2025-11-25"),
+        ] {
+            assert_eq!(check(version, &[]), Ok(()), "{version:?}: optional");
+            assert_eq!(
+                check(
+                    version,
+                    &[("mcp-method", "tools/call"), ("mcp-name", "list_pages")]
+                ),
+                Ok(()),
+                "{version:?}"
+            );
+            let wrong_method = check(version, &[("mcp-method", "tools/list")]);
+            assert!(
+                wrong_method
+                    .as_ref()
+                    .is_err_and(|e| e.contains("does not match")),
+                "{version:?}: {wrong_method:?}"
+            );
+            let wrong_name = check(version, &[("mcp-name", "=?base64?Z2V0X3BhZ2U=?=")]);
+            assert!(
+                wrong_name.as_ref().is_err_and(|e| e.contains("`get_page`")),
+                "{version:?}: {wrong_name:?}"
+            );
+        }
+        assert!(check(Some("2026-07-28"), &[]).is_err(), "required there");
+        assert_eq!(
+            check(
+                Some("2026-07-28"),
+                &[("mcp-method", "tools/call"), ("mcp-name", "list_pages")]
+            ),
+            Ok(())
+        );
     }
 
     #[test]

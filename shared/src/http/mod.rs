@@ -201,23 +201,74 @@ pub fn router(state: Arc<HttpState>) -> Router {
     } else {
         router
     };
-    router.with_state(state)
+    with_panic_boundary(router, state)
 }
 
 /// The `mcp` Lambda's part (API Gateway routes `/mcp` and `/pages/{id}` to it): `/mcp`,
 /// `/pages/{id}` and `/healthz`. Separate from [`router`] so the front's binary links no
 /// authorization-server endpoints.
 pub fn front_router(state: Arc<HttpState>) -> Router {
-    mcp_routes().with_state(state)
+    with_panic_boundary(mcp_routes(), state)
 }
 
 /// The `oauth` Lambda's part: the well-known documents, the authorization server and the page
 /// sign-in.
 pub fn authorization_router(state: Arc<HttpState>) -> Router {
-    protected_resource_routes()
+    let routes = protected_resource_routes()
         .merge(oauth::routes())
-        .merge(pages::signin_routes())
+        .merge(pages::signin_routes());
+    with_panic_boundary(routes, state)
+}
+
+/// The routes with their state, behind [`catch_panic`].
+fn with_panic_boundary(routes: Router<Arc<HttpState>>, state: Arc<HttpState>) -> Router {
+    routes
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            catch_panic,
+        ))
         .with_state(state)
+}
+
+/// The request boundary: a panic in a handler becomes that request's 500 (the error writer's
+/// JSON body with a correlation id, also in `x-correlation-id`), logged once here, and the
+/// server goes on with its other requests. It works only where panics unwind: `nib serve`'s
+/// release profile does; the Lambda functions' (`release-lambda`) aborts, and there a panic
+/// ends the instance with its one request (Lambda starts another). Shared state a panic
+/// leaves half-changed is not repaired: a mutex it poisoned fails later requests the same
+/// way (500s), it does not corrupt them.
+async fn catch_panic(
+    State(st): State<Arc<HttpState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use futures::FutureExt;
+    // Both are cheap to clone (a standard method is a tag, a URI shares its bytes).
+    let http_method = req.method().clone();
+    let uri = req.uri().clone();
+    match std::panic::AssertUnwindSafe(next.run(req))
+        .catch_unwind()
+        .await
+    {
+        Ok(response) => response,
+        Err(_) => {
+            let cid = crate::telemetry::correlation_id();
+            // The panic's message is not in this line (it may quote a value); the standard
+            // panic hook has put it and its location on stderr.
+            // The path only (ids at most, as in `/pages/{id}`), never the query string.
+            tracing::error!(
+                correlation_id = %cid,
+                http_method = %http_method,
+                path = uri.path(),
+                "request handler panicked"
+            );
+            let mut response = HttpError::Internal.into_response(&cid, &st.config);
+            if let Ok(v) = header::HeaderValue::from_str(&cid) {
+                response.headers_mut().insert("x-correlation-id", v);
+            }
+            response
+        }
+    }
 }
 
 fn mcp_routes() -> Router<Arc<HttpState>> {

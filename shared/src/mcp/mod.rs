@@ -417,6 +417,7 @@ pub mod protocol;
 mod resources;
 pub mod viewer;
 
+pub use prompts::max_dispatches as prompt_max_dispatches;
 pub use resources::page_resource;
 
 #[cfg(test)]

@@ -23,8 +23,13 @@ use crate::tools::{Dispatch, ToolError, resources};
 
 /// Pages embedded in one prompt at most (each is one read).
 pub const MAX_EMBEDDED_PAGES: usize = 10;
-/// Tasks one prompt looks through at most.
+/// Tasks one prompt looks through at most, per status.
 const MAX_TASKS: usize = 200;
+/// Tasks asked for by one `list_tasks` call.
+const TASKS_PER_CALL: usize = 100;
+/// `list_tasks` calls per status at most: the loop stops there even if a short page still
+/// carries a cursor, so a prompt's dispatches are bounded whatever the notebook answers.
+const TASK_CALLS: usize = MAX_TASKS.div_ceil(TASKS_PER_CALL);
 const PROMPTS_TTL_MS: u64 = 3_600_000;
 
 pub const DAILY_REVIEW: &str = "daily_review";
@@ -75,6 +80,23 @@ pub(super) fn list() -> ListPromptsResult {
 
 pub(super) fn is_prompt(name: &str) -> bool {
     [DAILY_REVIEW, WEEKLY_REVIEW, CARRY_FORWARD].contains(&name)
+}
+
+/// The most dispatches (tool calls and resource reads through the [`Dispatch`] port; on AWS,
+/// Lambda invocations) that building the prompt `name` makes, `None` for a name that is not
+/// one of nib's prompts. A `prompts/get` counts this much against the caller's rate limits,
+/// up front: what the prompt may cost, not one request's worth.
+pub fn max_dispatches(name: &str) -> Option<u64> {
+    let (list_pages, task_statuses, embedded) = match name {
+        // The day's pages, the open tasks, the pages embedded.
+        DAILY_REVIEW => (1, 1, MAX_EMBEDDED_PAGES),
+        // The week's pages, the done and the open tasks, the pages embedded.
+        WEEKLY_REVIEW => (1, 2, MAX_EMBEDDED_PAGES),
+        // The open tasks, the pages they came from.
+        CARRY_FORWARD => (0, 1, MAX_EMBEDDED_PAGES),
+        _ => return None,
+    };
+    Some((list_pages + task_statuses * TASK_CALLS + embedded) as u64)
 }
 
 /// Why a prompt could not be built.
@@ -187,10 +209,10 @@ impl Builder<'_> {
     async fn tasks(&self, status: &str) -> Result<Vec<Value>, PromptError> {
         let mut out = Vec::new();
         let mut cursor: Option<String> = None;
-        loop {
+        for _ in 0..TASK_CALLS {
             let mut args = Map::new();
             args.insert("status".into(), json!(status));
-            args.insert("limit".into(), json!(100));
+            args.insert("limit".into(), json!(TASKS_PER_CALL));
             if let Some(c) = cursor.take() {
                 args.insert("cursor".into(), json!(c));
             }
@@ -358,7 +380,79 @@ impl Builder<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
     use super::*;
+    use crate::auth::Scope;
+    use crate::domain::UserId;
+
+    /// A notebook at its least helpful: every list is longer than a prompt takes (fifty
+    /// pages on any day; tasks six at a time, each from its own page, and every list of
+    /// them with another cursor), every page readable. It counts what it is asked.
+    #[derive(Default)]
+    struct Endless {
+        dispatches: AtomicU64,
+    }
+
+    #[async_trait::async_trait]
+    impl Dispatch for Endless {
+        async fn call(
+            &self,
+            _: &Principal,
+            name: &str,
+            _: Map<String, Value>,
+        ) -> Result<crate::tools::Output, ToolError> {
+            let n = self.dispatches.fetch_add(1, Ordering::SeqCst);
+            let page = |i: u64| json!({ "page_id": format!("p{i}"), "date": "2026-06-16" });
+            let value = match name {
+                "list_pages" => json!({ "pages": (0..50).map(page).collect::<Vec<_>>() }),
+                _ => json!({
+                    "tasks": (0..6).map(|k| json!({
+                        "task_link_id": format!("t{n}-{k}"), "text": "x",
+                        "first_seen_date": "2000-01-01", "completed_date": "2026-06-16",
+                        "source_page_id": format!("p{n}-{k}"),
+                    })).collect::<Vec<_>>(),
+                    "next_cursor": format!("c{n}"),
+                }),
+            };
+            crate::tools::output(&value)
+        }
+
+        async fn read_resource(&self, _: &Principal, uri: &str) -> Result<Vec<Value>, ToolError> {
+            self.dispatches.fetch_add(1, Ordering::SeqCst);
+            Ok(vec![
+                json!({ "uri": uri, "mimeType": "text/markdown", "text": "a page" }),
+            ])
+        }
+    }
+
+    /// Each prompt makes at most the dispatches it is charged for (its worst case is reached
+    /// here exactly): the task lists stop at their call budget even when every page carries a
+    /// cursor (the loop used to follow cursors until it held 200 tasks).
+    #[tokio::test]
+    async fn a_prompt_makes_at_most_the_dispatches_it_is_charged() {
+        let principal = Principal {
+            user: UserId::parse("u").unwrap(),
+            scope: Scope::Read,
+            credential_id: "t".into(),
+            client: None,
+        };
+        for name in [DAILY_REVIEW, WEEKLY_REVIEW, CARRY_FORWARD] {
+            let dispatch = Endless::default();
+            let builder = Builder {
+                dispatch: &dispatch,
+                principal: &principal,
+            };
+            builder.get(name, &Map::new()).await.unwrap();
+            assert_eq!(
+                Some(dispatch.dispatches.load(Ordering::SeqCst)),
+                max_dispatches(name),
+                "{name}"
+            );
+        }
+        assert_eq!(max_dispatches(WEEKLY_REVIEW), Some(15));
+        assert_eq!(max_dispatches("test_simple_prompt"), None);
+    }
 
     #[test]
     fn weeks_run_monday_to_sunday() {
