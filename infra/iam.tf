@@ -2,9 +2,10 @@
 # tests/infra/test_infra.py, so loosening one fails `make test-infra`:
 #
 # - Every DynamoDB statement carries a dynamodb:LeadingKeys condition naming the partition-key
-#   prefixes (DESIGN §5) that function may touch: mcp only tokens, rate windows and OAuth grants
-#   (TOK#, RL#, GRANT#); oauth only CLIENT#, CODE#, RT#, GRANT#, USER# (sign-in accounts), the
-#   one item SECRET#oauth (its CSRF key's secret) and the counters of its own rate limits
+#   prefixes (DESIGN §5) that function may touch: mcp only tokens, rate windows, OAuth grants
+#   and browser sessions (TOK#, RL#, GRANT#, SESSION#: a page view reads and refreshes its
+#   session); oauth only CLIENT#, CODE#, RT#, GRANT#, USER# (sign-in accounts), SESSION#
+#   (created at sign-in, read at /oauth/authorize, deleted at sign-out), the one item SECRET#oauth (its CSRF key's secret) and the counters of its own rate limits
 #   (RL#login#, RL#oauth-register#, RL#oauth-addr#: sign-ins per user name, registrations,
 #   everything per client address); the class functions only user partitions (U#).
 #   No other role reaches SECRET#. No role may Scan (a Scan has no leading key, so the condition
@@ -84,14 +85,16 @@ resource "aws_iam_role_policy" "base" {
 }
 
 # ---------------------------------------------------------------------------------------------
-# mcp: the front. Tokens, rate windows and grant revocation checks; forwards tools/call.
+# mcp: the front. Tokens, rate windows, grant revocation checks and the browser sessions of
+# page views; forwards tools/call.
 
 data "aws_iam_policy_document" "mcp" {
   statement {
     sid    = "TokensRateWindowsGrants"
     effect = "Allow"
-    # GetItem: the token or grant; PutItem: the token's last_used_at (a conditional put, at
-    # most hourly); UpdateItem: the rate-window counters.
+    # GetItem: the token, grant or session; PutItem: the token's last_used_at (a conditional
+    # put, at most hourly) and a session's later idle expiry (conditional, at most every few
+    # minutes); UpdateItem: the rate-window counters. No DeleteItem: sign-out is oauth's.
     actions = [
       "dynamodb:BatchGetItem",
       "dynamodb:GetItem",
@@ -102,7 +105,7 @@ data "aws_iam_policy_document" "mcp" {
     condition {
       test     = "ForAllValues:StringLike"
       variable = "dynamodb:LeadingKeys"
-      values   = ["TOK#*", "RL#*", "GRANT#*"]
+      values   = ["TOK#*", "RL#*", "GRANT#*", "SESSION#*"]
     }
   }
 
@@ -383,7 +386,7 @@ data "aws_iam_policy_document" "oauth" {
       test     = "ForAllValues:StringLike"
       variable = "dynamodb:LeadingKeys"
       values = [
-        "CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SECRET#oauth",
+        "CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SESSION#*", "SECRET#oauth",
         "RL#login#*", "RL#oauth-register#*", "RL#oauth-addr#*",
       ]
     }

@@ -8,6 +8,7 @@
 #   `nib access list` reads), the user index
 #   (USERS, the gsi1 partition `nib user list` reads), API tokens (TOK#), the OAuth records the
 #   admin commands list, revoke and, for `nib user delete`, remove (CLIENT#, GRANT#, RT#, USER#),
+#   browser sessions (SESSION#: `nib user passwd` and `nib user delete` end a user's sessions),
 #   and nothing else: no SECRET# (the commands load no server secret), no Scan. Describe calls
 #   for `nib doctor`.
 # - The bucket: page images (u/) and uploads (uploads/, `nib import --via-upload`), plus the
@@ -33,7 +34,7 @@ data "aws_iam_policy_document" "operator" {
     condition {
       test     = "ForAllValues:StringLike"
       variable = "dynamodb:LeadingKeys"
-      values   = ["U#*", "USERS", "TOK#*", "CLIENT#*", "GRANT#*", "RT#*", "USER#*"]
+      values   = ["U#*", "USERS", "TOK#*", "CLIENT#*", "GRANT#*", "RT#*", "USER#*", "SESSION#*"]
     }
   }
 

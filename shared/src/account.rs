@@ -12,8 +12,9 @@
 //!
 //! 1. the marker `USER#{user}` / `DELETING` (index key `{user}#DELETING`): the account is being
 //!    deleted; `ensure` refuses the user from here on, and a re-run knows the user;
-//! 2. the credentials: the password, API tokens, OAuth grants and refresh tokens (found through
-//!    the user's index partitions), so nobody signs in or uses a token from here on;
+//! 2. the credentials: the password, API tokens, OAuth grants and refresh tokens, browser
+//!    sessions and the user's approvals of OAuth clients (found through the user's index
+//!    partitions), so nobody signs in or uses a token or a session from here on;
 //! 3. the assets: every object under the user's prefixes (`u/{user}/`, `uploads/{user}/`).
 //!    They go before the key because they are not sealed with it (the local asset key, S3's
 //!    storage-key SSE), so after step 4 nothing of the user can be opened;
@@ -49,13 +50,16 @@ const MARKER_SUFFIX: &str = "#DELETING";
 const KEY_PREFIX: &str = "KEY#";
 
 /// The index partitions of a user that hold items kept outside `U#{user}` (tokens, grants,
-/// refresh tokens). A new kind of item that lives outside the user's partition must be indexed
-/// in one of these (or a new one added here), or deletion cannot find it.
-pub fn credential_partitions(user: &UserId) -> [String; 3] {
+/// refresh tokens, browser sessions, the user's approvals of OAuth clients). A new kind of
+/// item that lives outside the user's partition must be indexed in one of these (or a new one
+/// added here), or deletion cannot find it.
+pub fn credential_partitions(user: &UserId) -> [String; 5] {
     [
         format!("U#{user}#TOKENS"),
         format!("U#{user}#GRANTS"),
         format!("U#{user}#RT"),
+        crate::auth::web_sessions::sessions_partition(user),
+        crate::auth::oauth::clients::approvals_partition(user),
     ]
 }
 
@@ -138,7 +142,7 @@ impl Step {
     pub fn describe(self) -> &'static str {
         match self {
             Step::Marker => "marked the account as being deleted",
-            Step::Credentials => "removed the password, API tokens and OAuth grants",
+            Step::Credentials => "removed the password, API tokens, OAuth grants and sessions",
             Step::Assets => "deleted the page images and uploads",
             Step::Key => "destroyed the data key",
             Step::Items => "removed the notebook's items",
@@ -344,7 +348,7 @@ impl Accounts {
                 .and_then(|i| serde_json::from_slice::<LegacyStats>(&i.body).ok())
                 .map_or(0, |s| s.pages);
             summary.pages = counted + legacy;
-            let [tokens, grants, _] = credential_partitions(&user);
+            let [tokens, grants, ..] = credential_partitions(&user);
             summary.tokens = query_all(self.store.as_ref(), Query::gsi1(tokens, ""))
                 .await?
                 .iter()

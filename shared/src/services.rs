@@ -676,6 +676,7 @@ impl Services {
             oauth,
             limiter: self.limiter.clone(),
             dispatch: Some(dispatch),
+            web_sessions: self.web_sessions(),
         });
         crate::http::router(state)
     }
@@ -691,6 +692,11 @@ impl Services {
             self.secrets.csrf_key.clone(),
             self.oauth_gates.clone(),
         )
+    }
+
+    /// Browser sessions (page links; `auth::web_sessions`).
+    pub fn web_sessions(&self) -> crate::auth::web_sessions::WebSessions {
+        crate::auth::web_sessions::WebSessions::new(self.store.clone(), self.clock.clone())
     }
 
     /// The users' sign-in passwords.

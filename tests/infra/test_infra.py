@@ -25,11 +25,12 @@ CLASS_FUNCTIONS = {"pages", "tasks", "ingest"}
 
 # The partition-key prefixes (DESIGN §5) each role may reach, through dynamodb:LeadingKeys.
 LEADING_KEYS = {
-    "mcp": {"TOK#*", "RL#*", "GRANT#*"},
+    # SESSION#: a page view reads and refreshes its browser session (sign-out is oauth's).
+    "mcp": {"TOK#*", "RL#*", "GRANT#*", "SESSION#*"},
     # SECRET#oauth exactly: the one server secret oauth needs (its CSRF key), not SECRET#*.
     # RL#: only the counters of its own limits (sign-ins per user name, registrations, per
     # client address), never mcp's per-credential ones (RL#* would let it reset those).
-    "oauth": {"CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SECRET#oauth",
+    "oauth": {"CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SESSION#*", "SECRET#oauth",
               "RL#login#*", "RL#oauth-register#*", "RL#oauth-addr#*"},
     "pages": {"U#*"},
     "tasks": {"U#*"},
@@ -206,11 +207,11 @@ def test_every_dynamodb_statement_is_limited_by_leading_keys(role_statements) ->
             assert set(keys) == LEADING_KEYS[fn], f"{fn}: LeadingKeys {keys} in {s}"
 
 
-def test_mcp_reaches_only_tokens_rate_windows_and_grants(role_statements) -> None:
+def test_mcp_reaches_only_tokens_rate_windows_grants_and_sessions(role_statements) -> None:
     for s in role_statements["mcp"]:
         if s.touches("dynamodb"):
             keys = s.condition("ForAllValues:StringLike", "dynamodb:LeadingKeys")
-            assert set(keys) <= {"TOK#*", "RL#*", "GRANT#*"}
+            assert set(keys) <= {"TOK#*", "RL#*", "GRANT#*", "SESSION#*"}
             # The table only: the GSI holds user-partition keys (U#...#TOKENS and others).
             assert not any("/index/" in r for r in s.resources), s
 
@@ -683,7 +684,7 @@ def test_the_readme_claims_what_the_key_policy_allows(infra: Infra) -> None:
 # ---------------------------------------------------------------------------------------------
 # The operator policy (infra/operator.tf): what nib's admin commands use, nothing more
 
-OPERATOR_PARTITIONS = {"U#*", "USERS", "TOK#*", "CLIENT#*", "GRANT#*", "RT#*", "USER#*"}
+OPERATOR_PARTITIONS = {"U#*", "USERS", "TOK#*", "CLIENT#*", "GRANT#*", "RT#*", "USER#*", "SESSION#*"}
 
 
 def test_the_operator_policy_is_a_managed_policy_of_its_document(infra: Infra) -> None:

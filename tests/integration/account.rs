@@ -55,6 +55,13 @@ async fn populate(app: &Services) {
             .await
             .unwrap();
         app.tokens.create(&u, Scope::Read, None).await.unwrap();
+        // Kept outside the user's partition: a browser session and an approval of a client.
+        app.web_sessions().create(&u).await.unwrap();
+        app.oauth(nib::auth::oauth::OAuthConfig::new("http://127.0.0.1"))
+            .clients
+            .mark_approved("nib_client_account_test", &u)
+            .await
+            .unwrap();
     }
     let pages = app
         .notebook()

@@ -361,6 +361,61 @@ impl Env {
         (status, challenge, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// Signs `username` in on the page links' sign-in form (as a browser that followed a page
+    /// link) and returns the session cookie (`nib_session=...`).
+    async fn page_session(&self, username: &str, password: &str) -> String {
+        let next = format!("/pages/{}", uuid::Uuid::now_v7());
+        let r = self
+            .http
+            .get(self.at("/oauth/signin"))
+            .query(&[("next", &next)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let csrf_cookie = cookie_of(&r, "nib_csrf").expect("a CSRF cookie");
+        let csrf = field(&r.text().await.unwrap(), "csrf_token").unwrap();
+        let r = self
+            .http
+            .post(self.at("/oauth/signin"))
+            .header("cookie", &csrf_cookie)
+            .form(&[
+                ("next", next.as_str()),
+                ("csrf_token", csrf.as_str()),
+                ("username", username),
+                ("password", password),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303, "{}", r.text().await.unwrap());
+        cookie_of(&r, "nib_session").expect("a session cookie")
+    }
+
+    /// `GET /oauth/authorize` as a browser carrying `cookie`.
+    async fn get_authorize_with(&self, params: &Params, cookie: &str) -> reqwest::Response {
+        self.http
+            .get(self.at("/oauth/authorize"))
+            .query(params)
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A page view's status with this cookie: 303 without a live session, 404 with one (the
+    /// page does not exist), so it tells whether the session lives.
+    async fn page_view_status(&self, cookie: &str) -> u16 {
+        self.http
+            .get(self.at(&format!("/pages/{}", uuid::Uuid::now_v7())))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
     /// Asserts the token is refused with a 401 and the invalid_token challenge.
     async fn assert_refused(&self, token: &str) {
         let (status, challenge, body) = self.call(token, "list_pages", json!({})).await;
@@ -379,6 +434,16 @@ fn field(html: &str, name: &str) -> Option<String> {
     let marker = format!("name=\"{name}\" value=\"");
     let start = html.find(&marker)? + marker.len();
     Some(html[start..].split('"').next()?.to_owned())
+}
+
+/// `name=value` of the response's `Set-Cookie` named `name`.
+fn cookie_of(r: &reqwest::Response, name: &str) -> Option<String> {
+    r.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(|v| v.split(';').next().unwrap().to_owned())
 }
 
 fn location(r: &reqwest::Response) -> Url {
@@ -971,12 +1036,17 @@ async fn request_errors_for_a_client_nobody_approved_get_an_error_page() {
 async fn request_errors_go_back_to_a_verified_redirect_uri() {
     let env = Env::new().await;
     let client = env.public_client().await;
-    // Approved once by the user: from then on its redirect URI is one a person vouched for.
+    // Approved once by the user: from then on its redirect URI is one that person vouched
+    // for, to a browser where they are signed in.
     env.code(&client).await;
+    let session = env.page_session("default", PASSWORD).await;
     for (name, value, error) in REQUEST_ERRORS {
         let mut params = env.params(&client);
         set(&mut params, name, value);
         let r = env.get_authorize(&params).await;
+        assert_eq!(r.status(), 400, "no session: nobody known vouches");
+        assert!(r.headers().get("location").is_none());
+        let r = env.get_authorize_with(&params, &session).await;
         assert_eq!(r.status(), 303, "{name}={value:?}");
         let back = location(&r);
         assert!(back.as_str().starts_with(REDIRECT));
@@ -989,6 +1059,117 @@ async fn request_errors_go_back_to_a_verified_redirect_uri() {
         assert_eq!(query(&back, "iss").as_deref(), Some(env.app.base.as_str()));
         assert!(query(&back, "code").is_none());
     }
+}
+
+/// One user's approval vouches for a client to that user only (issue 29, item 3): a user who
+/// registers a client with a redirect URI of theirs and approves it cannot make a malformed
+/// authorization link bounce another person (signed in or not) to that URI. The old global
+/// approval mark vouches for nobody.
+#[tokio::test]
+async fn one_users_approval_of_a_client_does_not_bounce_another_user() {
+    let env = Env::new().await;
+    let mallory = UserId::parse("mallory").unwrap();
+    env.app.app.ensure_user(&mallory).await.unwrap();
+    env.app
+        .app
+        .users()
+        .set_password(&mallory, PASSWORD, true)
+        .await
+        .unwrap();
+    let landing = "https://evil.example/landing";
+    let (status, body) = env
+        .register(json!({
+            "client_name": "Totally Legit", "redirect_uris": [landing],
+            "token_endpoint_auth_method": "none"
+        }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let client = body["client_id"].as_str().unwrap().to_owned();
+    let mut params = env.params(&client);
+    set(&mut params, "redirect_uri", Some(landing));
+    // Mallory approves her own client.
+    let (cookie, csrf, _) = env.consent(&params).await;
+    let r = env
+        .sign_in(&params, &cookie, &csrf, "mallory", PASSWORD)
+        .await;
+    assert_eq!(r.status(), 303);
+    assert!(location(&r).as_str().starts_with(landing));
+    // The old global mark, as a deployment from before may still hold it.
+    env.app
+        .app
+        .store
+        .put(
+            Item {
+                pk: format!("CLIENT#{client}"),
+                sk: "APPROVED".into(),
+                gsi1: None,
+                version: 1,
+                expires_at: None,
+                body: b"{}".to_vec(),
+            },
+            Cond::None,
+        )
+        .await
+        .unwrap();
+
+    // The malformed link she sends around.
+    let mut link = params.clone();
+    set(&mut link, "scope", Some("openid"));
+    let victim = env.page_session("default", PASSWORD).await;
+    for cookie in [None, Some(victim.as_str())] {
+        let r = match cookie {
+            Some(c) => env.get_authorize_with(&link, c).await,
+            None => env.get_authorize(&link).await,
+        };
+        assert_eq!(r.status(), 400, "signed in: {}", cookie.is_some());
+        assert!(r.headers().get("location").is_none());
+        let mut req = env.http.post(env.at("/oauth/authorize")).form(&link);
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 400, "POST, signed in: {}", cookie.is_some());
+        assert!(r.headers().get("location").is_none());
+    }
+    // A forged session cookie vouches for nobody either.
+    let forged = format!("nib_session={}", "A".repeat(43));
+    assert_eq!(env.get_authorize_with(&link, &forged).await.status(), 400);
+    // To Mallory's own browser her approval still counts.
+    let hers = env.page_session("mallory", PASSWORD).await;
+    let r = env.get_authorize_with(&link, &hers).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(
+        query(&location(&r), "error").as_deref(),
+        Some("invalid_scope")
+    );
+}
+
+/// A page session ends after 8 hours without use, on the server's clock; use keeps it alive
+/// (the idle expiry slides), and sign-in is asked again once it ended.
+#[tokio::test]
+async fn page_sessions_expire_after_eight_idle_hours() {
+    let env = Env::new().await;
+    let session = env.page_session("default", PASSWORD).await;
+    assert_eq!(env.page_view_status(&session).await, 404, "signed in");
+    env.clock.advance(7 * 3600);
+    assert_eq!(env.page_view_status(&session).await, 404, "used at 7 h");
+    env.clock.advance(7 * 3600);
+    assert_eq!(
+        env.page_view_status(&session).await,
+        404,
+        "14 h after sign-in, 7 h after its last use"
+    );
+    env.clock.advance(8 * 3600);
+    assert_eq!(env.page_view_status(&session).await, 303, "8 h idle: ended");
+    // Ended for /oauth/authorize too.
+    let client = env.public_client().await;
+    env.code(&client).await;
+    let mut params = env.params(&client);
+    set(&mut params, "scope", Some("openid"));
+    assert_eq!(
+        env.get_authorize_with(&params, &session).await.status(),
+        400
+    );
 }
 
 #[tokio::test]
@@ -1631,10 +1812,31 @@ async fn the_authorization_server_reaches_only_the_oauth_partitions() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    // A request error for the client the user approved: back to its redirect URI.
+    // A request error for the client the user approved, in a browser where that user is
+    // signed in (a session created, read and then ended): back to its redirect URI.
+    let session = env.page_session("default", PASSWORD).await;
     let mut params = env.params(&client);
     set(&mut params, "scope", Some("openid"));
-    assert_eq!(env.get_authorize(&params).await.status(), 303);
+    assert_eq!(
+        env.get_authorize_with(&params, &session).await.status(),
+        303
+    );
+    // The page's sign-out form (its token as the page makes it).
+    let id = session.strip_prefix("nib_session=").unwrap();
+    let token = nib::auth::web_sessions::WebSessions::csrf_token(id, "sign-out");
+    let r = env
+        .http
+        .post(env.at("/oauth/signout"))
+        .header("cookie", &session)
+        .form(&[("csrf_token", token.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        env.get_authorize_with(&params, &session).await.status(),
+        400
+    );
     // A metadata document client: fetched (and counted per address), signed in, exchanged.
     let doc = metadata_document_server("Fenced Doc App").await;
     let code = query(&env.authorize(&env.params(&doc)).await, "code").unwrap();

@@ -100,12 +100,21 @@ async fn the_admin_commands_work_on_the_aws_back_end() {
         app.users().check("alice", "first secret").await.unwrap(),
         Some(alice.clone())
     );
+    // Signed in on two browsers; the password change ends both sessions.
+    let sessions = app.web_sessions();
+    let browsers = [
+        sessions.create(&alice).await.unwrap(),
+        sessions.create(&alice).await.unwrap(),
+    ];
     let (ok, out, err) = run(
         nib(&["user", "passwd", "alice", "--password-stdin"]),
         Some("second secret\n"),
     )
     .await;
     assert!(ok, "{out}{err}");
+    for browser in &browsers {
+        assert_eq!(sessions.check(&browser.id).await.unwrap(), None);
+    }
     assert_eq!(
         app.users().check("alice", "first secret").await.unwrap(),
         None

@@ -100,19 +100,39 @@ async fn sign_in(app: &TestApp, page_url: &str, user: &str, password: &str) -> R
         .unwrap();
     if r.status() != 303 {
         assert!(
-            set_cookie(&r, "nib_pages").is_none(),
+            set_cookie(&r, "nib_session").is_none(),
             "no session on failure"
         );
         return Err(r.status().as_u16());
     }
     assert_eq!(r.headers()["location"], next.as_str());
-    let session = set_cookie(&r, "nib_pages").expect("a session cookie");
+    let session = set_cookie(&r, "nib_session").expect("a session cookie");
     let attributes = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    // Path=/: /oauth/authorize reads it too; Lax: a citation link from another site carries it.
     assert!(
-        attributes.contains("HttpOnly") && attributes.contains("Path=/pages"),
+        attributes.contains("HttpOnly")
+            && attributes.contains("Path=/;")
+            && attributes.contains("SameSite=Lax"),
         "{attributes}"
     );
+    let id = session.strip_prefix("nib_session=").unwrap();
+    assert!(
+        id.len() >= 22 && !id.contains('.'),
+        "a random id (>= 128 bits), not a token: {id}"
+    );
     Ok(session)
+}
+
+/// Posts the page's sign-out form with this cookie and token.
+async fn sign_out(app: &TestApp, session: &str, token: Option<&str>) -> reqwest::Response {
+    let form: Vec<(&str, &str)> = token.map(|t| ("csrf_token", t)).into_iter().collect();
+    browser()
+        .post(format!("{}/oauth/signout", app.base))
+        .header("cookie", session)
+        .form(&form)
+        .send()
+        .await
+        .unwrap()
 }
 
 async fn open(page_url: &str, session: &str) -> reqwest::Response {
@@ -208,9 +228,11 @@ async fn page_link_shows_the_page_to_its_owner(app: TestApp) {
     // A tampered session is no session.
     let tampered = format!("{session}x");
     assert_eq!(open(&url, &tampered).await.status(), 303);
-    // An access token in the cookie is no session either.
-    let r = open(&url, &format!("nib_pages={}", app.token)).await;
+    // An access token in the cookie is no session either, nor an id nobody issued.
+    let r = open(&url, &format!("nib_session={}", app.token)).await;
     assert_eq!(r.status(), 303);
+    let forged = format!("nib_session={}", "A".repeat(43));
+    assert_eq!(open(&url, &forged).await.status(), 303);
 
     // Another user's session: the same 404 as a page that does not exist.
     with_password(&app, "other").await;
@@ -225,6 +247,76 @@ async fn page_link_shows_the_page_to_its_owner(app: TestApp) {
             .status(),
         404
     );
+}
+
+/// Sessions are kept in the store, so they end: sign-out deletes the one it is posted with (its
+/// cookie is refused from then on, the user's other sessions live on), a password change ends
+/// every session of the user (not another user's), and one user's session never opens
+/// another's page.
+async fn page_sessions_end_at_sign_out_and_password_change(app: TestApp) {
+    with_password(&app, "default").await;
+    with_password(&app, "other").await;
+    let page_id = app.page_of("2026-06-18").await;
+    let url = format!("{}/pages/{page_id}", app.base);
+    let first = sign_in(&app, &url, "default", PASSWORD).await.unwrap();
+    let second = sign_in(&app, &url, "default", PASSWORD).await.unwrap();
+    let theirs = sign_in(&app, &url, "other", PASSWORD).await.unwrap();
+    assert_ne!(first, second);
+
+    let r = open(&url, &first).await;
+    assert_eq!(r.status(), 200);
+    let html = r.text().await.unwrap();
+    assert!(
+        html.contains("action=\"/oauth/signout\""),
+        "a sign-out form"
+    );
+    let token = field(&html, "csrf_token").expect("the sign-out form's token");
+
+    // Without the form's token, or with another session's, nothing ends.
+    assert_eq!(sign_out(&app, &first, None).await.status(), 403);
+    assert_eq!(sign_out(&app, &second, Some(&token)).await.status(), 403);
+    assert_eq!(open(&url, &first).await.status(), 200);
+    assert_eq!(open(&url, &second).await.status(), 200);
+
+    let r = sign_out(&app, &first, Some(&token)).await;
+    assert_eq!(r.status(), 200);
+    let cleared = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cleared.starts_with("nib_session=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
+    // The old cookie, kept by whoever copied it, is refused: back to sign-in.
+    assert_eq!(open(&url, &first).await.status(), 303);
+    assert_eq!(open(&url, &second).await.status(), 200, "the other session");
+
+    // Another user's session: valid (the page is not theirs: 404, not a sign-in) and no key
+    // to this user's pages.
+    assert_eq!(open(&url, &theirs).await.status(), 404);
+
+    // A password change ends every session of that user, and only theirs.
+    let user = UserId::parse("default").unwrap();
+    app.app
+        .users()
+        .set_password(&user, "a brand new passphrase", false)
+        .await
+        .unwrap();
+    assert_eq!(open(&url, &second).await.status(), 303);
+    assert_eq!(open(&url, &theirs).await.status(), 404, "still signed in");
+    let again = sign_in(&app, &url, "default", "a brand new passphrase")
+        .await
+        .unwrap();
+    assert_eq!(open(&url, &again).await.status(), 200);
+}
+
+#[tokio::test]
+async fn page_sessions_end_at_sign_out_and_password_change_locally() {
+    page_sessions_end_at_sign_out_and_password_change(TestApp::spawn().await).await;
+}
+
+#[tokio::test]
+async fn page_sessions_end_through_the_lambda_functions() {
+    page_sessions_end_at_sign_out_and_password_change(TestApp::spawn_with(Options::lambda()).await)
+        .await;
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 //! Who is calling and what they may do: scopes, the verified principal, API tokens, signed
-//! session ids, user passwords, and the OAuth authorization server whose JWT access tokens the
+//! session ids, user passwords, browser sessions (`web_sessions`), and the OAuth authorization server whose JWT access tokens the
 //! MCP endpoint accepts beside API tokens. Credentials are verified here; the HTTP layer only
 //! asks.
 
@@ -7,6 +7,7 @@ pub mod oauth;
 pub mod sessions;
 pub mod tokens;
 pub mod users;
+pub mod web_sessions;
 
 use std::fmt;
 

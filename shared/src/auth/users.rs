@@ -1,5 +1,6 @@
 //! Passwords for the OAuth sign-in page: `nib user create` / `nib user passwd` set them, the
-//! consent page checks them. Stored as argon2id PHC strings in `USER#{user}` / `PASSWORD`,
+//! consent page checks them. Setting a password ends every browser session of the user
+//! ([`super::web_sessions`]), wherever it is set from. Stored as argon2id PHC strings in `USER#{user}` / `PASSWORD`,
 //! outside the user's `U#` partition, so the OAuth function that checks passwords needs no
 //! access to notebook items; never the password itself. Hashing runs on the blocking pool:
 //! it is deliberately slow.
@@ -10,6 +11,7 @@ use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use serde::{Deserialize, Serialize};
 
+use super::web_sessions::{SessionError, WebSessions};
 use crate::domain::UserId;
 use crate::ports::{Clock, Cond, Item, Store, StoreError};
 
@@ -28,6 +30,8 @@ pub enum UserError {
     Store(#[from] StoreError),
     #[error("password hashing failed")]
     Hash,
+    #[error("cannot end the user's sessions")]
+    Sessions(#[from] SessionError),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -111,10 +115,16 @@ impl Users {
         };
         match self.store.put(item, cond).await {
             Err(StoreError::ConditionFailed { .. }) if create => {
-                Err(UserError::Exists(user.clone()))
+                return Err(UserError::Exists(user.clone()));
             }
-            other => Ok(other?),
+            other => other?,
         }
+        // Whoever knew the old password may be signed in with it: those sessions end here (a
+        // new user has none; the query is cheap either way).
+        WebSessions::new(self.store.clone(), self.clock.clone())
+            .end_all(user)
+            .await?;
+        Ok(())
     }
 
     /// True when the user has a password.

@@ -7,10 +7,10 @@
 //!
 //! | function | builds | reaches |
 //! |---|---|---|
-//! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth | `TOK#`, `RL#`, `GRANT#` items; Invoke of pages and tasks |
+//! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth, browser sessions (page views) | `TOK#`, `RL#`, `GRANT#`, `SESSION#` items; Invoke of pages and tasks |
 //! | `pages`, `tasks` | a notebook and the in-process handlers of their [`ToolClass`] (tasks: with the Notion client) | `U#` items, the data key (user context), S3 (pages only); tasks: HTTPS to Notion |
 //! | `ingest` | a notebook and [`ingest::Ingest`] | `U#` items, the data key, `uploads/` and `u/` in S3 |
-//! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SECRET#oauth`, `RL#login#`, `RL#oauth-register#`, `RL#oauth-addr#`; kms:Sign |
+//! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SESSION#`, `SECRET#oauth`, `RL#login#`, `RL#oauth-register#`, `RL#oauth-addr#`; kms:Sign |
 //!
 //! The "reaches" column is [`PARTITIONS`], and each role's `dynamodb:LeadingKeys` in
 //! `infra/iam.tf` must be exactly it (`tests::every_role_reaches_exactly_its_partitions`):
@@ -31,6 +31,7 @@ use crate::auth::oauth::authorize::CODE_PREFIX;
 use crate::auth::oauth::clients::CLIENT_PREFIX;
 use crate::auth::oauth::grants::GRANT_PREFIX;
 use crate::auth::oauth::token::REFRESH_KEY_PREFIX;
+use crate::auth::web_sessions::SESSION_PREFIX;
 use crate::config::ConfigError;
 use crate::http::{HttpConfig, HttpState, RateLimits, url_authority};
 use crate::mcp::NibMcp;
@@ -64,17 +65,20 @@ impl Partition {
     }
 }
 
-/// What the oauth function reads and writes: clients (and their approval marks), codes,
-/// refresh tokens, grants, sign-in passwords (`USER#`, `auth::users`), its one server secret
-/// (`SECRET#oauth`, `KmsKeys::server_secret`), and the counters of its rate limits (sign-ins
-/// per user name, registrations, everything per client address: `http::oauth`). Table only,
-/// no index.
+/// What the oauth function reads and writes: clients (and users' approval marks), codes,
+/// refresh tokens, grants, sign-in passwords (`USER#`, `auth::users`), browser sessions
+/// (`SESSION#`: created at sign-in, read at `/oauth/authorize`, deleted at sign-out), its one
+/// server secret (`SECRET#oauth`, `KmsKeys::server_secret`), and the counters of its rate
+/// limits (sign-ins per user name, registrations, everything per client address:
+/// `http::oauth`). Table only, no index (it writes index keys, which `LeadingKeys` does not
+/// govern, but never queries the index).
 pub const OAUTH_PARTITIONS: &[Partition] = &[
     Partition::Prefix(CLIENT_PREFIX),
     Partition::Prefix(CODE_PREFIX),
     Partition::Prefix(REFRESH_KEY_PREFIX),
     Partition::Prefix(GRANT_PREFIX),
     Partition::Prefix("USER#"),
+    Partition::Prefix(SESSION_PREFIX),
     Partition::Exact("SECRET#oauth"),
     Partition::Prefix("RL#login#"),
     Partition::Prefix("RL#oauth-register#"),
@@ -83,7 +87,8 @@ pub const OAUTH_PARTITIONS: &[Partition] = &[
 
 /// The partitions each function's code reaches, by function name (`infra/locals.tf`): the one
 /// list its IAM role must match. mcp: API tokens, the counters of per-credential limits (any
-/// key: token ids and grant ids), grants (revocation checks); the class functions and ingest:
+/// key: token ids and grant ids), grants (revocation checks), browser sessions (read and
+/// refreshed by a page view; no delete); the class functions and ingest:
 /// users' partitions (the access records the class functions write are `U#{user}` items, and
 /// the grant's client name comes with the principal, so they reach no `GRANT#`).
 pub const PARTITIONS: [(&str, &[Partition]); 5] = [
@@ -93,6 +98,7 @@ pub const PARTITIONS: [(&str, &[Partition]); 5] = [
             Partition::Prefix("TOK#"),
             Partition::Prefix(COUNTER_PREFIX),
             Partition::Prefix(GRANT_PREFIX),
+            Partition::Prefix(SESSION_PREFIX),
         ],
     ),
     ("pages", &[Partition::Prefix("U#")]),
@@ -230,6 +236,7 @@ fn http_state(
         oauth: Some(Arc::new(services.oauth(oauth_config))),
         limiter: services.limiter.clone(),
         clock: services.clock.clone(),
+        web_sessions: services.web_sessions(),
         config,
     }))
 }

@@ -30,7 +30,7 @@ use serde::Deserialize;
 
 pub use errors::{HttpError, RATE_LIMITED_CODE, oauth_error_response};
 pub use mcp_endpoint::MAX_BATCH_MESSAGES;
-pub use pages::SIGNIN_PATH;
+pub use pages::{SIGNIN_PATH, SIGNOUT_PATH};
 
 /// The address a request came from, as the platform saw it, for the authorization server's
 /// per-address limits. The oauth Lambda's entry point inserts it from API Gateway's `sourceIp`;
@@ -44,6 +44,7 @@ use crate::adapters::local_assets::{FetchError, LocalAssets};
 use crate::auth::oauth::{OAuth, OAuthConfig, metadata};
 use crate::auth::sessions::SessionSigner;
 use crate::auth::tokens::Tokens;
+use crate::auth::web_sessions::WebSessions;
 use crate::mcp::NibMcp;
 use crate::ports::{Clock, RateLimiter, Window};
 use crate::tools::Dispatch;
@@ -188,6 +189,9 @@ pub struct HttpState {
     /// Runs `get_page` for `/pages/{id}` (the tool calls' own dispatch); `None` where no page
     /// is served (the `oauth` Lambda).
     pub dispatch: Option<Arc<dyn Dispatch>>,
+    /// Browser sessions: created at `/oauth/signin`, checked by `/pages/{id}` and
+    /// `/oauth/authorize`, ended at `/oauth/signout`.
+    pub web_sessions: WebSessions,
 }
 
 /// Everything, for `nib serve`: `/mcp`, the well-known documents, the authorization server

@@ -634,7 +634,8 @@ async fn authorize_page(
     if let Err(refusal) = check_fetch_limit(&st, &peer, params.client_id.as_deref()).await {
         return refused_page(refusal, "too many new apps from your network", &cid);
     }
-    match oauth.validate_authorize(&params).await {
+    let signed_in = super::pages::signed_in_user(&st, &headers, &cid).await;
+    match oauth.validate_authorize(&params, signed_in.as_ref()).await {
         Ok(req) => consent(&st, &req, &params, cookie(&headers, CSRF_COOKIE), FRESH),
         Err(e) => refused(oauth, e, &cid),
     }
@@ -718,7 +719,8 @@ async fn authorize_submit(
     if let Err(refusal) = check_fetch_limit(&st, &peer, params.client_id.as_deref()).await {
         return refused_page(refusal, "too many new apps from your network", &cid);
     }
-    let req = match oauth.validate_authorize(&params).await {
+    let signed_in = super::pages::signed_in_user(&st, &headers, &cid).await;
+    let req = match oauth.validate_authorize(&params, signed_in.as_ref()).await {
         Ok(r) => r,
         Err(e) => return refused(oauth, e, &cid),
     };

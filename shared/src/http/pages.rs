@@ -9,9 +9,13 @@
 //!
 //! | route | where | what |
 //! |---|---|---|
-//! | `GET /pages/{page_id}` | the front (`nib serve`, the mcp function) | the page, or a redirect to sign-in |
+//! | `GET /pages/{page_id}` | the front (`nib serve`, the mcp function) | the page (with a sign-out form), or a redirect to sign-in |
 //! | `GET /oauth/signin?next=/pages/{id}` | the authorization server | the sign-in form |
-//! | `POST /oauth/signin` | the authorization server | password check, then the session cookie and back |
+//! | `POST /oauth/signin` | the authorization server | password check, then a session (`auth::web_sessions`), its cookie, and back |
+//! | `POST /oauth/signout` | the authorization server | ends the session (its item is deleted) and clears the cookie |
+//!
+//! The session cookie has `Path=/`: `/oauth/authorize` reads it too, to know whose approval of
+//! a client may vouch for it before sign-in (`auth::oauth::authorize`).
 
 use std::sync::Arc;
 
@@ -27,15 +31,19 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::oauth::{Peer, cookie_value as cookie, html_page, see_other, sign_in_gate};
 use crate::auth::oauth::OAuth;
-use crate::auth::oauth::page_session::{PAGE_SESSION_COOKIE, PAGE_SESSION_TTL_SECS};
+use crate::auth::web_sessions::{ABSOLUTE_SECS, SESSION_COOKIE, WebSession, WebSessions};
 use crate::auth::{Principal, Scope};
-use crate::domain::PageId;
+use crate::domain::{PageId, UserId};
 use crate::ports::RateDecision;
 use crate::telemetry;
 use crate::tools::ToolError;
 
 /// Where the sign-in form lives (the authorization server's path space).
 pub const SIGNIN_PATH: &str = "/oauth/signin";
+/// Where the pages' sign-out form posts (the authorization server's, like sign-in).
+pub const SIGNOUT_PATH: &str = "/oauth/signout";
+/// The purpose the sign-out form's token is made for ([`WebSessions::csrf_token`]).
+const SIGNOUT_PURPOSE: &str = "sign-out";
 /// The CSRF cookie of the sign-in form (the consent form's name: one per browser is enough).
 const CSRF_COOKIE: &str = "nib_csrf";
 /// The largest sign-in form accepted.
@@ -46,11 +54,54 @@ pub(super) fn page_routes() -> Router<Arc<HttpState>> {
     Router::new().route("/pages/{page_id}", get(page))
 }
 
-/// `GET|POST /oauth/signin`, for the authorization server.
+/// `GET|POST /oauth/signin` and `POST /oauth/signout`, for the authorization server.
 pub(super) fn signin_routes() -> Router<Arc<HttpState>> {
     Router::new()
         .route(SIGNIN_PATH, get(signin_page).post(signin_submit))
+        .route(SIGNOUT_PATH, axum::routing::post(signout))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
+}
+
+/// The browser's session and its id, when its cookie names a live one. A store failure is
+/// the caller's to log and to judge (a page view refuses, `/oauth/authorize` trusts no one).
+pub(super) async fn session_of(
+    st: &HttpState,
+    headers: &HeaderMap,
+) -> Result<Option<(String, WebSession)>, crate::auth::web_sessions::SessionError> {
+    let Some(id) = cookie(headers, SESSION_COOKIE) else {
+        return Ok(None);
+    };
+    Ok(st
+        .web_sessions
+        .check(id)
+        .await?
+        .map(|session| (id.to_owned(), session)))
+}
+
+/// The user signed in on this browser, for `/oauth/authorize`; `None` when there is none or
+/// the store cannot say (the safe side: no one vouches).
+pub(super) async fn signed_in_user(
+    st: &HttpState,
+    headers: &HeaderMap,
+    cid: &str,
+) -> Option<UserId> {
+    match session_of(st, headers).await {
+        Ok(session) => session.map(|(_, s)| s.user),
+        Err(e) => {
+            tracing::warn!(correlation_id = %cid, error = %telemetry::chain(&e), "cannot read the browser's session; treated as none");
+            None
+        }
+    }
+}
+
+/// The `Set-Cookie` of a session: every path (the pages and `/oauth/authorize`), script-proof,
+/// sent on a link followed from another site (a citation) but not on its POSTs.
+fn session_cookie(st: &HttpState, value: &str, max_age: i64) -> Option<HeaderValue> {
+    HeaderValue::from_str(&format!(
+        "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{}",
+        secure(st)
+    ))
+    .ok()
 }
 
 /// The page's path on this server, when `next` is one (the only place sign-in returns to, so
@@ -118,11 +169,14 @@ struct PageView {
     pdf_url: Option<String>,
     has_ocr: bool,
     lines: Vec<LineView>,
+    signout_action: &'static str,
+    /// The sign-out form's token, made from the session id.
+    signout_token: String,
 }
 
 impl PageView {
-    /// From `get_page`'s result.
-    fn from_result(v: &Value) -> PageView {
+    /// From `get_page`'s result, for the session `session_id`.
+    fn from_result(v: &Value, session_id: &str) -> PageView {
         let s = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
         let lines = v
             .pointer("/structure_json/lines")
@@ -151,6 +205,8 @@ impl PageView {
             pdf_url: s("/pdf_url"),
             has_ocr: s("/ocr_text").is_some() || s("/ocr_markdown").is_some(),
             lines,
+            signout_action: SIGNOUT_PATH,
+            signout_token: WebSessions::csrf_token(session_id, SIGNOUT_PURPOSE),
         }
     }
 }
@@ -162,20 +218,29 @@ async fn page(
     Path(page_id): Path<String>,
 ) -> Response {
     let cid = telemetry::correlation_id();
-    let (Some(oauth), Some(dispatch)) = (&st.oauth, &st.dispatch) else {
+    let (Some(_), Some(dispatch)) = (&st.oauth, &st.dispatch) else {
         // Without an authorization server nobody can sign in, so there is nothing to show.
         return not_found();
     };
     let Some(path) = page_path(&format!("/pages/{page_id}")) else {
         return not_found();
     };
-    let Some(user) =
-        cookie(&headers, PAGE_SESSION_COOKIE).and_then(|t| oauth.verify_page_session(t))
-    else {
-        let query: String = url::form_urlencoded::Serializer::new(String::new())
-            .append_pair("next", &path)
-            .finish();
-        return see_other(&format!("{SIGNIN_PATH}?{query}"));
+    let (session_id, user) = match session_of(&st, &headers).await {
+        Ok(Some((id, session))) => (id, session.user),
+        Ok(None) => {
+            let query: String = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("next", &path)
+                .finish();
+            return see_other(&format!("{SIGNIN_PATH}?{query}"));
+        }
+        Err(e) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "cannot read the page session");
+            return message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Something went wrong",
+                format!("Your session could not be checked (correlation id {cid}); try again."),
+            );
+        }
     };
     let windows = st.config.rate_limits.all();
     if !windows.is_empty() {
@@ -211,8 +276,11 @@ async fn page(
     };
     match dispatch.call(&principal, "get_page", args).await {
         Ok(result) => {
-            match PageView::from_result(&serde_json::from_str(result.get()).unwrap_or_default())
-                .render()
+            match PageView::from_result(
+                &serde_json::from_str(result.get()).unwrap_or_default(),
+                &session_id,
+            )
+            .render()
             {
                 Ok(body) => html(StatusCode::OK, body),
                 Err(e) => {
@@ -369,10 +437,10 @@ async fn signin_submit(
             );
         }
     };
-    let session = match oauth.sign_page_session(&user).await {
+    let session = match st.web_sessions.create(&user).await {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "page session signing failed");
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "page session could not be stored");
             return retry(
                 "Sign-in failed on our side; try again.",
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -381,11 +449,49 @@ async fn signin_submit(
     };
     tracing::info!(correlation_id = %cid, user = user.as_str(), "page sign-in");
     let mut r = see_other(&next);
-    let c = format!(
-        "{PAGE_SESSION_COOKIE}={session}; Path=/pages; HttpOnly; SameSite=Lax; Max-Age={PAGE_SESSION_TTL_SECS}{}",
-        secure(&st)
+    // The cookie may outlive an idle session; the store decides, and a dead one is asked to
+    // sign in again.
+    if let Some(v) = session_cookie(&st, &session.id, ABSOLUTE_SECS) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// `POST /oauth/signout`: the page's sign-out form. With the session's form token, deletes the
+/// session (so the cookie is refused everywhere from now on) and clears the cookie; without a
+/// session there is nothing to end. A form without the token (a post from another page) ends
+/// nothing.
+async fn signout(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let cid = telemetry::correlation_id();
+    let token = url::form_urlencoded::parse(&body)
+        .find(|(k, _)| k == "csrf_token")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    if let Some(id) = cookie(&headers, SESSION_COOKIE) {
+        if !WebSessions::check_csrf(id, SIGNOUT_PURPOSE, &token) {
+            tracing::warn!(correlation_id = %cid, "sign-out form without a valid token");
+            return message(
+                StatusCode::FORBIDDEN,
+                "This form cannot be used",
+                "Sign out from a page of your notebook.".into(),
+            );
+        }
+        if let Err(e) = st.web_sessions.end(id).await {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "sign-out failed");
+            return message(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Something went wrong",
+                format!("You are still signed in (correlation id {cid}); try again."),
+            );
+        }
+        tracing::info!(correlation_id = %cid, "page sign-out");
+    }
+    let mut r = message(
+        StatusCode::OK,
+        "Signed out",
+        "You are signed out of nib on this browser.".into(),
     );
-    if let Ok(v) = HeaderValue::from_str(&c) {
+    if let Some(v) = session_cookie(&st, "", 0) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     r

@@ -784,16 +784,19 @@ mod signing {
         let verifier = "v".repeat(43);
         let challenge = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()));
         let request = oauth
-            .validate_authorize(&AuthorizeParams {
-                response_type: Some("code".into()),
-                client_id: Some(client.clone()),
-                redirect_uri: Some("https://client.example/cb".into()),
-                scope: Some("read".into()),
-                state: None,
-                code_challenge: Some(challenge),
-                code_challenge_method: Some("S256".into()),
-                resource: Some(format!("{ISSUER}/mcp")),
-            })
+            .validate_authorize(
+                &AuthorizeParams {
+                    response_type: Some("code".into()),
+                    client_id: Some(client.clone()),
+                    redirect_uri: Some("https://client.example/cb".into()),
+                    scope: Some("read".into()),
+                    state: None,
+                    code_challenge: Some(challenge),
+                    code_challenge_method: Some("S256".into()),
+                    resource: Some(format!("{ISSUER}/mcp")),
+                },
+                None,
+            )
             .await
             .unwrap();
         let location = oauth.approve(&request, &user).await.unwrap();

@@ -5,10 +5,13 @@
 //! error may be sent to the redirect URI (that would make us an open redirector): those failures
 //! are an error page ([`AuthorizeError::Page`]). After that, errors go back to the client
 //! ([`AuthorizeError::Redirect`]) with `state` and `iss` (RFC 9207), but only for a client
-//! someone vouched for: a pre-registered one, or one a user approved before. Anyone may
-//! register a client (or publish a metadata document) with any redirect URI, so for the others
-//! a bad request is an error page too: a link to our authorization endpoint must never bounce
-//! a browser to an arbitrary site without a person's say (RFC 9700 §4.11.2).
+//! someone vouched for to this browser: a pre-registered one, or one that the user whose
+//! session cookie the browser carries approved before (before sign-in no other user is known,
+//! and one user's approval says nothing to another: whoever registers a client can approve it
+//! themselves). Anyone may register a client (or publish a metadata document) with any
+//! redirect URI, so for the others a bad request is an error page too: a link to our
+//! authorization endpoint must never bounce a browser to an arbitrary site without that
+//! person's say (RFC 9700 §4.11.2).
 //!
 //! The consent form is protected twice: a random cookie (`SameSite=Strict`, `HttpOnly`) and a
 //! form field that is an HMAC over that cookie, the exact request parameters and an expiry. A
@@ -211,9 +214,12 @@ type HmacSha256 = Hmac<Sha256>;
 
 impl OAuth {
     /// Checks an authorization request, in the order that never redirects to an unverified URI.
+    /// `signed_in` is the user of the browser's session, if it has one: a request error goes
+    /// back to a client that user approved (see [`Self::redirects_errors`]).
     pub async fn validate_authorize(
         &self,
         p: &AuthorizeParams,
+        signed_in: Option<&UserId>,
     ) -> Result<AuthorizeRequest, AuthorizeError> {
         use AuthorizeError::Page;
         let client_id = p
@@ -249,11 +255,13 @@ impl OAuth {
                 code_challenge,
                 resource,
             }),
-            Err(error) if self.redirects_errors(&client).await => Err(AuthorizeError::Redirect {
-                redirect_uri,
-                state: p.state.clone(),
-                error,
-            }),
+            Err(error) if self.redirects_errors(&client, signed_in).await => {
+                Err(AuthorizeError::Redirect {
+                    redirect_uri,
+                    state: p.state.clone(),
+                    error,
+                })
+            }
             Err(error) => Err(Page(error)),
         }
     }
@@ -320,13 +328,17 @@ impl OAuth {
     }
 
     /// True when a request error may go back to `client`'s (verified) redirect URI: the
-    /// operator registered the client, or a user approved it before. When that cannot be read,
-    /// the error page (the safe side).
-    async fn redirects_errors(&self, client: &ClientRecord) -> bool {
+    /// operator registered the client, or `signed_in` (the user of the browser's session, the
+    /// only user known before sign-in) approved it before. When that cannot be read, the error
+    /// page (the safe side).
+    async fn redirects_errors(&self, client: &ClientRecord, signed_in: Option<&UserId>) -> bool {
         if client.is_verified() {
             return true;
         }
-        match self.clients.approved(&client.client_id).await {
+        let Some(user) = signed_in else {
+            return false;
+        };
+        match self.clients.approved(&client.client_id, user).await {
             Ok(approved) => approved,
             Err(e) => {
                 tracing::warn!(client_id = %client.client_id, error = %crate::telemetry::chain(&e), "cannot read whether the client was approved; showing the error page");
@@ -439,7 +451,9 @@ impl OAuth {
             .put(code_item(&record, code_key(&code), 1), Cond::NotExists)
             .await?;
         if !req.client.is_verified() {
-            self.clients.mark_approved(&req.client.client_id).await?;
+            self.clients
+                .mark_approved(&req.client.client_id, user)
+                .await?;
         }
         tracing::info!(client_id = %record.client_id, user = %user, grant_id = %record.grant_id, "authorization code issued");
         let mut params = vec![("code", code.as_str())];

@@ -13,7 +13,8 @@ use url::Url;
 
 use super::cimd::{self, Fetcher};
 use super::{OAuthError, random_secret, sha256_hex};
-use crate::ports::{Clock, Cond, Item, Query, Store};
+use crate::domain::UserId;
+use crate::ports::{Clock, Cond, Item, MAX_TRANSACTION_ITEMS, Query, Store, Write};
 
 /// The token endpoint authentication methods we accept (`private_key_jwt` is not one).
 pub const AUTH_METHODS: [&str; 3] = ["none", "client_secret_post", "client_secret_basic"];
@@ -26,8 +27,16 @@ const MAX_REDIRECT_URIS: usize = 20;
 const CLIENTS_PARTITION: &str = "CLIENTS";
 /// The partition-key prefix of a client's items: `CLIENT#{client_id}`.
 pub const CLIENT_PREFIX: &str = "CLIENT#";
-/// The sort key of the mark that a user approved a client at least once.
-const APPROVED_SK: &str = "APPROVED";
+/// The sort key of the old mark that some user approved a client (before approvals were per
+/// user). It vouches for nothing any more: it is only deleted with its client.
+const LEGACY_APPROVED_SK: &str = "APPROVED";
+/// The sort-key prefix of a user's approval of a client: `APPROVED#{user}` in `CLIENT#{id}`.
+const APPROVED_PREFIX: &str = "APPROVED#";
+
+/// The index partition of the clients a user approved (so account deletion finds the marks).
+pub fn approvals_partition(user: &UserId) -> String {
+    format!("U#{user}#APPROVED")
+}
 
 fn client_pk(client_id: &str) -> String {
     format!("{CLIENT_PREFIX}{client_id}")
@@ -354,23 +363,25 @@ impl Clients {
         self.fetcher.would_fetch(client_id)
     }
 
-    /// True once a user approved `client_id` on the consent page. Until then nothing about
-    /// the client is vouched for, not even by a user, so the authorization endpoint shows its
-    /// errors on a page instead of sending the browser to the client's redirect URI.
-    pub async fn approved(&self, client_id: &str) -> Result<bool, OAuthError> {
+    /// True once `user` approved `client_id` on the consent page. Until then nothing about
+    /// the client is vouched for by that user, so the authorization endpoint shows its errors
+    /// on a page instead of sending the browser to the client's redirect URI. Another user's
+    /// approval says nothing to this one (whoever registers a client can approve it), and the
+    /// old global mark ([`LEGACY_APPROVED_SK`]) is not read.
+    pub async fn approved(&self, client_id: &str, user: &UserId) -> Result<bool, OAuthError> {
         Ok(self
             .store
-            .get(&client_pk(client_id), APPROVED_SK)
+            .get(&client_pk(client_id), &format!("{APPROVED_PREFIX}{user}"))
             .await?
             .is_some())
     }
 
-    /// Marks `client_id` approved by a user (one put; the first time or again).
-    pub async fn mark_approved(&self, client_id: &str) -> Result<(), OAuthError> {
+    /// Marks `client_id` approved by `user` (one put; the first time or again).
+    pub async fn mark_approved(&self, client_id: &str, user: &UserId) -> Result<(), OAuthError> {
         let item = Item {
             pk: client_pk(client_id),
-            sk: APPROVED_SK.into(),
-            gsi1: None,
+            sk: format!("{APPROVED_PREFIX}{user}"),
+            gsi1: Some((approvals_partition(user), client_id.to_owned())),
             version: 1,
             expires_at: None,
             body: serde_json::to_vec(&serde_json::json!({ "approved_at": self.clock.unix() }))
@@ -402,11 +413,27 @@ impl Clients {
         if self.store.get(&key, "CLIENT").await?.is_none() {
             return Ok(false);
         }
+        // The users' approval marks first, the record last, so a run cut short can be repeated.
+        let mut marks = Vec::new();
+        let mut query = Query::table(&key, APPROVED_PREFIX);
+        loop {
+            let page = self.store.query(&query).await?;
+            marks.extend(page.items.into_iter().map(|i| i.sk));
+            match page.next {
+                Some(next) => query.after = Some(next),
+                None => break,
+            }
+        }
+        marks.push(LEGACY_APPROVED_SK.to_owned());
+        for chunk in marks.chunks(MAX_TRANSACTION_ITEMS) {
+            let writes = chunk
+                .iter()
+                .map(|sk| Write::delete(key.clone(), sk.clone(), Cond::None))
+                .collect();
+            self.store.transact(writes).await?;
+        }
         self.store
-            .transact(vec![
-                crate::ports::Write::delete(key.clone(), "CLIENT", Cond::None),
-                crate::ports::Write::delete(key, APPROVED_SK, Cond::None),
-            ])
+            .transact(vec![Write::delete(key, "CLIENT", Cond::None)])
             .await?;
         Ok(true)
     }

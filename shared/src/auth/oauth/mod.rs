@@ -11,9 +11,10 @@
 //! - [`jwt`]: ES256 access tokens (RFC 9068 shape), their signers (local, KMS on AWS,
 //!   verify-only on the mcp front), their verification, and the JWKS.
 //! - [`grants`]: one grant per user consent; what `nib grant list/revoke` shows and revokes.
+//! - [`signin`]: the CSRF token of the page links' sign-in form (`/oauth/signin`).
 //!
-//! Store items (DESIGN §5): `CLIENT#{id}` / `CLIENT` (and `CLIENT#{id}` / `APPROVED` once a
-//! user approved the client), `CODE#{sha256(code)}` / `CODE`, `RT#{sha256(token)}` / `RT`,
+//! Store items (DESIGN §5): `CLIENT#{id}` / `CLIENT` (and `CLIENT#{id}` / `APPROVED#{user}`
+//! once that user approved the client, GSI `U#{user}#APPROVED`), `CODE#{sha256(code)}` / `CODE`, `RT#{sha256(token)}` / `RT`,
 //! `GRANT#{id}` / `GRANT` (GSI `U#{user}#GRANTS`). Codes and refresh tokens carry
 //! `expires_at`, so the table forgets them by TTL. Secrets (codes, refresh tokens, client
 //! secrets) are stored only as SHA-256 hashes. Every partition the authorization server
@@ -34,7 +35,7 @@ pub mod clients;
 pub mod grants;
 pub mod jwt;
 pub mod metadata;
-pub mod page_session;
+pub mod signin;
 pub mod token;
 
 use std::sync::Arc;
