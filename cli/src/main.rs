@@ -949,7 +949,7 @@ async fn import(
     bar.finish_and_clear();
     for path in &skipped {
         eprintln!(
-            "skipped: {} (not a .pdf, .png, .md or .txt page file)",
+            "skipped: {} (not a .pdf, .png, .jpg, .md or .txt page file)",
             path.display()
         );
     }
@@ -1525,7 +1525,11 @@ async fn upload(dir: &Path, user: &UserId, target: &Target) -> anyhow::Result<Ex
         .assets(&config);
     let files: Vec<&PathBuf> = pages
         .iter()
-        .flat_map(|p| [&p.md, &p.txt, &p.pdf, &p.png].into_iter().flatten())
+        .flat_map(|p| {
+            [&p.md, &p.txt, &p.pdf, &p.png, &p.jpg]
+                .into_iter()
+                .flatten()
+        })
         .collect();
     let bar = progress_bar("uploading", pages.len());
     let mut failed = 0usize;
@@ -1555,7 +1559,7 @@ async fn upload(dir: &Path, user: &UserId, target: &Target) -> anyhow::Result<Ex
     bar.finish_and_clear();
     for path in &skipped {
         eprintln!(
-            "skipped: {} (not a .pdf, .png, .md or .txt page file)",
+            "skipped: {} (not a .pdf, .png, .jpg, .md or .txt page file)",
             path.display()
         );
     }

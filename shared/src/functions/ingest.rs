@@ -147,7 +147,7 @@ impl Ingest {
         let key = decode_event_key(key);
         let Some((user, stem, _ext)) = parse_upload_key(&key) else {
             return Ok(IngestOutcome::Ignored(
-                "not uploads/{user}/{stem}.{pdf|png|md|markdown|txt}",
+                "not uploads/{user}/{stem}.{pdf|png|jpg|jpeg|md|markdown|txt}",
             ));
         };
         // The object that fired the event must be there; its siblings may not be (yet). They

@@ -1,4 +1,5 @@
-//! Import from a folder: files sharing a stem are one page (`STEM.pdf` and/or `STEM.png` for the
+//! Import from a folder: files sharing a stem are one page (`STEM.pdf` and/or `STEM.png` (or
+//! `STEM.jpg`, stored as the page's PNG) for the
 //! ink, `STEM.md` or `STEM.txt` for its OCR). A bad file fails its page with a message naming
 //! it; the other pages go on.
 
@@ -17,17 +18,19 @@ pub struct PageFiles {
     pub stem: String,
     pub pdf: Option<PathBuf>,
     pub png: Option<PathBuf>,
+    /// A JPEG, converted to the page's PNG (unless the page has a PNG file too).
+    pub jpg: Option<PathBuf>,
     pub md: Option<PathBuf>,
     pub txt: Option<PathBuf>,
 }
 
-/// Whether `ext` names one of a page's files (pdf, png, md, markdown, txt; any case).
+/// Whether `ext` names one of a page's files (pdf, png, jpg, jpeg, md, markdown, txt; any case).
 pub fn is_page_extension(ext: &str) -> bool {
     PAGE_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str())
 }
 
 /// The extensions of a page's files.
-pub const PAGE_EXTENSIONS: [&str; 5] = ["pdf", "png", "md", "markdown", "txt"];
+pub const PAGE_EXTENSIONS: [&str; 7] = ["pdf", "png", "jpg", "jpeg", "md", "markdown", "txt"];
 
 impl PageFiles {
     /// Puts `path` in the slot its extension names; false (and nothing set) for another one.
@@ -35,6 +38,7 @@ impl PageFiles {
         let slot = match ext.to_ascii_lowercase().as_str() {
             "pdf" => &mut self.pdf,
             "png" => &mut self.png,
+            "jpg" | "jpeg" => &mut self.jpg,
             "md" | "markdown" => &mut self.md,
             "txt" => &mut self.txt,
             _ => return false,
@@ -45,7 +49,7 @@ impl PageFiles {
 
     /// The file a page-level message names: the OCR file, else the ink.
     pub fn first_file(&self) -> PathBuf {
-        [&self.md, &self.txt, &self.png, &self.pdf]
+        [&self.md, &self.txt, &self.png, &self.jpg, &self.pdf]
             .into_iter()
             .flatten()
             .next()
@@ -70,6 +74,8 @@ pub struct ImportFailure {
 pub enum FailureKind {
     Unreadable,
     BadSignature,
+    /// An image whose header is right but whose pixels cannot be read (or are too many).
+    BadImage,
     NotUtf8,
     BadDate,
     NoDate,
@@ -84,6 +90,7 @@ impl FailureKind {
         match self {
             FailureKind::Unreadable => "unreadable file",
             FailureKind::BadSignature => "file content does not match its extension",
+            FailureKind::BadImage => "image cannot be read",
             FailureKind::NotUtf8 => "OCR file is not UTF-8",
             FailureKind::BadDate => "front-matter date is not a date",
             FailureKind::NoDate => "no page date",
@@ -154,7 +161,13 @@ pub fn group_dir(dir: &Path) -> std::io::Result<(Vec<PageFiles>, Vec<PathBuf>)> 
     skipped.sort();
     let pages = pages
         .into_values()
-        .filter(|p| p.pdf.is_some() || p.png.is_some() || p.md.is_some() || p.txt.is_some())
+        .filter(|p| {
+            p.pdf.is_some()
+                || p.png.is_some()
+                || p.jpg.is_some()
+                || p.md.is_some()
+                || p.txt.is_some()
+        })
         .collect();
     Ok((pages, skipped))
 }
@@ -196,6 +209,28 @@ fn stem_date(stem: &str) -> Option<Date> {
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 const PDF_MAGIC: &[u8] = b"%PDF-";
+const JPEG_MAGIC: &[u8] = &[0xFF, 0xD8, 0xFF];
+
+/// A page's JPEG as the PNG the page keeps (builds without the page rasters cannot read one).
+fn jpeg_as_png(path: &Path, jpeg: &[u8]) -> Result<Vec<u8>, ImportFailure> {
+    #[cfg(feature = "ocr")]
+    return crate::ocr::raster::jpeg_to_png(jpeg).map_err(|e| {
+        fail(
+            path,
+            FailureKind::BadImage,
+            format!("not a readable JPEG: {e}"),
+        )
+    });
+    #[cfg(not(feature = "ocr"))]
+    {
+        let _ = jpeg;
+        Err(fail(
+            path,
+            FailureKind::Unreadable,
+            "this build of nib cannot read JPEG files",
+        ))
+    }
+}
 
 fn fail(path: &Path, kind: FailureKind, reason: impl Into<String>) -> ImportFailure {
     ImportFailure {
@@ -254,7 +289,14 @@ pub fn read_page_with(
         Ok((Some(bytes), modified))
     };
     let (pdf, pdf_modified) = ink(&files.pdf, PDF_MAGIC, "PDF")?;
-    let (png, png_modified) = ink(&files.png, PNG_MAGIC, "PNG")?;
+    let (mut png, mut png_modified) = ink(&files.png, PNG_MAGIC, "PNG")?;
+    if png.is_none()
+        && let Some(path) = &files.jpg
+    {
+        let (jpeg, modified) = ink(&files.jpg, JPEG_MAGIC, "JPEG")?;
+        png = Some(jpeg_as_png(path, &jpeg.unwrap_or_default())?);
+        png_modified = modified;
+    }
     let ocr_file = files
         .md
         .as_ref()
@@ -361,6 +403,50 @@ fn import_failure(first: &Path, user: &UserId, e: NotebookError) -> ImportFailur
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A JPEG is the page's PNG, in its colours; a PNG beside it wins; a damaged one fails its
+    /// page by name.
+    #[cfg(feature = "ocr")]
+    #[test]
+    fn a_jpeg_becomes_the_pages_png() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = image::RgbImage::from_fn(40, 30, |x, _| image::Rgb([200, 20, (x * 6) as u8]));
+        let jpg = dir.path().join("2026-07-01.JPG");
+        img.save_with_format(&jpg, image::ImageFormat::Jpeg)
+            .unwrap();
+        let (pages, skipped) = group_dir(dir.path()).unwrap();
+        assert!(skipped.is_empty());
+        let draft = read_page(&pages[0]).unwrap();
+        let png = draft.png.expect("the JPEG as PNG");
+        assert!(png.starts_with(PNG_MAGIC));
+        let back = image::load_from_memory(&png).unwrap().to_rgb8();
+        assert_eq!(back.dimensions(), (40, 30));
+        let red = back.get_pixel(5, 5).0[0];
+        assert!(red > 150, "colour kept: {red}");
+        assert!(draft.sources.png.is_some());
+
+        let png_path = dir.path().join("2026-07-01.png");
+        std::fs::write(
+            &png_path,
+            crate::ocr::raster::to_png(&crate::ports::PageImage {
+                width: 1,
+                height: 1,
+                gray: vec![0],
+            }),
+        )
+        .unwrap();
+        let (pages, _) = group_dir(dir.path()).unwrap();
+        let draft = read_page(&pages[0]).unwrap();
+        let kept = image::load_from_memory(&draft.png.unwrap()).unwrap();
+        assert_eq!((kept.width(), kept.height()), (1, 1), "the PNG file wins");
+
+        std::fs::remove_file(&png_path).unwrap();
+        std::fs::write(&jpg, [0xFF, 0xD8, 0xFF, 0xE0, 0, 0]).unwrap();
+        let (pages, _) = group_dir(dir.path()).unwrap();
+        let failure = read_page(&pages[0]).unwrap_err();
+        assert_eq!(failure.kind, FailureKind::BadImage);
+        assert_eq!(failure.path, jpg);
+    }
 
     #[test]
     fn stems_carry_dates() {

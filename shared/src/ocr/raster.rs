@@ -80,6 +80,30 @@ pub fn decode_image(bytes: &[u8]) -> Result<PageImage, OcrError> {
     })
 }
 
+/// A JPEG (a phone's photo of a page, a tablet's export) as a PNG in its own colours: pages
+/// keep their ink as PDF or PNG, so a JPEG is stored as the page's PNG. The same pixel limit
+/// as [`decode_image`] is checked from the header before anything is decoded.
+pub fn jpeg_to_png(bytes: &[u8]) -> Result<Vec<u8>, OcrError> {
+    if InkFormat::sniff(bytes) != Some(InkFormat::Jpeg) {
+        return Err(OcrError::BadImage("not a JPEG file".into()));
+    }
+    let bad = |e: image::ImageError| OcrError::BadImage(e.to_string());
+    let reader = image::ImageReader::with_format(Cursor::new(bytes), image::ImageFormat::Jpeg);
+    let (w, h) = reader.into_dimensions().map_err(bad)?;
+    if u64::from(w) * u64::from(h) > MAX_PIXELS {
+        return Err(OcrError::BadImage(format!(
+            "{w}x{h} is more than {MAX_PIXELS} pixels"
+        )));
+    }
+    let mut reader = image::ImageReader::with_format(Cursor::new(bytes), image::ImageFormat::Jpeg);
+    reader.limits(limits_for(w, h));
+    let img = reader.decode().map_err(bad)?;
+    let mut out = Vec::new();
+    img.write_to(&mut Cursor::new(&mut out), image::ImageFormat::Png)
+        .map_err(bad)?;
+    Ok(out)
+}
+
 fn limits_for(w: u32, h: u32) -> image::Limits {
     let mut limits = image::Limits::default();
     limits.max_alloc = Some((u64::from(w) * u64::from(h) * 8).max(1 << 20));

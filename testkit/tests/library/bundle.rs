@@ -258,9 +258,8 @@ async fn a_generated_thousand_page_notebook_round_trips() {
             let files = PageFiles {
                 md: Some(PathBuf::from(format!("{stem}.md"))),
                 png: png.as_ref().map(|_| PathBuf::from(format!("{stem}.png"))),
-                pdf: None,
-                txt: None,
                 stem,
+                ..PageFiles::default()
             };
             read_page_with(&files, |path| {
                 let bytes = match path.extension().and_then(|e| e.to_str()) {
