@@ -482,25 +482,19 @@ pub enum RateLimitError {
 pub trait RateLimiter: Send + Sync {
     /// Counts one hit of `key` in each window, shortest first, and stops at the first window
     /// that is over its limit (so a refused hit still counts in the windows before it).
-    async fn hit(&self, key: &str, windows: &[Window]) -> Result<RateDecision, RateLimitError>;
+    async fn hit(&self, key: &str, windows: &[Window]) -> Result<RateDecision, RateLimitError> {
+        self.hit_many(key, windows, 1).await
+    }
 
     /// Counts `n` hits of `key` (a JSON-RPC batch counts each of its messages, a prompt what it
-    /// dispatches) and refuses them all unless all fit. By default one hit after the other,
-    /// stopping at the first refused one; the adapters count them in one step per window
-    /// (one atomic increment by `n`).
+    /// dispatches) in one step per window (one atomic increment by `n`), and refuses them all
+    /// unless all fit.
     async fn hit_many(
         &self,
         key: &str,
         windows: &[Window],
         n: u64,
-    ) -> Result<RateDecision, RateLimitError> {
-        for _ in 0..n {
-            if let d @ RateDecision::Limited { .. } = self.hit(key, windows).await? {
-                return Ok(d);
-            }
-        }
-        Ok(RateDecision::Allowed)
-    }
+    ) -> Result<RateDecision, RateLimitError>;
 }
 
 /// Time, so tests can pin it.

@@ -407,15 +407,16 @@ struct PanicsWhenArmed {
 
 #[async_trait::async_trait]
 impl RateLimiter for PanicsWhenArmed {
-    async fn hit(
+    async fn hit_many(
         &self,
         key: &str,
         windows: &[nib::ports::Window],
+        n: u64,
     ) -> Result<nib::ports::RateDecision, nib::ports::RateLimitError> {
         if self.armed.swap(false, Ordering::SeqCst) {
             panic!("a request handler panicked (on purpose, in a test)");
         }
-        self.inner.hit(key, windows).await
+        self.inner.hit_many(key, windows, n).await
     }
 }
 

@@ -21,12 +21,17 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// `nib import --watch` of `inbox` into `data`.
     fn start(data: &Path, inbox: &Path) -> Watcher {
-        let mut child = Command::new(nib_exe())
-            .arg("--data-dir")
-            .arg(data)
-            .args(["import", "--ocr", "off", "--settle-ms", "100", "--watch"])
-            .arg(inbox)
+        let mut cmd = Command::new(nib_exe());
+        cmd.arg("--data-dir").arg(data);
+        cmd.args(["import", "--ocr", "off", "--settle-ms", "100", "--watch"]);
+        Watcher::spawn(cmd.arg(inbox))
+    }
+
+    /// `cmd` run with its lines read as they come.
+    fn spawn(cmd: &mut Command) -> Watcher {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -79,10 +84,6 @@ fn rewrite(path: &Path, text: &str, seconds_later: u64) {
         .unwrap();
 }
 
-fn starts_with(line: &str, prefix: &str) -> bool {
-    line.starts_with(prefix)
-}
-
 #[tokio::test]
 async fn a_watched_folder_imports_each_settled_page_once_across_restarts() {
     let data = tempfile::tempdir().unwrap();
@@ -98,7 +99,7 @@ async fn a_watched_folder_imports_each_settled_page_once_across_restarts() {
     );
     let line = w.line();
     assert!(
-        starts_with(&line, "2026-03-01.md: new page ") && line.ends_with("1 tasks)"),
+        line.starts_with("2026-03-01.md: new page ") && line.ends_with("1 tasks)"),
         "{line}"
     );
 
@@ -107,7 +108,7 @@ async fn a_watched_folder_imports_each_settled_page_once_across_restarts() {
     std::fs::write(&hidden, "## Notes\n- budget review\n").unwrap();
     std::fs::rename(&hidden, inbox.path().join("2026-03-02.md")).unwrap();
     let line = w.line();
-    assert!(starts_with(&line, "2026-03-02.md: new page "), "{line}");
+    assert!(line.starts_with("2026-03-02.md: new page "), "{line}");
 
     // Ink for the first page: the same page, updated, its text and task kept.
     std::fs::copy(
@@ -117,7 +118,7 @@ async fn a_watched_folder_imports_each_settled_page_once_across_restarts() {
     .unwrap();
     let line = w.line();
     assert!(
-        starts_with(&line, "2026-03-01.png: page ") && line.contains(" updated ("),
+        line.starts_with("2026-03-01.png: page ") && line.contains(" updated ("),
         "{line}"
     );
     w.stop();
@@ -145,10 +146,10 @@ async fn a_watched_folder_imports_each_settled_page_once_across_restarts() {
     let said: Vec<&String> = said.iter().collect();
     assert_eq!(said[0], "2026-03-01.md: unchanged", "{said:?}");
     assert!(
-        starts_with(said[1], "2026-03-02.md: page ") && said[1].contains(" updated ("),
+        said[1].starts_with("2026-03-02.md: page ") && said[1].contains(" updated ("),
         "{said:?}"
     );
-    assert!(starts_with(said[2], "2026-03-03.md: new page "), "{said:?}");
+    assert!(said[2].starts_with("2026-03-03.md: new page "), "{said:?}");
     w.stop();
 
     // Nothing changed since: a third start has nothing to look at.
@@ -203,7 +204,7 @@ async fn a_watched_file_that_fails_is_reported_and_taken_again_when_it_changes()
     );
     std::fs::copy(sample_dir().join("2026-06-20.png"), &bad).unwrap();
     let line = w.line();
-    assert!(starts_with(&line, "2026-04-01.png: new page "), "{line}");
+    assert!(line.starts_with("2026-04-01.png: new page "), "{line}");
     w.stop();
 }
 
@@ -213,33 +214,19 @@ async fn a_watched_file_that_fails_is_reported_and_taken_again_when_it_changes()
 async fn serve_with_a_watched_folder_serves_the_pages_written_into_it() {
     let data = tempfile::tempdir().unwrap();
     let inbox = tempfile::tempdir().unwrap();
-    let mut child = Command::new(nib_exe())
-        .arg("--data-dir")
-        .arg(data.path())
-        .args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--no-oauth",
-            "--ocr",
-            "off",
-        ])
-        .args(["--settle-ms", "100", "--watch"])
-        .arg(inbox.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in out.lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let w = Watcher { child, lines };
+    let mut cmd = Command::new(nib_exe());
+    cmd.arg("--data-dir").arg(data.path());
+    cmd.args([
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--no-oauth",
+        "--ocr",
+        "off",
+    ]);
+    cmd.args(["--settle-ms", "100", "--watch"])
+        .arg(inbox.path());
+    let w = Watcher::spawn(&mut cmd);
     let url = w.line().strip_prefix("nib: serving ").unwrap().to_owned();
     let token = w.line().split_once("(admin): ").unwrap().1.to_owned();
     assert!(w.line().ends_with(": 0 files up to date, 0 to look at"));
@@ -250,7 +237,7 @@ async fn serve_with_a_watched_folder_serves_the_pages_written_into_it() {
     )
     .unwrap();
     let line = w.line();
-    assert!(starts_with(&line, "2026-05-04.md: new page "), "{line}");
+    assert!(line.starts_with("2026-05-04.md: new page "), "{line}");
 
     let reply: serde_json::Value = reqwest::Client::new()
         .post(&url)

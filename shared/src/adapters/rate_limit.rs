@@ -148,10 +148,6 @@ impl InMemoryRateLimiter {
 
 #[async_trait]
 impl RateLimiter for InMemoryRateLimiter {
-    async fn hit(&self, key: &str, windows: &[Window]) -> Result<RateDecision, RateLimitError> {
-        self.hit_many(key, windows, 1).await
-    }
-
     /// `n` hits as one step per window, under the shard's lock.
     async fn hit_many(
         &self,
@@ -209,10 +205,6 @@ impl StoreRateLimiter {
 
 #[async_trait]
 impl RateLimiter for StoreRateLimiter {
-    async fn hit(&self, key: &str, windows: &[Window]) -> Result<RateDecision, RateLimitError> {
-        self.hit_many(key, windows, 1).await
-    }
-
     /// `n` hits as one atomic increment by `n` per window: a prompt or a batch costs the same
     /// writes as one call.
     async fn hit_many(
