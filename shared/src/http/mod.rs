@@ -2,11 +2,11 @@
 //!
 //! `POST /mcp` runs the checks in the order the design fixes: Origin/Host (403), size (413),
 //! malformed message or headers (400/406/415), authentication (401), method (405), scope (403),
-//! then hands each JSON-RPC message to rmcp's Streamable HTTP service, which speaks the
-//! protocol. What rmcp does not do, this layer does: authentication before anything else (so a
-//! bare GET sees the 401 challenge), JSON error bodies with correlation ids, JSON-RPC batches
-//! for 2025-03-26, signed session ids, scope checks that answer 403, per-token rate limits that
-//! answer 429, and one log line per request.
+//! session (404), rate limits (429), then hands each JSON-RPC message to `mcp_transport` (the
+//! Streamable HTTP rules of its revision) and our stateless server on rmcp's model types
+//! (`mcp::protocol`). Errors are JSON bodies with correlation ids from one writer
+//! (`errors.rs`), each request is one log line, and a handler that panics answers its own 500
+//! ([`catch_panic`]) while the server goes on.
 //!
 //! With an authorization server (`HttpState::oauth`), `oauth.rs` adds its endpoints, the
 //! protected resource metadata names it, and `/mcp` accepts its JWT access tokens beside
