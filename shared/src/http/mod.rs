@@ -6,7 +6,7 @@
 //! Streamable HTTP rules of its revision) and our stateless server on rmcp's model types
 //! (`mcp::protocol`). Errors are JSON bodies with correlation ids from one writer
 //! (`errors.rs`), each request is one log line, and a handler that panics answers its own 500
-//! ([`catch_panic`]) while the server goes on.
+//! (`catch_panic`) while the server goes on.
 //!
 //! With an authorization server (`HttpState::oauth`), `oauth.rs` adds its endpoints, the
 //! protected resource metadata names it, and `/mcp` accepts its JWT access tokens beside
