@@ -374,17 +374,24 @@ mod tests {
         check(&limiter, &clock).await;
     }
 
-    /// `n` hits in one step count `n`, and pass only when all of them fit, in both
-    /// implementations (the store's is one increment by `n` per window).
-    #[tokio::test]
-    async fn many_hits_count_as_many() {
+    /// The in-memory limiter and the store's (over an embedded store in a temporary folder,
+    /// kept while the returned guard lives), both at [`BASE`].
+    fn both_limiters() -> (tempfile::TempDir, Vec<Arc<dyn RateLimiter>>) {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(EmbeddedStore::open(&dir.path().join("s.redb")).unwrap());
         let clock = Arc::new(TestClock(AtomicI64::new(BASE)));
         let limiters: Vec<Arc<dyn RateLimiter>> = vec![
             Arc::new(InMemoryRateLimiter::new(clock.clone())),
-            Arc::new(StoreRateLimiter::new(store, clock.clone())),
+            Arc::new(StoreRateLimiter::new(store, clock)),
         ];
+        (dir, limiters)
+    }
+
+    /// `n` hits in one step count `n`, and pass only when all of them fit, in both
+    /// implementations (the store's is one increment by `n` per window).
+    #[tokio::test]
+    async fn many_hits_count_as_many() {
+        let (_dir, limiters) = both_limiters();
         for limiter in limiters {
             let allowed = |d: RateDecision| d == RateDecision::Allowed;
             assert!(allowed(limiter.hit_many("a", &[MINUTE], 2).await.unwrap()));
@@ -398,13 +405,7 @@ mod tests {
     /// 200 concurrent hits on a limit of 60: exactly 60 pass, in both implementations.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn exact_under_concurrency() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(EmbeddedStore::open(&dir.path().join("s.redb")).unwrap());
-        let clock = Arc::new(TestClock(AtomicI64::new(BASE)));
-        let limiters: Vec<Arc<dyn RateLimiter>> = vec![
-            Arc::new(InMemoryRateLimiter::new(clock.clone())),
-            Arc::new(StoreRateLimiter::new(store, clock.clone())),
-        ];
+        let (_dir, limiters) = both_limiters();
         let limit = [Window {
             secs: 3600,
             max: 60,

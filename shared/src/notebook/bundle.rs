@@ -24,6 +24,7 @@ use super::records::{
     page_gsi_sk, page_sk, pages_partition, task_gsi_sk, task_sk, taskkey_sk, tasks_partition,
     user_pk,
 };
+use super::trash::{page_trash_error, task_trash_error};
 use super::{Notebook, NotebookError, search};
 use crate::domain::tasks::{self, Appearance, History};
 use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
@@ -785,24 +786,25 @@ impl Notebook {
         loop {
             let page = self.store.query(&q).await?;
             for item in &page.items {
+                // The index item is the trash item itself (projection ALL): no second read.
                 let trashed = if let Some(id) = item.sk.strip_prefix("TRASH#P#") {
                     match PageId::parse(id) {
-                        Ok(id) if pages.contains_key(&id) => self.page_in_trash(user, &id).await?,
+                        Ok(id) if pages.contains_key(&id) => Some(page_trash_error(&id, item)),
                         _ => None,
                     }
                 } else if let Some(id) = item.sk.strip_prefix("TRASH#T#") {
                     match TaskLinkId::parse(id) {
-                        Ok(id) if tasks.contains(&id) => self.task_in_trash(user, &id).await?,
+                        Ok(id) if tasks.contains(&id) => Some(task_trash_error(&id, item)),
                         _ => None,
                     }
                 } else {
                     None
                 };
                 match trashed {
-                    Some(NotebookError::InTrash(message)) => {
+                    Some(Ok(NotebookError::InTrash(message))) => {
                         return Err(BundleError::InTrash(message));
                     }
-                    Some(other) => return Err(other.into()),
+                    Some(Ok(other) | Err(other)) => return Err(other.into()),
                     None => {}
                 }
             }

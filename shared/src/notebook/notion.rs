@@ -693,6 +693,56 @@ impl Notebook {
         Ok(report)
     }
 
+    /// Pushes a task that has no Notion page linked yet: links the page an earlier attempt
+    /// created (found by its `nib id`), else creates one; nothing when the lease is nearly over.
+    async fn push_unlinked(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        conn: &Connection,
+        id: &TaskLinkId,
+        held: Held,
+        t: &TaskRecord,
+    ) -> Result<Synced, PushError> {
+        let api = self.notion_api()?;
+        if self.clock.unix() > held.until - CREATE_WITHIN {
+            // Another call may claim the task before this one could link a
+            // page it created now; the next attempt does it.
+            tracing::warn!(user = %user, task = %id, "notion push left for later: its lease is nearly over");
+            return Ok(Synced::Yielded);
+        }
+        let found = match (&conn.mapping.task_id, held.fresh) {
+            (Some(property), false) => conn
+                .timed(api.find_task_page(&conn.token, &conn.database_id, property, id.as_str()))
+                .await
+                .map_err(PushError::Notion)?,
+            // A fresh item had no earlier attempt; a connection without the
+            // property cannot tell (connect again maps it).
+            _ => None,
+        };
+        Ok(match found {
+            Some(page) => {
+                self.save_link(user, keys, id, &page.id, &page.url).await?;
+                tracing::info!(user = %user, task = %id, "task's notion page from an earlier push linked");
+                // It was created with the status of its day.
+                conn.timed(api.update_status(&conn.token, &page.id, &conn.mapping, t.status))
+                    .await
+                    .map_err(PushError::Page)?;
+                Synced::Created(NotionRef {
+                    page_id: page.id,
+                    url: page.url,
+                })
+            }
+            None => {
+                let page = self.create_page(user, keys, conn, id, t).await?;
+                self.save_link(user, keys, id, &page.page_id, &page.url)
+                    .await?;
+                tracing::info!(user = %user, task = %id, "task pushed to notion");
+                Synced::Created(page)
+            }
+        })
+    }
+
     /// Creates the task's page if it has none (or links the one an earlier attempt created),
     /// else brings the page to the task's status; then removes its outbox item (unless it
     /// changed since it was claimed as `held`).
@@ -723,54 +773,11 @@ impl Notebook {
                         .map_err(PushError::Page)?;
                         Synced::Updated
                     }
-                    None => {
-                        if self.clock.unix() > held.until - CREATE_WITHIN {
-                            // Another call may claim the task before this one could link a
-                            // page it created now; the next attempt does it.
-                            tracing::warn!(user = %user, task = %id, "notion push left for later: its lease is nearly over");
-                            return Ok(Synced::Yielded);
-                        }
-                        let found = match (&conn.mapping.task_id, held.fresh) {
-                            (Some(property), false) => conn
-                                .timed(api.find_task_page(
-                                    &conn.token,
-                                    &conn.database_id,
-                                    property,
-                                    id.as_str(),
-                                ))
-                                .await
-                                .map_err(PushError::Notion)?,
-                            // A fresh item had no earlier attempt; a connection without the
-                            // property cannot tell (connect again maps it).
-                            _ => None,
-                        };
-                        match found {
-                            Some(page) => {
-                                self.save_link(user, keys, id, &page.id, &page.url).await?;
-                                tracing::info!(user = %user, task = %id, "task's notion page from an earlier push linked");
-                                // It was created with the status of its day.
-                                conn.timed(api.update_status(
-                                    &conn.token,
-                                    &page.id,
-                                    &conn.mapping,
-                                    t.status,
-                                ))
-                                .await
-                                .map_err(PushError::Page)?;
-                                Synced::Created(NotionRef {
-                                    page_id: page.id,
-                                    url: page.url,
-                                })
-                            }
-                            None => {
-                                let page = self.create_page(user, keys, conn, id, &t).await?;
-                                self.save_link(user, keys, id, &page.page_id, &page.url)
-                                    .await?;
-                                tracing::info!(user = %user, task = %id, "task pushed to notion");
-                                Synced::Created(page)
-                            }
-                        }
-                    }
+                    // Yielded: the outbox item stays, for the next attempt.
+                    None => match self.push_unlinked(user, keys, conn, id, held, &t).await? {
+                        Synced::Yielded => return Ok(Synced::Yielded),
+                        pushed => pushed,
+                    },
                 }
             }
         };

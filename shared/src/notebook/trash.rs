@@ -178,15 +178,10 @@ impl Notebook {
         user: &UserId,
         page: &PageId,
     ) -> Result<Option<NotebookError>, NotebookError> {
-        let Some(item) = self.store.get(&user_pk(user), &trash_page_sk(page)).await? else {
-            return Ok(None);
-        };
-        let t: TrashedPage = decode("trashed page", &item.body)?;
-        Ok(Some(NotebookError::InTrash(format!(
-            "page {page} is in the trash (deleted on {}); restore_page {{\"page_id\": \"{page}\"}} brings it back until {}, when it is purged for good",
-            day_of(t.deleted_at),
-            day_of(t.purge_at)
-        ))))
+        match self.store.get(&user_pk(user), &trash_page_sk(page)).await? {
+            Some(item) => page_trash_error(page, &item).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The error a read or write of a task gives when the task is in the trash, if it is.
@@ -195,21 +190,10 @@ impl Notebook {
         user: &UserId,
         task: &TaskLinkId,
     ) -> Result<Option<NotebookError>, NotebookError> {
-        let Some(item) = self.store.get(&user_pk(user), &trash_task_sk(task)).await? else {
-            return Ok(None);
-        };
-        let t: TrashedTask = decode("trashed task", &item.body)?;
-        let how = match &t.with_page {
-            Some(page) => format!(
-                "it was deleted with page {page}; restore_page {{\"page_id\": \"{page}\"}} brings both back"
-            ),
-            None => format!("restore_task {{\"task_link_id\": \"{task}\"}} brings it back"),
-        };
-        Ok(Some(NotebookError::InTrash(format!(
-            "task {task} is in the trash (deleted on {}); {how} until {}, when it is purged for good",
-            day_of(t.deleted_at),
-            day_of(t.purge_at)
-        ))))
+        match self.store.get(&user_pk(user), &trash_task_sk(task)).await? {
+            Some(item) => task_trash_error(task, &item).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The statistics deltas as writes, folding a legacy statistics record into the counters
@@ -1016,4 +1000,33 @@ pub fn trash_cursor_key(entry: &TrashEntry) -> String {
         TrashKind::Task => 't',
     };
     trash_gsi_sk(entry.deleted_at, kind, &entry.id)
+}
+
+/// The error a read or write of `page` gives, from its trash item.
+pub(super) fn page_trash_error(page: &PageId, item: &Item) -> Result<NotebookError, NotebookError> {
+    let t: TrashedPage = decode("trashed page", &item.body)?;
+    Ok(NotebookError::InTrash(format!(
+        "page {page} is in the trash (deleted on {}); restore_page {{\"page_id\": \"{page}\"}} brings it back until {}, when it is purged for good",
+        day_of(t.deleted_at),
+        day_of(t.purge_at)
+    )))
+}
+
+/// The error a read or write of `task` gives, from its trash item.
+pub(super) fn task_trash_error(
+    task: &TaskLinkId,
+    item: &Item,
+) -> Result<NotebookError, NotebookError> {
+    let t: TrashedTask = decode("trashed task", &item.body)?;
+    let how = match &t.with_page {
+        Some(page) => format!(
+            "it was deleted with page {page}; restore_page {{\"page_id\": \"{page}\"}} brings both back"
+        ),
+        None => format!("restore_task {{\"task_link_id\": \"{task}\"}} brings it back"),
+    };
+    Ok(NotebookError::InTrash(format!(
+        "task {task} is in the trash (deleted on {}); {how} until {}, when it is purged for good",
+        day_of(t.deleted_at),
+        day_of(t.purge_at)
+    )))
 }
