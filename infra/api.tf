@@ -13,6 +13,11 @@ locals {
     # A page's stable link (the `url` of search/fetch): the front shows it to its signed-in
     # owner, reading it through the pages function like a get_page call.
     "GET /pages/{proxy+}" = "mcp"
+    # The owner's web app (shared/src/http/app): the front serves its screens and forms, reading
+    # and writing through the pages and tasks functions like a tool call.
+    "GET /app"           = "mcp"
+    "GET /app/{proxy+}"  = "mcp"
+    "POST /app/{proxy+}" = "mcp"
 
     # RFC 9728 protected resource metadata, root and /mcp path forms (the fallback for clients
     # whose 401 lost its WWW-Authenticate header on the way through API Gateway).

@@ -51,6 +51,7 @@ resource "aws_iam_role" "fn" {
 locals {
   table_arns      = [aws_dynamodb_table.main.arn]
   table_and_index = [aws_dynamodb_table.main.arn, "${aws_dynamodb_table.main.arn}/index/gsi1"]
+  index_arns      = ["${aws_dynamodb_table.main.arn}/index/gsi1"]
   pages_objects   = "${aws_s3_bucket.pages.arn}/u/*"
   upload_objects  = "${aws_s3_bucket.pages.arn}/uploads/*"
 }
@@ -106,6 +107,22 @@ data "aws_iam_policy_document" "mcp" {
       test     = "ForAllValues:StringLike"
       variable = "dynamodb:LeadingKeys"
       values   = ["TOK#*", "RL#*", "GRANT#*", "SESSION#*"]
+    }
+  }
+
+  # The web app's connections screen lists the user's grants and tokens through their index
+  # partitions (U#{user}#GRANTS, U#{user}#TOKENS: index keys of the GRANT# and TOK# items this
+  # role already reaches). Query on the index only, and only those partitions: not the user's
+  # notebook partitions (U#{user}, whose items are sealed with keys this role cannot open).
+  statement {
+    sid       = "ListOwnGrantsAndTokens"
+    effect    = "Allow"
+    actions   = ["dynamodb:Query"]
+    resources = local.index_arns
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["U#*#GRANTS", "U#*#TOKENS"]
     }
   }
 
@@ -389,6 +406,20 @@ data "aws_iam_policy_document" "oauth" {
         "CLIENT#*", "CODE#*", "RT#*", "GRANT#*", "USER#*", "SESSION#*", "SECRET#oauth",
         "RL#login#*", "RL#oauth-register#*", "RL#oauth-addr#*",
       ]
+    }
+  }
+
+  # "Sign out everywhere" (POST /oauth/signout with everywhere=1) finds the user's sessions
+  # through their index partition U#{user}#SESSIONS. Query on the index only, only that.
+  statement {
+    sid       = "ListOwnSessions"
+    effect    = "Allow"
+    actions   = ["dynamodb:Query"]
+    resources = local.index_arns
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["U#*#SESSIONS"]
     }
   }
 

@@ -656,7 +656,10 @@ impl Services {
     }
 
     /// The HTTP router of the local server.
-    pub fn router(&self, config: HttpConfig) -> axum::Router {
+    pub fn router(&self, mut config: HttpConfig) -> axum::Router {
+        if config.asset_origin.is_none() {
+            config.asset_origin = self.asset_origin();
+        }
         let dispatch = Arc::new(InProcess {
             notebook: self.notebook().clone(),
         });

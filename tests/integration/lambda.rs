@@ -285,23 +285,29 @@ fn terraform_routes() -> Vec<(String, String, String)> {
     routes
 }
 
-/// The route key and function of a request, as API Gateway matches them (exact paths, and
-/// `{proxy+}` for the rest of a path).
+/// The route key and function of a request, as API Gateway matches them: an exact path first,
+/// else the `{proxy+}` route with the longest prefix (`POST /app/{proxy+}` before a shorter
+/// one).
 fn route<'a>(
     routes: &'a [(String, String, String)],
     method: &Method,
     path: &str,
 ) -> Option<(String, &'a str, Option<String>)> {
-    routes.iter().find_map(|(m, p, f)| {
-        if m != method.as_str() {
-            return None;
-        }
-        if let Some(prefix) = p.strip_suffix("{proxy+}") {
+    let same_method = || routes.iter().filter(|(m, _, _)| m == method.as_str());
+    if let Some((m, p, f)) = same_method().find(|(_, p, _)| p == path) {
+        return Some((format!("{m} {p}"), f.as_str(), None));
+    }
+    same_method()
+        .filter_map(|(m, p, f)| {
+            let prefix = p.strip_suffix("{proxy+}")?;
             let proxy = path.strip_prefix(prefix).filter(|rest| !rest.is_empty())?;
-            return Some((format!("{m} {p}"), f.as_str(), Some(proxy.to_owned())));
-        }
-        (p == path).then(|| (format!("{m} {p}"), f.as_str(), None))
-    })
+            Some((
+                prefix.len(),
+                (format!("{m} {p}"), f.as_str(), Some(proxy.to_owned())),
+            ))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, found)| found)
 }
 
 /// Serves API Gateway's side of the deployment on `listener`.

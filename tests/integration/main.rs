@@ -8,6 +8,7 @@ mod helpers;
 
 mod access;
 mod account;
+mod app;
 mod aws;
 mod bundle;
 mod cli;

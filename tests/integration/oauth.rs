@@ -63,7 +63,7 @@ fn challenge(verifier: &str) -> String {
 /// A server with a test clock, a password for the default user, and an HTTP client that does
 /// not follow redirects.
 pub(crate) struct Env {
-    app: TestApp,
+    pub(crate) app: TestApp,
     clock: Arc<TestClock>,
     http: reqwest::Client,
     _data: tempfile::TempDir,
@@ -333,7 +333,7 @@ impl Env {
     }
 
     /// A public client and a fresh token response for it.
-    async fn tokens(&self) -> (String, Value) {
+    pub(crate) async fn tokens(&self) -> (String, Value) {
         let client = self.public_client().await;
         let code = self.code(&client).await;
         let (status, body) = self.exchange(&client, &code).await;
@@ -342,7 +342,7 @@ impl Env {
     }
 
     /// A `tools/call` on /mcp with this bearer token: status, `WWW-Authenticate`, body.
-    async fn call(&self, token: &str, tool: &str, args: Value) -> (u16, String, Value) {
+    pub(crate) async fn call(&self, token: &str, tool: &str, args: Value) -> (u16, String, Value) {
         let r = self
             .app
             .post_anon()

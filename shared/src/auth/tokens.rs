@@ -90,7 +90,7 @@ fn token_pk(hash: &str) -> String {
     format!("TOK#{hash}")
 }
 
-fn user_tokens_partition(user: &UserId) -> String {
+pub(crate) fn user_tokens_partition(user: &UserId) -> String {
     format!("U#{user}#TOKENS")
 }
 
@@ -105,10 +105,13 @@ impl Tokens {
         scope: Scope,
         label: Option<String>,
     ) -> Result<NewToken, TokenError> {
-        let mut rng = rand::rng();
-        let body: String = (0..RANDOM_LEN)
-            .map(|_| BASE62[rng.random_range(0..62)] as char)
-            .collect();
+        // The thread's generator is not `Send`: it must be gone before the first await.
+        let body: String = {
+            let mut rng = rand::rng();
+            (0..RANDOM_LEN)
+                .map(|_| BASE62[rng.random_range(0..62)] as char)
+                .collect()
+        };
         let token = format!("{PREFIX}{body}{}", checksum(&body));
         let hash = hash(&token);
         let now = self.clock.unix();

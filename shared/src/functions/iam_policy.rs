@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::PARTITIONS;
+use super::{INDEX_PARTITIONS, PARTITIONS};
 
 mod hcl {
     //! Just enough HCL for Terraform policy documents.
@@ -331,8 +331,11 @@ mod hcl {
 }
 
 /// Each function's `dynamodb:LeadingKeys` values over all its DynamoDB statements, from
-/// `local.function_policies` (function -> policy document) and the documents.
-fn leading_keys(iam: &hcl::Body) -> BTreeMap<String, Vec<BTreeSet<String>>> {
+/// `local.function_policies` (function -> policy document) and the documents: the table's
+/// statements, then those on the index alone (`local.index_arns`).
+type RoleKeys = (Vec<BTreeSet<String>>, Vec<BTreeSet<String>>);
+
+fn leading_keys(iam: &hcl::Body) -> BTreeMap<String, RoleKeys> {
     let policies = iam
         .blocks("locals")
         .find_map(|b| b.body.attribute("function_policies"))
@@ -358,6 +361,7 @@ fn leading_keys(iam: &hcl::Body) -> BTreeMap<String, Vec<BTreeSet<String>>> {
             .get(name)
             .unwrap_or_else(|| panic!("no policy document {name}"));
         let mut statements = Vec::new();
+        let mut on_index = Vec::new();
         for statement in document.blocks("statement") {
             let actions = statement
                 .body
@@ -377,9 +381,15 @@ fn leading_keys(iam: &hcl::Body) -> BTreeMap<String, Vec<BTreeSet<String>>> {
                 .and_then(|c| c.body.attribute("values"))
                 .map(hcl::Value::strings)
                 .unwrap_or_default();
-            statements.push(keys.into_iter().collect());
+            let index_only = statement.body.attribute("resources")
+                == Some(&hcl::Value::Expr("local.index_arns".into()));
+            if index_only {
+                on_index.push(keys.into_iter().collect());
+            } else {
+                statements.push(keys.into_iter().collect());
+            }
         }
-        out.insert(function.clone(), statements);
+        out.insert(function.clone(), (statements, on_index));
     }
     out
 }
@@ -404,7 +414,17 @@ fn every_role_reaches_exactly_its_partitions() {
     );
     for (function, partitions) in PARTITIONS {
         let code: BTreeSet<String> = partitions.iter().map(|p| p.leading_key()).collect();
-        let statements = &roles[function];
+        let (statements, on_index) = &roles[function];
+        let index_code: BTreeSet<String> = INDEX_PARTITIONS
+            .iter()
+            .filter(|(f, _)| *f == function)
+            .flat_map(|(_, keys)| keys.iter().map(|k| (*k).to_owned()))
+            .collect();
+        let index_role: BTreeSet<String> = on_index.iter().flatten().cloned().collect();
+        assert_eq!(
+            index_role, index_code,
+            "{function}'s index-only statements and the index partitions its code queries"
+        );
         assert!(
             !statements.is_empty(),
             "{function} has no DynamoDB statement"
@@ -467,7 +487,7 @@ resource "x" "y" {
     let body = hcl::parse(text).unwrap();
     let keys = leading_keys(&body);
     assert_eq!(
-        keys["a"],
+        keys["a"].0,
         vec![BTreeSet::from(["A#*".to_owned(), "B#one".to_owned()])]
     );
     let locals = body.blocks("locals").next().unwrap();
@@ -487,8 +507,12 @@ resource "x" "y" {
         resource.body.attribute("n"),
         Some(&hcl::Value::Expr("5".into()))
     );
-    // And the real file: oauth's one DynamoDB statement.
+    // And the real file: oauth's one DynamoDB statement on the table, one on the index.
     let real = leading_keys(&iam_tf());
-    assert_eq!(real["oauth"].len(), 1);
-    assert!(real["oauth"][0].contains("SECRET#oauth"));
+    assert_eq!(real["oauth"].0.len(), 1);
+    assert!(real["oauth"].0[0].contains("SECRET#oauth"));
+    assert_eq!(
+        real["oauth"].1,
+        vec![BTreeSet::from(["U#*#SESSIONS".to_owned()])]
+    );
 }

@@ -107,6 +107,15 @@ pub const PARTITIONS: [(&str, &[Partition]); 5] = [
     ("oauth", OAUTH_PARTITIONS),
 ];
 
+/// The index partitions (`gsi1pk`) a function queries beyond [`PARTITIONS`], as
+/// `dynamodb:LeadingKeys` patterns of an index-only statement: the mcp front lists a user's
+/// grants and tokens for the web app's connections screen, the oauth function finds a user's
+/// sessions for "sign out everywhere". No other index partition (a user's notebook) is in reach.
+pub const INDEX_PARTITIONS: [(&str, &[&str]); 2] = [
+    ("mcp", &["U#*#GRANTS", "U#*#TOKENS"]),
+    ("oauth", &["U#*#SESSIONS"]),
+];
+
 /// The variables of the functions beyond [`AwsConfig`].
 ///
 /// | variable | meaning | needed by |
@@ -205,7 +214,8 @@ pub fn front(services: &Services) -> Result<axum::Router, ServicesError> {
         .map(|clients| clients.lambda.clone())
         .ok_or(ConfigError::Missing("NIB_TABLE"))?;
     let dispatch = Arc::new(LambdaDispatch::new(lambda, pages, tasks));
-    let http = HttpConfig::deployed(public_url, env.rate_limits);
+    let mut http = HttpConfig::deployed(public_url, env.rate_limits);
+    http.asset_origin = services.asset_origin();
     let mut mcp = NibMcp::new(dispatch.clone());
     if let Some(origin) = &services.asset_origin() {
         mcp = mcp.with_image_origin(origin);
@@ -323,6 +333,50 @@ impl ClassFunction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// IAM's `StringLike`: `*` is any run of characters.
+    fn like(pattern: &str, value: &str) -> bool {
+        match pattern.split_once('*') {
+            None => pattern == value,
+            Some((head, tail)) => {
+                value.starts_with(head)
+                    && (head.len()..=value.len())
+                        .any(|i| value.is_char_boundary(i) && like(tail, &value[i..]))
+            }
+        }
+    }
+
+    /// The index patterns name exactly the partitions the code queries: each user's grants and
+    /// tokens (mcp) and sessions (oauth), never the user's notebook partition.
+    #[test]
+    fn index_partitions_are_the_ones_the_code_queries() {
+        let alice = crate::domain::UserId::parse("alice").unwrap();
+        let keys = |f: &str| {
+            INDEX_PARTITIONS
+                .iter()
+                .find(|(name, _)| *name == f)
+                .map(|(_, k)| *k)
+                .unwrap_or_default()
+        };
+        let reaches = |f: &str, pk: &str| keys(f).iter().any(|k| like(k, pk));
+        assert!(reaches(
+            "mcp",
+            &crate::auth::oauth::grants::user_grants_partition(&alice)
+        ));
+        assert!(reaches(
+            "mcp",
+            &crate::auth::tokens::user_tokens_partition(&alice)
+        ));
+        assert!(reaches(
+            "oauth",
+            &crate::auth::web_sessions::sessions_partition(&alice)
+        ));
+        for f in ["mcp", "oauth"] {
+            assert!(!reaches(f, "U#alice"), "{f}");
+            assert!(!reaches(f, "U#alice#PAGES"), "{f}");
+        }
+        assert!(!reaches("mcp", "U#alice#SESSIONS"));
+    }
 
     #[test]
     fn the_public_url_sets_the_accepted_host_and_origin() {

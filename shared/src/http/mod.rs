@@ -12,6 +12,7 @@
 //! protected resource metadata names it, and `/mcp` accepts its JWT access tokens beside
 //! `nib_live_` API tokens.
 
+mod app;
 mod errors;
 mod mcp_endpoint;
 mod mcp_request;
@@ -28,6 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use serde::Deserialize;
 
+pub use app::{APP_PATH, CHANGE_COOKIE, is_app_path};
 pub use errors::{HttpError, RATE_LIMITED_CODE, oauth_error_response};
 pub use mcp_endpoint::MAX_BATCH_MESSAGES;
 pub use pages::{SIGNIN_PATH, SIGNOUT_PATH};
@@ -70,6 +72,9 @@ pub struct HttpConfig {
     pub rate_limits: RateLimits,
     /// The authorization server's settings; `None` runs without one (API tokens only).
     pub oauth: Option<OAuthConfig>,
+    /// Where page images come from when not from this server (S3's origin on AWS), for the
+    /// web app's Content-Security-Policy.
+    pub asset_origin: Option<String>,
 }
 
 /// Requests per credential (API token, or OAuth grant) on `/mcp`; 0 means no limit. Writes
@@ -133,6 +138,7 @@ impl HttpConfig {
             max_body_bytes: MAX_BODY_BYTES,
             rate_limits: RateLimits::OFF,
             oauth: Some(OAuthConfig::new(&public_url)),
+            asset_origin: None,
             public_url,
         }
     }
@@ -153,6 +159,7 @@ impl HttpConfig {
             max_body_bytes: MAX_BODY_BYTES,
             rate_limits,
             oauth: Some(OAuthConfig::new(public_url)),
+            asset_origin: None,
         }
     }
 
@@ -201,18 +208,21 @@ pub fn router(state: Arc<HttpState>) -> Router {
     let router = mcp_routes().merge(protected_resource_routes());
     let router = router.route("/assets/{*path}", get(asset));
     let router = if with_oauth {
-        router.merge(oauth::routes()).merge(pages::signin_routes())
+        router
+            .merge(oauth::routes())
+            .merge(pages::signin_routes())
+            .merge(app::routes())
     } else {
         router
     };
     with_panic_boundary(router, state)
 }
 
-/// The `mcp` Lambda's part (API Gateway routes `/mcp` and `/pages/{id}` to it): `/mcp`,
-/// `/pages/{id}` and `/healthz`. Separate from [`router`] so the front's binary links no
-/// authorization-server endpoints.
+/// The `mcp` Lambda's part (API Gateway routes `/mcp`, `/pages/{id}` and `/app` to it):
+/// `/mcp`, `/pages/{id}`, the web app and `/healthz`. Separate from [`router`] so the front's
+/// binary links no authorization-server endpoints.
 pub fn front_router(state: Arc<HttpState>) -> Router {
-    with_panic_boundary(mcp_routes(), state)
+    with_panic_boundary(mcp_routes().merge(app::routes()), state)
 }
 
 /// The `oauth` Lambda's part: the well-known documents, the authorization server and the page

@@ -43,7 +43,7 @@ pub const SIGNIN_PATH: &str = "/oauth/signin";
 /// Where the pages' sign-out form posts (the authorization server's, like sign-in).
 pub const SIGNOUT_PATH: &str = "/oauth/signout";
 /// The purpose the sign-out form's token is made for ([`WebSessions::csrf_token`]).
-const SIGNOUT_PURPOSE: &str = "sign-out";
+pub(super) const SIGNOUT_PURPOSE: &str = "sign-out";
 /// The CSRF cookie of the sign-in form (the consent form's name: one per browser is enough).
 const CSRF_COOKIE: &str = "nib_csrf";
 /// The largest sign-in form accepted.
@@ -104,9 +104,13 @@ fn session_cookie(st: &HttpState, value: &str, max_age: i64) -> Option<HeaderVal
     .ok()
 }
 
-/// The page's path on this server, when `next` is one (the only place sign-in returns to, so
-/// it cannot be turned into an open redirect).
+/// The path on this server sign-in may return to, when `next` is one: a page link or a path
+/// of the web app (the only places sign-in returns to, so it cannot be turned into an open
+/// redirect).
 fn page_path(next: &str) -> Option<String> {
+    if super::app::is_app_path(next) {
+        return Some(next.to_owned());
+    }
     let id = next.strip_prefix("/pages/")?;
     PageId::parse(id).ok().map(|id| format!("/pages/{id}"))
 }
@@ -449,24 +453,33 @@ async fn signin_submit(
     };
     tracing::info!(correlation_id = %cid, user = user.as_str(), "page sign-in");
     let mut r = see_other(&next);
-    // The cookie may outlive an idle session; the store decides, and a dead one is asked to
-    // sign in again.
-    if let Some(v) = session_cookie(&st, &session.id, ABSOLUTE_SECS) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
+    // The cookies may outlive an idle session; the store decides, and a dead one is asked to
+    // sign in again. The strict one lets the web app's forms change things (`http::app`).
+    let cookies = [
+        session_cookie(&st, &session.id, ABSOLUTE_SECS),
+        super::app::change_cookie(&session.id, ABSOLUTE_SECS, secure(&st)),
+    ];
+    for v in cookies.into_iter().flatten() {
+        r.headers_mut().append(header::SET_COOKIE, v);
     }
     r
 }
 
-/// `POST /oauth/signout`: the page's sign-out form. With the session's form token, deletes the
-/// session (so the cookie is refused everywhere from now on) and clears the cookie; without a
-/// session there is nothing to end. A form without the token (a post from another page) ends
-/// nothing.
+/// `POST /oauth/signout`: the sign-out form of the pages and the web app. With the session's
+/// form token, deletes the session (so the cookie is refused everywhere from now on) and
+/// clears the cookies; with `everywhere=1`, every session of its user (every browser signed
+/// in). Without a session there is nothing to end. A form without the token (a post from
+/// another page) ends nothing.
 async fn signout(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes) -> Response {
     let cid = telemetry::correlation_id();
-    let token = url::form_urlencoded::parse(&body)
-        .find(|(k, _)| k == "csrf_token")
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default();
+    let field = |name: &str| {
+        url::form_urlencoded::parse(&body)
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    };
+    let token = field("csrf_token").unwrap_or_default();
+    let everywhere = field("everywhere").as_deref() == Some("1");
+    let mut ended = "You are signed out of nib on this browser.";
     if let Some(id) = cookie(&headers, SESSION_COOKIE) {
         if !WebSessions::check_csrf(id, SIGNOUT_PURPOSE, &token) {
             tracing::warn!(correlation_id = %cid, "sign-out form without a valid token");
@@ -476,7 +489,17 @@ async fn signout(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Byt
                 "Sign out from a page of your notebook.".into(),
             );
         }
-        if let Err(e) = st.web_sessions.end(id).await {
+        let result = match st.web_sessions.check(id).await {
+            Ok(Some(session)) if everywhere => {
+                ended = "You are signed out of nib on every browser.";
+                st.web_sessions.end_all(&session.user).await.map(|n| {
+                    tracing::info!(correlation_id = %cid, user = session.user.as_str(), sessions = n, "signed out everywhere");
+                })
+            }
+            Ok(_) => st.web_sessions.end(id).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
             tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "sign-out failed");
             return message(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -484,15 +507,15 @@ async fn signout(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Byt
                 format!("You are still signed in (correlation id {cid}); try again."),
             );
         }
-        tracing::info!(correlation_id = %cid, "page sign-out");
+        tracing::info!(correlation_id = %cid, everywhere, "sign-out");
     }
-    let mut r = message(
-        StatusCode::OK,
-        "Signed out",
-        "You are signed out of nib on this browser.".into(),
-    );
-    if let Some(v) = session_cookie(&st, "", 0) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
+    let mut r = message(StatusCode::OK, "Signed out", ended.into());
+    let cookies = [
+        session_cookie(&st, "", 0),
+        super::app::change_cookie("", 0, secure(&st)),
+    ];
+    for v in cookies.into_iter().flatten() {
+        r.headers_mut().append(header::SET_COOKIE, v);
     }
     r
 }

@@ -68,12 +68,18 @@ pub struct ReplyError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReplyErrorKind {
-    /// Invalid arguments, not found, refused: an `isError` result the model can act on.
+    /// Invalid arguments, refused: an `isError` result the model can act on.
     Business,
+    /// No such page, task or resource for this user (also an `isError` result): kept apart
+    /// so the front's web app can answer it as not found.
+    NotFound,
     /// Not a tool of this function (or of any).
     UnknownTool,
     Internal,
 }
+
+/// What a [`ToolError::NotFound`] names, as it crosses between functions.
+const NOT_FOUND_KINDS: [&str; 4] = ["page", "task", "resource", "page image"];
 
 /// The internal error a class function reported (its cause is in that function's log).
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +104,10 @@ impl ToolReply {
                     message: None,
                 })
             }
+            Err(ToolError::NotFound(what)) => ToolReply::Error(ReplyError {
+                kind: ReplyErrorKind::NotFound,
+                message: Some(what.to_owned()),
+            }),
             Err(business) => ToolReply::Error(ReplyError {
                 kind: ReplyErrorKind::Business,
                 message: Some(business.to_string()),
@@ -112,6 +122,12 @@ impl ToolReply {
             ToolReply::Result(value) => Ok(value),
             ToolReply::Error(e) => Err(match e.kind {
                 ReplyErrorKind::Business => ToolError::Rejected(e.message.unwrap_or_default()),
+                ReplyErrorKind::NotFound => ToolError::NotFound(
+                    NOT_FOUND_KINDS
+                        .into_iter()
+                        .find(|k| e.message.as_deref() == Some(*k))
+                        .unwrap_or("item"),
+                ),
                 ReplyErrorKind::UnknownTool => {
                     ToolError::UnknownTool(e.message.unwrap_or_default())
                 }
@@ -172,15 +188,14 @@ mod tests {
 
         let err = ToolReply::from_outcome("get_page", Err(ToolError::NotFound("page")));
         let text = serde_json::to_string(&err).unwrap();
-        assert_eq!(
-            text,
-            r#"{"error":{"kind":"business","message":"page not found"}}"#
-        );
+        assert_eq!(text, r#"{"error":{"kind":"not_found","message":"page"}}"#);
         let back = serde_json::from_str::<ToolReply>(&text)
             .unwrap()
             .into_outcome("pages");
-        // The client sees the same text as from the local server.
-        assert_eq!(back.unwrap_err().to_string(), "page not found");
+        // The client sees the same text as from the local server, and the front the same kind.
+        let back = back.unwrap_err();
+        assert_eq!(back.to_string(), "page not found");
+        assert!(matches!(back, ToolError::NotFound("page")));
     }
 
     #[test]

@@ -36,6 +36,14 @@ pub struct GrantRecord {
     pub revoked_reason: Option<String>,
     /// Unix seconds after which the grant is forgotten.
     pub expires_at: i64,
+    /// The `host[:port]` of the redirect URI the grant's code went to, for the owner's list of
+    /// connections (grants made before it was kept have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_host: Option<String>,
+    /// Whether the operator vouches for the client's name (a pre-registered client), as the
+    /// consent page said; false for grants made before it was kept.
+    #[serde(default)]
+    pub name_verified: bool,
 }
 
 impl GrantRecord {
@@ -51,7 +59,7 @@ pub(crate) fn grant_pk(grant_id: &str) -> String {
     format!("{GRANT_PREFIX}{grant_id}")
 }
 
-fn user_grants_partition(user: &UserId) -> String {
+pub(crate) fn user_grants_partition(user: &UserId) -> String {
     format!("U#{user}#GRANTS")
 }
 

@@ -314,6 +314,8 @@ impl OAuth {
             revoked_at: None,
             revoked_reason: None,
             expires_at: now + self.config.refresh_ttl_secs + self.config.access_ttl_secs,
+            redirect_host: crate::http::url_authority(redirect_uri).map(str::to_owned),
+            name_verified: client.is_verified(),
         };
         let (refresh_token, refresh) = self.new_refresh(&grant);
         let (access_token, expires_in) = self.access_token(&grant, grant.scope).await?;
@@ -363,6 +365,8 @@ impl OAuth {
             revoked_reason: None,
             // Long past any exchange still in flight (the code itself is kept as long).
             expires_at: now.max(code.expires) + CODE_RETENTION_SECS,
+            redirect_host: None,
+            name_verified: false,
         };
         self.grants
             .revoke_or_forestall(pending, "authorization code replayed")

@@ -1,0 +1,281 @@
+//! Connections and tokens: each OAuth grant (revoke), each bearer token (create, revoke), and
+//! the sign-out forms.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::json;
+
+use super::{Chrome, Visitor, back_to, call, changer, message, not_found, render, visitor};
+use crate::auth::Scope;
+use crate::auth::tokens::TokenError;
+use crate::http::HttpState;
+use crate::telemetry;
+use crate::tools::rfc3339_ms;
+
+/// How many access records are read to find when each connection was last used.
+const ACCESS_LOOKBACK: u64 = 200;
+/// The longest token label accepted.
+const MAX_LABEL_CHARS: usize = 80;
+
+struct GrantRow {
+    grant_id: String,
+    client_name: String,
+    verified: bool,
+    redirect_host: Option<String>,
+    scope: &'static str,
+    granted: String,
+    last_used: Option<String>,
+}
+
+struct TokenRow {
+    token_id: String,
+    label: String,
+    scope: &'static str,
+    created: String,
+    last_used: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "app/account.html")]
+struct AccountScreen {
+    chrome: Chrome,
+    here: &'static str,
+    grants: Vec<GrantRow>,
+    tokens: Vec<TokenRow>,
+    /// A token just created: its secret, shown this once.
+    new_token: Option<String>,
+}
+
+fn day_time(unix: i64) -> String {
+    let s = rfc3339_ms(unix.saturating_mul(1000));
+    // `2026-06-19T08:15:02.000Z` -> `2026-06-19 08:15 UTC`
+    match (s.get(..10), s.get(11..16)) {
+        (Some(d), Some(t)) => format!("{d} {t} UTC"),
+        _ => s,
+    }
+}
+
+/// When each credential was last seen in the access record (its newest records).
+async fn last_uses(st: &HttpState, v: &Visitor) -> HashMap<String, String> {
+    let mut seen = HashMap::new();
+    match call(st, v, "list_access", json!({ "limit": ACCESS_LOOKBACK })).await {
+        Ok(listed) => {
+            for r in listed["records"].as_array().into_iter().flatten() {
+                let (Some(cred), Some(at)) = (r["credential_id"].as_str(), r["at"].as_str()) else {
+                    continue;
+                };
+                seen.entry(cred.to_owned()).or_insert_with(|| {
+                    format!(
+                        "{} {} UTC",
+                        at.get(..10).unwrap_or(at),
+                        at.get(11..16).unwrap_or("")
+                    )
+                });
+            }
+        }
+        // The list still shows; "last used" is then unknown.
+        Err(e) => {
+            tracing::warn!(error = %telemetry::chain(&e), "access record unavailable for the connections list")
+        }
+    }
+    seen
+}
+
+async fn screen(st: &HttpState, v: &Visitor, new_token: Option<String>) -> Response {
+    let cid = telemetry::correlation_id();
+    let oauth = st
+        .oauth
+        .as_ref()
+        .expect("the app runs with an authorization server");
+    let now = st.clock.unix();
+    let (grants, tokens) = match (
+        oauth.grants.list(&v.user).await,
+        st.tokens.list(&v.user).await,
+    ) {
+        (Ok(g), Ok(t)) => (g, t),
+        (Err(e), _) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "grants unavailable");
+            return super::error_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("Your connections could not be read (correlation id {cid})."),
+            );
+        }
+        (_, Err(e)) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "tokens unavailable");
+            return super::error_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("Your tokens could not be read (correlation id {cid})."),
+            );
+        }
+    };
+    let used = last_uses(st, v).await;
+    let mut grants: Vec<GrantRow> = grants
+        .into_iter()
+        .filter(|g| g.is_active(now))
+        .map(|g| GrantRow {
+            last_used: used.get(&format!("grant_{}", g.grant_id)).cloned(),
+            grant_id: g.grant_id,
+            client_name: g.client_name,
+            verified: g.name_verified,
+            redirect_host: g.redirect_host,
+            scope: g.scope.as_str(),
+            granted: day_time(g.created_at),
+        })
+        .collect();
+    grants.reverse();
+    let tokens = tokens
+        .into_iter()
+        .filter(|t| t.revoked_at.is_none())
+        .map(|t| TokenRow {
+            last_used: used
+                .get(&t.token_id)
+                .cloned()
+                .or(t.last_used_at.map(day_time)),
+            token_id: t.token_id,
+            label: t.label.unwrap_or_default(),
+            scope: t.scope.as_str(),
+            created: day_time(t.created_at),
+        })
+        .collect();
+    render(
+        st,
+        &AccountScreen {
+            chrome: Chrome::new(v, "account"),
+            here: "/app/account",
+            grants,
+            tokens,
+            new_token,
+        },
+    )
+}
+
+/// `GET /app/account`.
+pub(super) async fn show(State(st): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
+    match visitor(&st, &headers, "/app/account").await {
+        Ok(v) => screen(&st, &v, None).await,
+        Err(r) => r,
+    }
+}
+
+/// `POST /app/account/grants/{grant_id}/revoke`: the client's tokens stop working at once.
+pub(super) async fn revoke_grant(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    Path(grant_id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let (v, form) = match changer(&st, &headers, &body).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
+    let oauth = st
+        .oauth
+        .as_ref()
+        .expect("the app runs with an authorization server");
+    match oauth
+        .grants
+        .revoke(
+            &grant_id,
+            Some(&v.user),
+            "revoked by its owner in the web app",
+        )
+        .await
+    {
+        Ok(Some(_)) => {
+            tracing::info!(user = v.user.as_str(), "grant revoked in the web app");
+            back_to(&form)
+        }
+        Ok(None) => not_found(),
+        Err(e) => {
+            let cid = telemetry::correlation_id();
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "grant revocation failed");
+            super::error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("The connection was not revoked (correlation id {cid}); try again."),
+            )
+        }
+    }
+}
+
+/// `POST /app/account/tokens` (`label`, `preset`: read or write): the new token is shown once,
+/// in this answer.
+pub(super) async fn create_token(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (v, form) = match changer(&st, &headers, &body).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
+    let scope = match form.get("preset") {
+        Some("read") => Scope::Read,
+        Some("write") => Scope::Write,
+        _ => {
+            return message(
+                StatusCode::BAD_REQUEST,
+                "Choose what the token may do",
+                "A token can read the notebook, or read and write it. Nothing was created.",
+            );
+        }
+    };
+    let label = form.get("label").unwrap_or_default().trim();
+    if label.chars().count() > MAX_LABEL_CHARS || label.chars().any(char::is_control) {
+        return message(
+            StatusCode::BAD_REQUEST,
+            "That label cannot be used",
+            &format!(
+                "A label is at most {MAX_LABEL_CHARS} characters on one line. Nothing was created."
+            ),
+        );
+    }
+    let label = (!label.is_empty()).then(|| label.to_owned());
+    // Matched before the screen's awaits: the error is not kept across them.
+    let new = match st.tokens.create(&v.user, scope, label).await {
+        Ok(new) => new,
+        Err(e) => {
+            let cid = telemetry::correlation_id();
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "token creation failed");
+            return super::error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("No token was created (correlation id {cid}); try again."),
+            );
+        }
+    };
+    tracing::info!(user = v.user.as_str(), token_id = %new.record.token_id, "token created in the web app");
+    screen(&st, &v, Some(new.token)).await
+}
+
+/// `POST /app/account/tokens/{token_id}/revoke`.
+pub(super) async fn revoke_token(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    Path(token_id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let (v, form) = match changer(&st, &headers, &body).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
+    match st.tokens.revoke(&v.user, &token_id).await {
+        Ok(_) => {
+            tracing::info!(user = v.user.as_str(), token_id = %token_id, "token revoked in the web app");
+            back_to(&form)
+        }
+        Err(TokenError::UnknownId(_)) => not_found(),
+        Err(e) => {
+            let cid = telemetry::correlation_id();
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "token revocation failed");
+            super::error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("The token was not revoked (correlation id {cid}); try again."),
+            )
+        }
+    }
+}

@@ -1,0 +1,449 @@
+//! The owner's web app (`/app`, `shared/src/http/app`) over HTTP, as a browser without
+//! JavaScript uses it, locally and through the Lambda functions: sign-in and its two cookies,
+//! the screens, the task checkbox seen over MCP, tokens and OAuth grants revoked and then
+//! refused on `/mcp`, the trash, sign out everywhere, and the refusals: a form without its
+//! token, from another origin or without the strict cookie changes nothing, and another user's
+//! page, grant, token and trash ids are not found. The same screens in headless Chromium are
+//! `browser.rs`.
+
+use nib::domain::UserId;
+use serde_json::json;
+
+use crate::helpers::{Options, TestApp};
+use crate::oauth::{Env, PASSWORD};
+
+/// A browser without JavaScript: its own cookies (session and strict), no redirects followed.
+pub(crate) struct Browser {
+    base: String,
+    http: reqwest::Client,
+    session: String,
+    strict: String,
+}
+
+/// `html` with the entities an HTML escaper writes turned back into characters.
+fn unescape(html: &str) -> String {
+    [
+        ("&#34;", "\""),
+        ("&quot;", "\""),
+        ("&#39;", "'"),
+        ("&#x27;", "'"),
+        ("&#60;", "<"),
+        ("&lt;", "<"),
+        ("&#62;", ">"),
+        ("&gt;", ">"),
+        ("&#47;", "/"),
+        ("&#x2f;", "/"),
+        ("&#38;", "&"),
+        ("&amp;", "&"),
+    ]
+    .iter()
+    .fold(html.to_owned(), |s, (from, to)| s.replace(from, to))
+}
+
+/// The value of the first hidden input `name` in `html`.
+fn field(html: &str, name: &str) -> Option<String> {
+    let marker = format!("name=\"{name}\" value=\"");
+    let rest = &html[html.find(&marker)? + marker.len()..];
+    Some(unescape(&rest[..rest.find('"')?]))
+}
+
+/// The `csrf_token` of the form holding the input `marker` (`back`, `everywhere`): each form
+/// has its token before its other fields.
+fn token_before(html: &str, marker: &str) -> Option<String> {
+    let at = html.find(&format!("name=\"{marker}\""))?;
+    let start = html[..at].rfind("name=\"csrf_token\"")?;
+    field(&html[start..], "csrf_token")
+}
+
+/// Every value of the attribute `attr` in `html` (`data-grant="..."`).
+fn attributes(html: &str, attr: &str) -> Vec<String> {
+    let marker = format!("{attr}=\"");
+    html.match_indices(&marker)
+        .filter_map(|(i, _)| {
+            let rest = &html[i + marker.len()..];
+            Some(unescape(&rest[..rest.find('"')?]))
+        })
+        .collect()
+}
+
+/// The `Set-Cookie` header named `name`, whole.
+fn set_cookie(r: &reqwest::Response, name: &str) -> Option<String> {
+    r.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(str::to_owned)
+}
+
+fn pair(cookie: &str) -> String {
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+async fn with_password(app: &TestApp, user: &str) {
+    let user = UserId::parse(user).unwrap();
+    app.app.ensure_user(&user).await.unwrap();
+    app.app
+        .users()
+        .set_password(&user, PASSWORD, true)
+        .await
+        .unwrap();
+}
+
+impl Browser {
+    /// Opens `/app` and signs in as a person would: the redirect to sign-in, the form, back to
+    /// `/app` with the session cookie (`Lax`, every path) and the strict one (`Strict`, `/app`).
+    pub(crate) async fn sign_in(base: &str, user: &str) -> Browser {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let r = http.get(format!("{base}/app")).send().await.unwrap();
+        assert_eq!(r.status(), 303, "no session: sent to sign in");
+        let location = r.headers()["location"].to_str().unwrap().to_owned();
+        assert_eq!(location, "/oauth/signin?next=%2Fapp");
+        let r = http.get(format!("{base}{location}")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let csrf_cookie = pair(&set_cookie(&r, "nib_csrf").expect("a CSRF cookie"));
+        let html = r.text().await.unwrap();
+        let r = http
+            .post(format!("{base}/oauth/signin"))
+            .header("cookie", csrf_cookie)
+            .form(&[
+                ("next", field(&html, "next").unwrap().as_str()),
+                ("csrf_token", field(&html, "csrf_token").unwrap().as_str()),
+                ("username", user),
+                ("password", PASSWORD),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303);
+        assert_eq!(r.headers()["location"], "/app");
+        let session = set_cookie(&r, "nib_session").expect("a session cookie");
+        let strict = set_cookie(&r, "nib_change").expect("the strict cookie");
+        assert!(
+            session.contains("HttpOnly") && session.contains("SameSite=Lax"),
+            "{session}"
+        );
+        assert!(
+            strict.contains("HttpOnly")
+                && strict.contains("SameSite=Strict")
+                && strict.contains("Path=/app;"),
+            "{strict}"
+        );
+        assert_eq!(
+            pair(&session).split_once('=').unwrap().1,
+            pair(&strict).split_once('=').unwrap().1,
+            "both cookies name the one session"
+        );
+        Browser {
+            base: base.to_owned(),
+            http,
+            session: pair(&session),
+            strict: pair(&strict),
+        }
+    }
+
+    /// A GET from this browser: status and body.
+    async fn get(&self, path: &str) -> (u16, String) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("cookie", format!("{}; {}", self.session, self.strict))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.text().await.unwrap())
+    }
+
+    /// A GET that must show a screen: its HTML.
+    async fn screen(&self, path: &str) -> String {
+        let (status, html) = self.get(path).await;
+        assert_eq!(status, 200, "{path}: {html}");
+        html
+    }
+
+    /// A form posted from a page of this site: the strict cookie, our `Origin`, the token of
+    /// `page` (a screen's HTML) unless `token` says otherwise.
+    async fn post(&self, path: &str, page: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+        let token = token_before(page, "back").expect("the screen has an app form");
+        self.post_as(path, fields, Some(&token), true, Some(&self.base))
+            .await
+    }
+
+    async fn post_as(
+        &self,
+        path: &str,
+        fields: &[(&str, &str)],
+        token: Option<&str>,
+        strict: bool,
+        origin: Option<&str>,
+    ) -> reqwest::Response {
+        let mut form: Vec<(&str, &str)> = fields.to_vec();
+        if let Some(t) = token {
+            form.push(("csrf_token", t));
+        }
+        let cookie = if strict {
+            format!("{}; {}", self.session, self.strict)
+        } else {
+            self.session.clone()
+        };
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("cookie", cookie)
+            .form(&form);
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        req.send().await.unwrap()
+    }
+}
+
+/// A task's status as `list_tasks` says (over MCP, with the default user's token).
+async fn status_of(app: &TestApp, task: &str) -> String {
+    let listed = app
+        .call("list_tasks", json!({ "status": "all", "limit": 200 }))
+        .await;
+    listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_link_id"] == task)
+        .map(|t| t["status"].as_str().unwrap().to_owned())
+        .expect("the task is listed")
+}
+
+async fn the_web_app_serves_its_owner(env: Env) {
+    let app = &env.app;
+    with_password(app, "default").await;
+    with_password(app, "mallory").await;
+    let owner = Browser::sign_in(&app.base, "default").await;
+
+    // The pages by day, with the app's headers.
+    let r = owner
+        .http
+        .get(format!("{}/app", app.base))
+        .header("cookie", &owner.session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let csp = r.headers()["content-security-policy"].to_str().unwrap();
+    for part in [
+        "script-src 'self'",
+        "style-src 'self'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+    ] {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert_eq!(r.headers()["x-frame-options"], "DENY");
+    let home = r.text().await.unwrap();
+    let page_ids = attributes(&home, "href")
+        .into_iter()
+        .filter_map(|h| h.strip_prefix("/app/pages/").map(str::to_owned))
+        .collect::<Vec<_>>();
+    let listed = app.call("list_pages", json!({ "limit": 30 })).await;
+    assert_eq!(
+        page_ids,
+        listed["pages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["page_id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>(),
+        "the pages, newest first, as list_pages has them"
+    );
+
+    // A page with an open task: its checkbox is a form.
+    let open = app.call("list_tasks", json!({ "status": "open" })).await;
+    let task = open["tasks"][0].clone();
+    let task_id = task["task_link_id"].as_str().unwrap();
+    let page_id = task["source_page_id"].as_str().unwrap();
+    let page = owner.screen(&format!("/app/pages/{page_id}")).await;
+    let action = format!("/app/tasks/{task_id}");
+    assert!(page.contains(&format!("action=\"{action}\"")), "{page}");
+    assert!(unescape(&page).contains(task["text"].as_str().unwrap()));
+    let back = format!("/app/pages/{page_id}");
+    let fields = [("status", "done"), ("back", back.as_str())];
+
+    // Forms that did not come from our page change nothing.
+    let token = token_before(&page, "back").unwrap();
+    for (why, token, strict, origin) in [
+        ("no token", None, true, Some(app.base.as_str())),
+        (
+            "another session's token",
+            Some("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+            true,
+            None,
+        ),
+        (
+            "another origin",
+            Some(token.as_str()),
+            true,
+            Some("https://evil.example"),
+        ),
+        ("no strict cookie", Some(token.as_str()), false, None),
+    ] {
+        let r = owner.post_as(&action, &fields, token, strict, origin).await;
+        assert_eq!(r.status(), 403, "{why}");
+        assert_eq!(status_of(app, task_id).await, "todo", "{why}");
+    }
+    // The checkbox, then the task over MCP.
+    let r = owner.post(&action, &page, &fields).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], back.as_str());
+    assert_eq!(status_of(app, task_id).await, "done");
+    let done = owner.screen("/app/tasks?status=done").await;
+    assert!(done.contains(&format!("action=\"{action}\"")));
+
+    // Search: hybrid, the query's words marked in the snippets.
+    let word = task["text"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .find(|w| w.len() >= 4 && w.chars().all(char::is_alphabetic))
+        .unwrap()
+        .to_owned();
+    let found = owner.screen(&format!("/app/search?q={word}")).await;
+    assert!(found.contains("<mark>"), "{found}");
+    assert!(found.contains(&format!("/app/pages/{page_id}")), "{found}");
+
+    // A token: created (shown once), used, listed, revoked, refused.
+    let account = owner.screen("/app/account").await;
+    let r = owner
+        .post(
+            "/app/account/tokens",
+            &account,
+            &[
+                ("label", "laptop"),
+                ("preset", "read"),
+                ("back", "/app/account"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let shown = r.text().await.unwrap();
+    let token_secret = shown
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find(|w| w.starts_with("nib_live_"))
+        .expect("the new token is shown")
+        .to_owned();
+    assert_eq!(
+        env.call(&token_secret, "list_pages", json!({})).await.0,
+        200
+    );
+    let account = owner.screen("/app/account").await;
+    assert!(!account.contains(&token_secret), "shown only once");
+    assert!(account.contains("laptop"));
+    // The laptop's row (the test's own token is listed too).
+    let token_ids: Vec<String> = account
+        .split("data-token=\"")
+        .skip(1)
+        .filter(|row| row[..row.find("</tr>").unwrap()].contains("laptop"))
+        .map(|row| row[..row.find('"').unwrap()].to_owned())
+        .collect();
+    assert_eq!(token_ids.len(), 1, "{account}");
+
+    // An OAuth connection: listed with its unverified name and host, revoked, refused.
+    let (_, tokens) = env.tokens().await;
+    let access = tokens["access_token"].as_str().unwrap();
+    assert_eq!(env.call(access, "list_pages", json!({})).await.0, 200);
+    let account = owner.screen("/app/account").await;
+    assert!(account.contains("Test Client") && account.contains("unverified name"));
+    let grants = attributes(&account, "data-grant");
+    assert_eq!(grants.len(), 1, "{account}");
+
+    // Another user finds none of these ids.
+    let mallory = Browser::sign_in(&app.base, "mallory").await;
+    assert_eq!(mallory.get(&format!("/app/pages/{page_id}")).await.0, 404);
+    let theirs = mallory.screen("/app/account").await;
+    assert!(attributes(&theirs, "data-grant").is_empty());
+    for path in [
+        format!("/app/account/grants/{}/revoke", grants[0]),
+        format!("/app/account/tokens/{}/revoke", token_ids[0]),
+        format!("/app/tasks/{task_id}"),
+    ] {
+        let r = mallory
+            .post(
+                &path,
+                &theirs,
+                &[("back", "/app/account"), ("status", "todo")],
+            )
+            .await;
+        assert_eq!(r.status(), 404, "{path}");
+    }
+    assert_eq!(env.call(access, "list_pages", json!({})).await.0, 200);
+    assert_eq!(
+        env.call(&token_secret, "list_pages", json!({})).await.0,
+        200
+    );
+    assert_eq!(status_of(app, task_id).await, "done");
+
+    // The owner revokes both.
+    for path in [
+        format!("/app/account/grants/{}/revoke", grants[0]),
+        format!("/app/account/tokens/{}/revoke", token_ids[0]),
+    ] {
+        let r = owner
+            .post(&path, &account, &[("back", "/app/account")])
+            .await;
+        assert_eq!(r.status(), 303, "{path}");
+    }
+    // (The challenge header is API Gateway's renamed one through the functions: the status.)
+    assert_eq!(env.call(access, "list_pages", json!({})).await.0, 401);
+    assert_eq!(
+        env.call(&token_secret, "list_pages", json!({})).await.0,
+        401
+    );
+    let account = owner.screen("/app/account").await;
+    assert!(attributes(&account, "data-grant").is_empty());
+
+    // The trash: a deleted page, its purge date, restored by its owner only.
+    app.call("delete_page", json!({ "page_id": page_id })).await;
+    let data = owner.screen("/app/data").await;
+    assert!(data.contains(&format!("data-id=\"{page_id}\"")), "{data}");
+    let restore = format!("/app/data/restore/page/{page_id}");
+    let r = mallory
+        .post(&restore, &theirs, &[("back", "/app/data")])
+        .await;
+    assert_eq!(r.status(), 404);
+    assert!(!mallory.screen("/app/data").await.contains(page_id));
+    let r = owner.post(&restore, &data, &[("back", "/app/data")]).await;
+    assert_eq!(r.status(), 303);
+    owner.screen(&format!("/app/pages/{page_id}")).await;
+
+    // Sign out everywhere: every browser of the owner is signed out, mallory's is not.
+    let second = Browser::sign_in(&app.base, "default").await;
+    second.screen("/app").await;
+    let account = owner.screen("/app/account").await;
+    let signout = token_before(&account, "everywhere").unwrap();
+    let r = owner
+        .post_as(
+            "/oauth/signout",
+            &[("everywhere", "1")],
+            Some(&signout),
+            true,
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    for b in [&owner, &second] {
+        assert_eq!(b.get("/app").await.0, 303, "an old cookie is refused");
+    }
+    mallory.screen("/app").await;
+}
+
+#[tokio::test]
+async fn the_web_app_serves_its_owner_locally() {
+    the_web_app_serves_its_owner(Env::around(TestApp::spawn().await)).await;
+}
+
+#[tokio::test]
+async fn the_web_app_serves_its_owner_through_the_functions() {
+    the_web_app_serves_its_owner(Env::around(TestApp::spawn_with(Options::lambda()).await)).await;
+}
