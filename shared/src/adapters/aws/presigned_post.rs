@@ -68,12 +68,29 @@ pub struct PostCredentials {
     pub session_token: Option<String>,
 }
 
+impl PostCredentials {
+    pub fn new(
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<String>,
+        session_token: Option<String>,
+    ) -> PostCredentials {
+        PostCredentials {
+            access_key_id: access_key_id.into(),
+            secret_access_key: Zeroizing::new(secret_access_key.into()),
+            session_token,
+        }
+    }
+}
+
 impl std::fmt::Debug for PostCredentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostCredentials")
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &"[redacted]")
-            .field("session_token", &self.session_token.as_ref().map(|_| "[redacted]"))
+            .field(
+                "session_token",
+                &self.session_token.as_ref().map(|_| "[redacted]"),
+            )
             .finish()
     }
 }
@@ -314,7 +331,10 @@ mod tests {
     fn presign_reproduces_the_documented_example_signature() {
         let policy = EXAMPLE_POLICY.join("\r\n");
         let encoded = STANDARD.encode(&policy);
-        assert_eq!(encoded, EXAMPLE_BASE64, "the documented policy, CRLF line ends");
+        assert_eq!(
+            encoded, EXAMPLE_BASE64,
+            "the documented policy, CRLF line ends"
+        );
         assert_eq!(
             sign(EXAMPLE_SECRET, "20151229", "us-east-1", &encoded),
             EXAMPLE_SIGNATURE
@@ -380,10 +400,18 @@ mod tests {
         // The signature is of the policy field exactly, under the scope's date and region.
         assert_eq!(
             field(&post, "X-Amz-Signature"),
-            sign(EXAMPLE_SECRET, "20260619", "eu-west-1", field(&post, "Policy"))
+            sign(
+                EXAMPLE_SECRET,
+                "20260619",
+                "eu-west-1",
+                field(&post, "Policy")
+            )
         );
         let shown = format!("{:?}", credentials(Some("FQoGZXIvYXdzEXAMPLE")));
-        assert!(!shown.contains(EXAMPLE_SECRET) && !shown.contains("FQoG"), "{shown}");
+        assert!(
+            !shown.contains(EXAMPLE_SECRET) && !shown.contains("FQoG"),
+            "{shown}"
+        );
     }
 
     #[test]
@@ -424,7 +452,10 @@ mod tests {
             let key = upload_key(&alice, name).unwrap();
             assert_eq!(key, format!("uploads/alice/{name}"));
             let (who, stem, _) = parse_upload_key(&key).unwrap();
-            assert_eq!((who.as_str(), stem), ("alice", name.rsplit_once('.').unwrap().0));
+            assert_eq!(
+                (who.as_str(), stem),
+                ("alice", name.rsplit_once('.').unwrap().0)
+            );
         }
         for name in [
             "",

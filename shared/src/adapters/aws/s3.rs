@@ -187,7 +187,8 @@ impl S3Assets {
         max_bytes: u64,
         ttl_seconds: u64,
     ) -> Result<PresignedPost, AssetsError> {
-        let key = presigned_post::upload_key(user, file_name).map_err(AssetsError::InvalidUpload)?;
+        let key =
+            presigned_post::upload_key(user, file_name).map_err(AssetsError::InvalidUpload)?;
         if !presigned_post::valid_content_type(content_type) {
             return Err(AssetsError::InvalidUpload(
                 "the content type is not printable ASCII of 1 to 255 bytes",
@@ -215,11 +216,11 @@ impl S3Assets {
             .provide_credentials()
             .await
             .map_err(|e| unavailable(PostSigningError::Credentials(e)))?;
-        let credentials = PostCredentials {
-            access_key_id: loaded.access_key_id().to_owned(),
-            secret_access_key: zeroize::Zeroizing::new(loaded.secret_access_key().to_owned()),
-            session_token: loaded.session_token().map(str::to_owned),
-        };
+        let credentials = PostCredentials::new(
+            loaded.access_key_id(),
+            loaded.secret_access_key(),
+            loaded.session_token().map(str::to_owned),
+        );
         let now = time::OffsetDateTime::now_utc();
         let ttl = time::Duration::seconds(i64::try_from(ttl_seconds).unwrap_or(i64::MAX));
         Ok(presigned_post::presign_post(
