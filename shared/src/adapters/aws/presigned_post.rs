@@ -124,7 +124,8 @@ pub fn bucket_url(bucket: &str, region: &str, endpoint_url: Option<&str>) -> Str
 }
 
 /// `uploads/{user}/{file_name}` when `file_name` is a page file's name alone that the ingest
-/// function imports; else why not (a reason without the name, fit for a log line).
+/// function imports (no `/`, `..`, control character or `${`); else why not (a reason without
+/// the name, fit for a log line).
 pub fn upload_key(user: &UserId, file_name: &str) -> Result<String, &'static str> {
     if file_name.is_empty() {
         return Err("the file name is empty");
@@ -140,6 +141,10 @@ pub fn upload_key(user: &UserId, file_name: &str) -> Result<String, &'static str
     }
     if file_name.chars().any(char::is_control) {
         return Err("the file name holds a control character");
+    }
+    // S3 replaces `${filename}` in a form's key with the name of the file the browser sends.
+    if file_name.contains("${") {
+        return Err("the file name holds '${'");
     }
     let key = format!("{UPLOAD_PREFIX}{user}/{file_name}");
     if parse_upload_key(&key).is_none() {
@@ -465,6 +470,7 @@ mod tests {
             "x..pdf",
             "x\n.pdf",
             "x\u{7f}.pdf",
+            "${filename}.pdf",
             ".hidden.pdf",
             "page.exe",
             "page",
