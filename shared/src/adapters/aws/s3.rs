@@ -172,9 +172,9 @@ impl S3Assets {
     /// A presigned POST for the browser to upload one page file as
     /// `uploads/{user}/{file_name}` (the ingest function imports it from there), valid for
     /// `ttl_seconds`. S3 refuses an upload whose key or `Content-Type` differs from these, or
-    /// that is empty or over `max_bytes` (at most [`MAX_UPLOAD_BYTES`]). Signing is local: it
-    /// sends nothing, but may load the credentials (from the environment or the role, cached
-    /// by the SDK).
+    /// that is empty or over `max_bytes` (at most [`MAX_UPLOAD_BYTES`]). Signing sends nothing
+    /// to S3; it asks the SDK's credentials provider chain each time (not the clients' identity
+    /// cache), which on Lambda reads the role's credentials from the environment.
     ///
     /// `InvalidUpload` when `file_name` is not a page file's name alone that ingest imports
     /// (a `/`, `..`, a control character, another extension), the content type is not printable
