@@ -17,8 +17,10 @@
 #   no user's key is wrapped with. mcp has no statement on it.
 # - The storage key is usable by a role only through the service that encrypts with it
 #   (kms:ViaService): a role can read an encrypted item or object, never decrypt on its own.
-# - tasks has no S3 permission. pages may read page images (u/) and re-tag them by copying
-#   them onto themselves (the trash). ingest reads uploads/ and writes u/.
+# - tasks and oauth have no S3 permission. pages may read page images (u/) and re-tag them by
+#   copying them onto themselves (the trash). ingest reads uploads/ and writes u/. mcp may only
+#   put objects under uploads/: it signs the web app's presigned POST uploads, which S3
+#   authorises as mcp's role (and encrypts with the storage key through S3 on its behalf).
 # - Only ingest may call Textract, and only textract:DetectDocumentText (the page goes in the
 #   request, so Textract reads nothing of the bucket and needs no S3 permission).
 # - Only mcp may invoke pages and tasks (no other role has lambda:InvokeFunction, and no
@@ -87,7 +89,7 @@ resource "aws_iam_role_policy" "base" {
 
 # ---------------------------------------------------------------------------------------------
 # mcp: the front. Tokens, rate windows, grant revocation checks and the browser sessions of
-# page views; forwards tools/call.
+# page views; forwards tools/call; signs the web app's uploads.
 
 data "aws_iam_policy_document" "mcp" {
   statement {
@@ -126,16 +128,29 @@ data "aws_iam_policy_document" "mcp" {
     }
   }
 
+  # DynamoDB decrypts the table for it; S3 encrypts the web app's uploads with the bucket's
+  # default key (SSE-KMS), which needs the uploader's kms:GenerateDataKey through S3.
   statement {
-    sid       = "TableEncryptionThroughDynamoDB"
+    sid       = "StorageEncryptionThroughServices"
     effect    = "Allow"
     actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*"]
     resources = [aws_kms_key.storage.arn]
     condition {
       test     = "StringEquals"
       variable = "kms:ViaService"
-      values   = ["dynamodb.${local.region}.amazonaws.com"]
+      values   = ["dynamodb.${local.region}.amazonaws.com", "s3.${local.region}.amazonaws.com"]
     }
+  }
+
+  # The web app's uploads (`/app`): the browser posts a page file straight to S3 with a
+  # presigned POST this role signs, so S3 authorises the upload as this role. Only new objects
+  # under uploads/ (the ingest function imports them from there); the POST policy pins each
+  # one's exact key (uploads/{user}/{file}) and Content-Type and bounds its size.
+  statement {
+    sid       = "SignBrowserUploads"
+    effect    = "Allow"
+    actions   = ["s3:PutObject"]
+    resources = [local.upload_objects]
   }
 
   statement {

@@ -378,6 +378,9 @@ pub enum AssetsError {
     NotFound,
     #[error("asset storage unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// An upload that may not be signed: the reason names the rule, never the file.
+    #[error("invalid upload: {0}")]
+    InvalidUpload(&'static str),
 }
 
 /// Trashed page files are deleted this many days after they were marked: a day after the

@@ -24,7 +24,7 @@ use std::time::Duration;
 use zeroize::Zeroizing;
 
 use crate::account::Accounts;
-use crate::adapters::aws::{AwsClients, CallCounter};
+use crate::adapters::aws::{AwsClients, CallCounter, S3Assets};
 use crate::adapters::embedded::EmbeddedStore;
 use crate::adapters::local_assets::LocalAssets;
 use crate::adapters::local_keys::LocalKeys;
@@ -590,6 +590,15 @@ impl Services {
     /// Where signed page images are served from when not from this server (AWS: the bucket).
     pub fn asset_origin(&self) -> Option<String> {
         self.settings.aws_config().map(AwsConfig::asset_origin)
+    }
+
+    /// The bucket, for signing the web app's presigned POST uploads
+    /// ([`S3Assets::presigned_post`], [`S3Assets::upload_origin`]); AWS back end only. Any role
+    /// on AWS has it, the mcp front (which serves `/app`) included; only the roles whose IAM
+    /// policy grants `s3:PutObject` on `uploads/*` (mcp) sign uploads S3 accepts.
+    pub fn upload_signer(&self) -> Option<S3Assets> {
+        let (config, clients) = (self.settings.aws_config()?, self.aws.as_ref()?);
+        Some(clients.assets(config))
     }
 
     /// The notebook (every role but the front and the oauth function has one).

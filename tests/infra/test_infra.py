@@ -319,14 +319,15 @@ def test_the_data_key_policy_admits_only_class_functions_and_oauth_under_their_c
     assert set(usable) == {frozenset(CLASS_FUNCTIONS), frozenset({"oauth"})}
 
 
-def test_mcp_uses_kms_only_through_dynamodb(role_statements) -> None:
+def test_mcp_uses_kms_only_through_dynamodb_and_s3(role_statements) -> None:
     # mcp verifies tokens with a public key from its configuration: no KMS call of its own, only
-    # DynamoDB decrypting the table for it.
+    # DynamoDB decrypting the table for it and S3 encrypting the uploads it signs (SSE-KMS).
     for s in role_statements["mcp"]:
         if s.touches("kms"):
             assert s.resources == ["${aws_kms_key.storage.arn}"], s
             assert s.condition("StringEquals", "kms:ViaService") == [
-                "dynamodb.${local.region}.amazonaws.com"
+                "dynamodb.${local.region}.amazonaws.com",
+                "s3.${local.region}.amazonaws.com",
             ], s
 
 
@@ -352,7 +353,7 @@ def test_storage_key_is_used_only_through_services(role_statements) -> None:
                 assert services, f"{fn}: storage key without kms:ViaService: {s}"
                 for v in services:
                     assert re.fullmatch(r"(dynamodb|s3|sqs)\.\$\{local\.region\}\.amazonaws\.com", v)
-    for s in role_statements["mcp"] + role_statements["tasks"] + role_statements["oauth"]:
+    for s in role_statements["tasks"] + role_statements["oauth"]:
         if s.touches("kms") and s.on("aws_kms_key.storage"):
             assert s.condition("StringEquals", "kms:ViaService") == [
                 "dynamodb.${local.region}.amazonaws.com"
@@ -388,17 +389,21 @@ def test_tasks_has_no_s3(role_statements) -> None:
         assert not any("aws_s3_bucket" in r for r in s.resources), s
 
 
-def test_mcp_and_oauth_have_no_s3(role_statements) -> None:
-    for fn in ("mcp", "oauth"):
-        for s in role_statements[fn]:
-            assert not s.touches("s3"), s
+def test_oauth_has_no_s3(role_statements) -> None:
+    for s in role_statements["oauth"]:
+        assert not s.touches("s3"), s
 
 
 def test_s3_grants_are_per_prefix(role_statements) -> None:
     # pages reads page images and re-tags them by copying them onto themselves (the trash);
-    # ingest reads uploads and writes page images. Nothing lists, deletes, or touches the
-    # bucket itself.
+    # ingest reads uploads and writes page images; mcp only signs the web app's uploads (S3
+    # authorises a presigned POST as its signer), so it may put objects under uploads/ and
+    # nothing else: it reads no upload and no page image. Nothing lists, deletes, or touches
+    # the bucket itself.
     expected = {
+        "mcp": {
+            ("s3:PutObject", "${aws_s3_bucket.pages.arn}/uploads/*"),
+        },
         "pages": {
             ("s3:GetObject", "${aws_s3_bucket.pages.arn}/u/*"),
             ("s3:GetObjectTagging", "${aws_s3_bucket.pages.arn}/u/*"),

@@ -382,6 +382,180 @@ async fn a_presigned_put_uploads_under_the_users_upload_prefix_with_its_content_
     assert_eq!(head.content_length(), Some(8));
 }
 
+/// `fields` in order, then the file last, as a browser sends an upload form
+/// (`multipart/form-data`); the body and its `Content-Type`.
+fn upload_form(fields: &[(String, String)], file_type: &str, file: &[u8]) -> (String, Vec<u8>) {
+    let boundary = format!("nib-form-{}", uuid::Uuid::new_v4().simple());
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"page\"\r\n\
+             Content-Type: {file_type}\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(file);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+/// Posts `post`'s form with the file, as the browser does; the status and the body.
+async fn post_upload(post: &nib::adapters::aws::PresignedPost, file: &[u8]) -> (u16, String) {
+    let (content_type, body) = upload_form(&post.fields, "application/octet-stream", file);
+    let r = reqwest::Client::new()
+        .post(&post.url)
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// The web app's upload path on AWS: the mcp front's services sign a presigned POST (sending
+/// nothing), the browser's form puts the file at exactly that key with exactly that content
+/// type, and the ingest function imports it from the S3 event's key.
+///
+/// moto (5.2.5) checks none of a POST policy's conditions: tried here, it stored a form whose
+/// key (another name, another user's prefix), `Content-Type`, size (over the range, or
+/// empty), signature (tampered) or expiration (an hour past) broke the policy, with 204 each
+/// time. So no refusal is asserted against it; the policy's conditions and its signature are
+/// pinned by the unit tests of `adapters::aws::presigned_post` instead (the signature to AWS's
+/// documented example).
+#[tokio::test]
+async fn a_presigned_post_uploads_at_its_key_with_its_type_and_ingest_imports_it() {
+    use nib::adapters::aws::MAX_UPLOAD_BYTES;
+    use nib::config::OcrChoice;
+    use nib::functions::ingest::{Tally, parse_upload_key};
+    use nib::services::{Role, Services, Settings};
+
+    let emulator = emulator().await;
+    let (key_arn, pem) = emulator.create_signing_key().await.unwrap();
+    let mut config = emulator.fresh().await.unwrap();
+    config.signing_key_id = Some(key_arn);
+    config.signing_public_key_pem = Some(pem);
+    let front = Services::open(&Settings::aws(config.clone(), Role::Front, OcrChoice::Off))
+        .await
+        .unwrap();
+    let signer = front
+        .upload_signer()
+        .expect("the front signs uploads on AWS");
+    assert_eq!(signer.upload_origin().as_deref(), Some(emulator.endpoint()));
+
+    let alice = user("alice");
+    let calls = front.aws_calls().unwrap();
+    let before = calls.snapshot();
+    let post = signer
+        .presigned_post(
+            &alice,
+            "2026-06-19 fitting.md",
+            "text/markdown",
+            MAX_UPLOAD_BYTES,
+            900,
+        )
+        .await
+        .unwrap();
+    assert_eq!(calls.since(&before), counts(&[]), "signing sends nothing");
+    assert_eq!(
+        post.url,
+        format!("{}/{}", emulator.endpoint(), config.bucket)
+    );
+    assert_eq!(post.origin(), emulator.endpoint());
+    assert_eq!(post.key, "uploads/alice/2026-06-19 fitting.md");
+    let (who, stem, ext) = parse_upload_key(&post.key).unwrap();
+    assert_eq!(
+        (who, stem, ext),
+        (alice.clone(), "2026-06-19 fitting", "md")
+    );
+
+    let page = b"## Tasks\n- [ ] Collect the costume\n";
+    let (status, text) = post_upload(&post, page).await;
+    assert_eq!(status, 204, "{text}");
+    let head = front
+        .aws
+        .as_ref()
+        .unwrap()
+        .s3
+        .head_object()
+        .bucket(&config.bucket)
+        .key(&post.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.content_type(), Some("text/markdown"));
+    assert_eq!(head.content_length(), Some(page.len() as i64));
+
+    let ingest_services =
+        Services::open(&Settings::aws(config.clone(), Role::Ingest, OcrChoice::Off))
+            .await
+            .unwrap();
+    let ingest = nib::functions::ingest(&ingest_services).unwrap();
+    let mut tally = Tally::default();
+    // The key as the S3 event spells it: URL-encoded the form way.
+    ingest
+        .record(
+            &config.bucket,
+            "uploads/alice/2026-06-19+fitting.md",
+            &mut tally,
+        )
+        .await
+        .unwrap();
+    assert_eq!(tally.imported, 1, "{tally:?}");
+    let pages = ingest_services
+        .notebook()
+        .list_pages(&alice, None, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(pages.len(), 1);
+}
+
+/// A file name ingest would not import, a content type that is not printable ASCII, and a
+/// size limit or lifetime out of range are refused before anything is signed or sent.
+#[tokio::test]
+async fn a_presigned_post_is_refused_for_what_ingest_would_not_import() {
+    use nib::adapters::aws::MAX_UPLOAD_BYTES;
+    use nib::ports::AssetsError;
+
+    let (config, clients) = fresh().await;
+    let assets = clients.assets(&config);
+    let alice = user("alice");
+    let refused = |name: &'static str, content_type: &'static str, max: u64, ttl: u64| {
+        let assets = assets.clone();
+        let alice = alice.clone();
+        async move {
+            let answer = assets
+                .presigned_post(&alice, name, content_type, max, ttl)
+                .await;
+            matches!(answer, Err(AssetsError::InvalidUpload(_)))
+        }
+    };
+    let before = clients.calls.snapshot();
+    for name in [
+        "a/b.pdf", "../b.pdf", "b..pdf", "b\r.pdf", ".b.pdf", "b.exe", "b",
+    ] {
+        assert!(
+            refused(name, "application/pdf", MAX_UPLOAD_BYTES, 900).await,
+            "{name:?}"
+        );
+    }
+    assert!(refused("b.pdf", "application/pdf\r\nX-Evil: 1", 1, 900).await);
+    assert!(refused("b.pdf", "", 1, 900).await);
+    assert!(refused("b.pdf", "application/pdf", 0, 900).await);
+    assert!(refused("b.pdf", "application/pdf", MAX_UPLOAD_BYTES + 1, 900).await);
+    assert!(refused("b.pdf", "application/pdf", 1, 0).await);
+    assert!(refused("b.pdf", "application/pdf", 1, 7 * 24 * 3600 + 1).await);
+    assert!(!refused("b.pdf", "application/pdf", 1, 7 * 24 * 3600).await);
+    assert_eq!(clients.calls.since(&before), counts(&[]));
+}
+
 // ---- KmsKeys --------------------------------------------------------------------------------
 
 #[tokio::test]

@@ -4,7 +4,8 @@
 //! # Layout
 //!
 //! - [`dynamo`]: `DynamoStore`, the `Store` port over one table.
-//! - [`s3`]: `S3Assets`, page images with presigned GET and PUT URLs.
+//! - [`s3`]: `S3Assets`, page images with presigned GET and PUT URLs, and presigned POST
+//!   uploads signed by [`presigned_post`] (the SDK has no presigned POST).
 //! - [`kms`]: `KmsKeys`, envelope keys with the user id as encryption context.
 //! - [`signing`]: `KmsSigner` (ES256 access tokens signed by KMS), the oauth function's
 //!   `OAuthKeys` and the mcp front's verify-only key.
@@ -35,6 +36,7 @@ pub mod calls;
 pub mod dynamo;
 pub mod kms;
 pub mod lambda;
+pub mod presigned_post;
 pub mod s3;
 pub mod signing;
 #[cfg(feature = "textract")]
@@ -51,6 +53,7 @@ pub use calls::{CallCounter, CallCounts};
 pub use dynamo::DynamoStore;
 pub use kms::KmsKeys;
 pub use lambda::LambdaDispatch;
+pub use presigned_post::{MAX_UPLOAD_BYTES, PresignedPost};
 pub use s3::S3Assets;
 #[cfg(feature = "textract")]
 pub use textract::TextractOcr;
@@ -79,6 +82,11 @@ pub struct AwsClients {
     pub textract: aws_sdk_textract::Client,
     /// Requests sent by `dynamodb`, `s3`, `kms`, `lambda` (and `textract`).
     pub calls: CallCounter,
+    /// The credentials provider and region the clients sign with. Presigned POST uploads
+    /// ([`S3Assets::presigned_post`]) are signed by our code, and an SDK client's config does
+    /// not expose them (its `credentials_provider()` always answers `None`).
+    pub credentials: Option<aws_credential_types::provider::SharedCredentialsProvider>,
+    pub region: Option<String>,
 }
 
 impl AwsClients {
@@ -130,6 +138,8 @@ impl AwsClients {
             ));
         }
         let sdk = loader.load().await;
+        let credentials = sdk.credentials_provider();
+        let region = sdk.region().map(|r| r.as_ref().to_owned());
         let calls = CallCounter::new();
         let interceptors: Vec<SharedInterceptor> =
             std::iter::once(SharedInterceptor::new(calls.clone()))
@@ -174,6 +184,8 @@ impl AwsClients {
             #[cfg(feature = "textract")]
             textract,
             calls,
+            credentials,
+            region,
         }
     }
 
@@ -187,8 +199,22 @@ impl AwsClients {
         DynamoStore::new(self.dynamodb.clone(), &config.table)
     }
 
+    /// The bucket's assets; they sign presigned POST uploads when a region is known (a POST
+    /// goes to the bucket's URL in it, path-style to an endpoint URL as emulators need).
     pub fn assets(&self, config: &AwsConfig) -> S3Assets {
-        S3Assets::new(self.s3.clone(), self.s3_presigner.clone(), &config.bucket)
+        let assets = S3Assets::new(self.s3.clone(), self.s3_presigner.clone(), &config.bucket);
+        match &self.region {
+            Some(region) => assets.with_post_signing(s3::PostSigning {
+                credentials: self.credentials.clone(),
+                region: region.clone(),
+                bucket_url: presigned_post::bucket_url(
+                    &config.bucket,
+                    region,
+                    config.endpoint_url.as_deref(),
+                ),
+            }),
+            None => assets,
+        }
     }
 
     pub fn keys(&self, config: &AwsConfig) -> KmsKeys {

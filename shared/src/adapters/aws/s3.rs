@@ -3,8 +3,11 @@
 //! Objects live at `u/{user}/pages/{page_id}.{pdf|png}` with the `Content-Type` of their kind,
 //! so a presigned GET serves them as what they are. Readers get SigV4 presigned GET URLs
 //! (`X-Amz-Expires` = the TTL, at most seven days); the function never proxies the bytes.
-//! Uploads go straight to S3 under `uploads/{user}/...` through a presigned PUT whose signed
-//! `Content-Type` the uploader must send (the ingest function picks them up from there).
+//! Uploads go straight to S3 under `uploads/{user}/...` (the ingest function picks them up from
+//! there): through a presigned PUT whose signed `Content-Type` the uploader must send, or, for
+//! the web app's browser uploads, a presigned POST ([`S3Assets::presigned_post`],
+//! [`super::presigned_post`]) whose policy S3 checks: the exact key and `Content-Type` and at
+//! most [`MAX_UPLOAD_BYTES`].
 //!
 //! **Trash.** `trash` reads each of a page's objects' tags (`GetObjectTagging`) and copies
 //! one not marked yet onto itself (`CopyObject`, same key, metadata and tags replaced: its
@@ -23,11 +26,15 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_sdk_s3::Client;
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{MetadataDirective, TaggingDirective};
 
+use super::presigned_post::{
+    self, MAX_POST_TTL_SECONDS, MAX_UPLOAD_BYTES, PostCredentials, PostUpload, PresignedPost,
+};
 use crate::domain::{PageId, UserId};
 use crate::ports::{AssetKind, Assets, AssetsError};
 
@@ -37,6 +44,29 @@ pub struct S3Assets {
     client: Client,
     presigner: Client,
     bucket: String,
+    post: Option<PostSigning>,
+}
+
+/// What signing a POST policy takes that the SDK client does not expose: the credentials
+/// provider (asked at each signature, since a Lambda role's credentials rotate), the region
+/// and the bucket's URL.
+#[derive(Debug, Clone)]
+pub struct PostSigning {
+    pub credentials: Option<SharedCredentialsProvider>,
+    pub region: String,
+    /// [`presigned_post::bucket_url`].
+    pub bucket_url: String,
+}
+
+/// Why a presigned POST could not be signed (the process has no credentials or they fail).
+#[derive(Debug, thiserror::Error)]
+pub enum PostSigningError {
+    #[error("no S3 client configured for presigned POST uploads")]
+    NotConfigured,
+    #[error("no AWS credentials to sign an upload with")]
+    NoCredentials,
+    #[error("cannot load the AWS credentials")]
+    Credentials(#[source] aws_credential_types::provider::error::CredentialsError),
 }
 
 /// A presigned upload: PUT the file's bytes to `url` with these headers, before it expires.
@@ -118,11 +148,94 @@ impl S3Assets {
             client,
             presigner,
             bucket: bucket.into(),
+            post: None,
         }
+    }
+
+    /// These assets, able to sign presigned POST uploads with `signing`.
+    pub fn with_post_signing(mut self, signing: PostSigning) -> S3Assets {
+        self.post = Some(signing);
+        self
     }
 
     pub fn bucket(&self) -> &str {
         &self.bucket
+    }
+
+    /// The origin (`scheme://host[:port]`) presigned POST uploads go to, for the web app's
+    /// Content-Security-Policy (`form-action`, `connect-src`); `None` without POST signing.
+    pub fn upload_origin(&self) -> Option<String> {
+        let post = self.post.as_ref()?;
+        Some(crate::mcp::viewer::origin_of(&post.bucket_url))
+    }
+
+    /// A presigned POST for the browser to upload one page file as
+    /// `uploads/{user}/{file_name}` (the ingest function imports it from there), valid for
+    /// `ttl_seconds`. S3 refuses an upload whose key or `Content-Type` differs from these, or
+    /// that is empty or over `max_bytes` (at most [`MAX_UPLOAD_BYTES`]). Signing sends nothing
+    /// to S3; it asks the SDK's credentials provider chain each time (not the clients' identity
+    /// cache), which on Lambda reads the role's credentials from the environment.
+    ///
+    /// `InvalidUpload` when `file_name` is not a page file's name alone that ingest imports
+    /// (a `/`, `..`, a control character, another extension), the content type is not printable
+    /// ASCII, or `max_bytes` or `ttl_seconds` is out of range.
+    pub async fn presigned_post(
+        &self,
+        user: &UserId,
+        file_name: &str,
+        content_type: &str,
+        max_bytes: u64,
+        ttl_seconds: u64,
+    ) -> Result<PresignedPost, AssetsError> {
+        let key =
+            presigned_post::upload_key(user, file_name).map_err(AssetsError::InvalidUpload)?;
+        if !presigned_post::valid_content_type(content_type) {
+            return Err(AssetsError::InvalidUpload(
+                "the content type is not printable ASCII of 1 to 255 bytes",
+            ));
+        }
+        if !(1..=MAX_UPLOAD_BYTES).contains(&max_bytes) {
+            return Err(AssetsError::InvalidUpload(
+                "the size limit is outside 1 byte..MAX_UPLOAD_BYTES",
+            ));
+        }
+        if !(1..=MAX_POST_TTL_SECONDS).contains(&ttl_seconds) {
+            return Err(AssetsError::InvalidUpload(
+                "the lifetime is outside 1 second..7 days",
+            ));
+        }
+        let post = self
+            .post
+            .as_ref()
+            .ok_or_else(|| unavailable(PostSigningError::NotConfigured))?;
+        let provider = post
+            .credentials
+            .as_ref()
+            .ok_or_else(|| unavailable(PostSigningError::NoCredentials))?;
+        let loaded = provider
+            .provide_credentials()
+            .await
+            .map_err(|e| unavailable(PostSigningError::Credentials(e)))?;
+        let credentials = PostCredentials::new(
+            loaded.access_key_id(),
+            loaded.secret_access_key(),
+            loaded.session_token().map(str::to_owned),
+        );
+        let now = time::OffsetDateTime::now_utc();
+        let ttl = time::Duration::seconds(i64::try_from(ttl_seconds).unwrap_or(i64::MAX));
+        Ok(presigned_post::presign_post(
+            &credentials,
+            &post.region,
+            &PostUpload {
+                bucket: &self.bucket,
+                url: &post.bucket_url,
+                key: &key,
+                content_type,
+                max_bytes,
+                signed_at: now,
+                expires_at: now + ttl,
+            },
+        ))
     }
 
     /// Puts a page file of an import folder under `uploads/{user}/{file_name}`, for the ingest
