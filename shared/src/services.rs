@@ -689,6 +689,8 @@ impl Services {
             limiter: self.limiter.clone(),
             dispatch: Some(dispatch),
             web_sessions: self.web_sessions(),
+            notebook: Some(self.notebook().clone()),
+            upload_signer: self.upload_signer(),
         });
         crate::http::router(state)
     }

@@ -15,3 +15,131 @@ document.querySelectorAll('button.copy[data-copy]').forEach((button) => {
     }
   });
 });
+
+// Upload: drag and drop, one request per file with its progress bar and its own result.
+// Without this script the form posts every chosen file at once (locally) and the answer
+// lists the results.
+(function () {
+  const form = document.getElementById('upload-form');
+  if (!form || !window.FormData || !window.XMLHttpRequest) return;
+  const mode = form.dataset.mode;
+  const input = document.getElementById('files');
+  const list = document.getElementById('upload-results');
+  const drop = document.getElementById('drop');
+  const token = form.querySelector('input[name="csrf_token"]').value;
+  drop.querySelector('.drop-hint').hidden = false;
+
+  function row(file) {
+    const li = document.createElement('li');
+    li.className = 'upload sending';
+    li.dataset.name = file.name;
+    const name = document.createElement('span');
+    name.className = 'name';
+    name.textContent = file.name;
+    const bar = document.createElement('progress');
+    bar.max = 100;
+    bar.value = 0;
+    bar.setAttribute('aria-label', `Uploading ${file.name}`);
+    const outcome = document.createElement('span');
+    outcome.className = 'outcome';
+    outcome.textContent = 'sending';
+    li.append(name, ' ', bar, ' ', outcome);
+    list.prepend(li);
+    return { li, bar, outcome };
+  }
+
+  function finish(r, result) {
+    r.li.className = `upload ${result.outcome}`;
+    r.bar.value = 100;
+    r.outcome.textContent = result.outcome === 'refused' ? `refused: ${result.message}` : result.message;
+    if (result.page_id) {
+      const a = document.createElement('a');
+      a.className = 'open';
+      a.href = `/app/pages/${result.page_id}`;
+      a.textContent = 'open the page';
+      r.li.append(' ', a);
+    }
+  }
+
+  function send(url, body, r, accept) {
+    return new Promise((resolve) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open('POST', url);
+      if (accept) xhr.setRequestHeader('Accept', accept);
+      xhr.upload.onprogress = (e) => { if (e.lengthComputable) r.bar.value = Math.round((100 * e.loaded) / e.total); };
+      xhr.onload = () => resolve({ status: xhr.status, text: xhr.responseText });
+      xhr.onerror = () => resolve({ status: 0, text: '' });
+      xhr.send(body);
+    });
+  }
+
+  async function sendHere(file, r) {
+    const body = new FormData();
+    body.append('csrf_token', token);
+    body.append('back', '/app/upload');
+    body.append('files', file);
+    const answer = await send('/app/upload', body, r, 'application/json');
+    try {
+      finish(r, JSON.parse(answer.text).files[0]);
+    } catch (e) {
+      finish(r, { outcome: 'refused', message: `the server answered HTTP ${answer.status}` });
+    }
+  }
+
+  async function pagesOf(date) {
+    const r = await fetch(`/app/upload/status?date=${date}`, { credentials: 'same-origin' });
+    return r.ok ? (await r.json()).pages : [];
+  }
+
+  async function sendToStorage(file, r) {
+    const date = (file.name.match(/^(\d{4}-\d{2}-\d{2})/) || [])[1];
+    const before = date ? await pagesOf(date) : [];
+    const signed = await fetch('/app/upload/sign', {
+      method: 'POST',
+      credentials: 'same-origin',
+      body: new URLSearchParams({ csrf_token: token, back: '/app/upload', name: file.name, size: String(file.size) }),
+    }).then((x) => x.json()).catch(() => ({ error: 'the upload could not be prepared' }));
+    if (signed.error) return finish(r, { outcome: 'refused', message: signed.error });
+    const body = new FormData();
+    for (const [k, v] of signed.fields) body.append(k, v);
+    body.append('file', file);
+    const answer = await send(signed.url, body, r);
+    if (answer.status < 200 || answer.status >= 300) {
+      return finish(r, { outcome: 'refused', message: `storage refused the file (HTTP ${answer.status})` });
+    }
+    r.li.className = 'upload reading';
+    r.outcome.textContent = 'reading';
+    if (!date) return finish(r, { outcome: 'new', message: 'sent: it appears in your pages once read' });
+    const seen = new Map(before.map((p) => [p.page_id, p.revision]));
+    for (let i = 0; i < 300; i++) {
+      await new Promise((ok) => setTimeout(ok, 1000));
+      const now = await pagesOf(date);
+      const page = now.find((p) => !seen.has(p.page_id) || seen.get(p.page_id) !== p.revision);
+      if (page) {
+        const outcome = seen.has(page.page_id) ? 'updated' : 'new';
+        return finish(r, { outcome, message: outcome === 'new' ? 'new page' : 'page updated', page_id: page.page_id });
+      }
+    }
+    finish(r, { outcome: 'reading', message: 'still being read: look for it in your pages later' });
+  }
+
+  async function upload(files) {
+    for (const file of files) {
+      const r = row(file);
+      await (mode === 's3' ? sendToStorage(file, r) : sendHere(file, r));
+    }
+  }
+
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    upload(Array.from(input.files));
+    input.value = '';
+  });
+  drop.addEventListener('dragover', (e) => { e.preventDefault(); drop.classList.add('over'); });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', (e) => {
+    e.preventDefault();
+    drop.classList.remove('over');
+    upload(Array.from(e.dataTransfer.files));
+  });
+})();

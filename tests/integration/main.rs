@@ -10,6 +10,7 @@ mod access;
 mod account;
 mod app;
 mod aws;
+mod browser;
 mod bundle;
 mod cli;
 mod lambda;

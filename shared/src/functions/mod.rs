@@ -236,8 +236,12 @@ fn http_state(
         .oauth
         .clone()
         .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
+    // The front signs the web app's uploads; the oauth function serves no app.
+    let upload_signer = front.as_ref().and_then(|_| services.upload_signer());
     let (mcp, dispatch) = front.unzip();
     Ok(Arc::new(HttpState {
+        notebook: None,
+        upload_signer,
         tokens: services.tokens.clone(),
         mcp,
         dispatch: dispatch.map(|d| d as Arc<dyn crate::tools::Dispatch>),

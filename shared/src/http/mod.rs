@@ -199,6 +199,11 @@ pub struct HttpState {
     /// Browser sessions: created at `/oauth/signin`, checked by `/pages/{id}` and
     /// `/oauth/authorize`, ended at `/oauth/signout`.
     pub web_sessions: WebSessions,
+    /// The notebook, where this process has one (`nib serve`): the web app's uploads import
+    /// through it, as `nib import` does. `None` on the mcp function, whose uploads go to S3.
+    pub notebook: Option<Arc<crate::notebook::Notebook>>,
+    /// Signs the web app's presigned POST uploads (the mcp function on AWS).
+    pub upload_signer: Option<crate::adapters::aws::S3Assets>,
 }
 
 /// Everything, for `nib serve`: `/mcp`, the well-known documents, the authorization server

@@ -49,6 +49,22 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<PageImage>, OcrError> {
     }
 }
 
+/// Whether a PNG or JPEG can be a page: its header reads and its size is within
+/// [`MAX_PIXELS`] (an image bomb is refused from its header, before anything is decoded).
+pub fn check_image(bytes: &[u8]) -> Result<(), OcrError> {
+    let (w, h) = image::ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| OcrError::BadImage(e.to_string()))?
+        .into_dimensions()
+        .map_err(|e| OcrError::BadImage(e.to_string()))?;
+    if u64::from(w) * u64::from(h) > MAX_PIXELS {
+        return Err(OcrError::BadImage(format!(
+            "{w}x{h} is more than {MAX_PIXELS} pixels"
+        )));
+    }
+    Ok(())
+}
+
 /// A PNG or JPEG as grey pixels.
 pub fn decode_image(bytes: &[u8]) -> Result<PageImage, OcrError> {
     let mut reader = image::ImageReader::new(Cursor::new(bytes))

@@ -36,11 +36,16 @@
 //! | `POST /app/account/tokens/{token_id}/revoke` | revokes a token |
 //! | `GET /app/data` | the trash (restore, purge dates) and the access record |
 //! | `POST /app/data/restore/{kind}/{id}` | restores a trashed page or task |
+//! | `GET /app/upload` | the upload page (drag and drop, or choose files) |
+//! | `POST /app/upload` | locally: the files, imported as `nib import` does (`upload.rs`) |
+//! | `POST /app/upload/sign` | on AWS: a presigned POST for one file to `uploads/{user}/` |
+//! | `GET /app/upload/status` | on AWS: a date's pages and revisions, to see the ingest finish |
 //! | `GET /app/static/{file}` | the style sheet and the script |
 
 mod account;
 mod data;
 mod notebook;
+mod upload;
 
 use std::sync::Arc;
 
@@ -96,8 +101,18 @@ pub(super) fn routes() -> Router<Arc<HttpState>> {
         )
         .route("/app/data", get(data::show))
         .route("/app/data/restore/{kind}/{id}", post(data::restore))
+        .route("/app/upload", get(upload::show))
+        .route("/app/upload/sign", post(upload::sign))
+        .route("/app/upload/status", get(upload::status))
         .route("/app/static/{file}", get(static_file))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
+        .merge(
+            Router::new()
+                .route("/app/upload", post(upload::receive))
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    upload::MAX_UPLOAD_REQUEST,
+                )),
+        )
 }
 
 /// True when `path` is a path of the app that sign-in may return to: `/app` or below it, made
@@ -225,24 +240,39 @@ pub(super) async fn changer(
         return Err(refused_form());
     };
     let visitor = visitor(st, headers, back).await?;
+    if !may_change(
+        st,
+        headers,
+        &visitor,
+        form.get("csrf_token").unwrap_or_default(),
+    ) {
+        return Err(refused_form());
+    }
+    Ok((visitor, form))
+}
+
+/// Whether a request of `visitor` carrying the form token `token` may change something: the
+/// strict cookie of its session, our `Origin` when one is sent, the token (logged when not).
+pub(super) fn may_change(
+    st: &HttpState,
+    headers: &HeaderMap,
+    visitor: &Visitor,
+    token: &str,
+) -> bool {
     let origin_ok = headers
         .get(header::ORIGIN)
         .is_none_or(|o| o.to_str().ok() == Some(public_origin(st)));
-    let token_ok = WebSessions::check_csrf(
-        &visitor.session_id,
-        FORM_PURPOSE,
-        form.get("csrf_token").unwrap_or_default(),
-    );
-    if !(visitor.same_site && origin_ok && token_ok) {
+    let token_ok = WebSessions::check_csrf(&visitor.session_id, FORM_PURPOSE, token);
+    let ok = visitor.same_site && origin_ok && token_ok;
+    if !ok {
         tracing::warn!(
             same_site = visitor.same_site,
             origin_ok,
             token_ok,
             "app form refused"
         );
-        return Err(refused_form());
     }
-    Ok((visitor, form))
+    ok
 }
 
 /// `scheme://host[:port]` of the public URL, as a browser sends it in `Origin`.
@@ -356,9 +386,14 @@ pub(super) fn tool_failure(e: ToolError, what: &str) -> Response {
 /// also from where page images are (S3's presigned URLs on AWS), forms to this server only.
 fn csp(st: &HttpState) -> String {
     let images = st.config.asset_origin.as_deref().unwrap_or("");
+    // On AWS the upload page's script posts files to the bucket (presigned POST).
+    let uploads = match (&st.notebook, &st.upload_signer) {
+        (None, Some(signer)) => signer.upload_origin().unwrap_or_default(),
+        _ => String::new(),
+    };
     format!(
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' {images}; \
-         connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+         connect-src 'self' {uploads}; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     )
 }
 
@@ -427,7 +462,7 @@ pub(super) fn not_found() -> Response {
     )
 }
 
-fn refused_form() -> Response {
+pub(super) fn refused_form() -> Response {
     message(
         StatusCode::FORBIDDEN,
         "This form cannot be used",

