@@ -140,3 +140,18 @@ resource "aws_s3_bucket_notification" "pages" {
 
   depends_on = [aws_lambda_permission.s3_ingest]
 }
+
+# The web app's upload page (shared/src/http/app/upload.rs) posts each file from the browser
+# straight to the bucket with a presigned POST and reads the answer (for its progress bar and
+# result), a cross-origin request from the connector's origin: allowed for POST from there
+# only. Everything else stays same-origin (presigned GETs are plain navigations and images).
+resource "aws_s3_bucket_cors_configuration" "pages" {
+  bucket = aws_s3_bucket.pages.id
+
+  cors_rule {
+    allowed_methods = ["POST"]
+    allowed_origins = [local.public_url]
+    allowed_headers = ["*"]
+    max_age_seconds = 3000
+  }
+}

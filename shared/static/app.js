@@ -91,7 +91,27 @@ document.querySelectorAll('button.copy[data-copy]').forEach((button) => {
     return r.ok ? (await r.json()).pages : [];
   }
 
+  // The first bytes a page file of each kind starts with (storage cannot look inside; the
+  // ingest function would refuse a mislabelled file later, out of sight).
+  const SIGNATURES = {
+    png: [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a],
+    jpg: [0xff, 0xd8, 0xff],
+    jpeg: [0xff, 0xd8, 0xff],
+    pdf: [0x25, 0x50, 0x44, 0x46, 0x2d],
+  };
+  const KINDS = { png: 'a PNG image', jpg: 'a JPEG image', jpeg: 'a JPEG image', pdf: 'a PDF' };
+
+  async function mislabelled(file) {
+    const ext = (file.name.split('.').pop() || '').toLowerCase();
+    const want = SIGNATURES[ext];
+    if (!want) return null;
+    const head = new Uint8Array(await file.slice(0, want.length).arrayBuffer());
+    return want.every((b, i) => head[i] === b) ? null : `its contents are not ${KINDS[ext]}`;
+  }
+
   async function sendToStorage(file, r) {
+    const wrong = await mislabelled(file);
+    if (wrong) return finish(r, { outcome: 'refused', message: wrong });
     const date = (file.name.match(/^(\d{4}-\d{2}-\d{2})/) || [])[1];
     const before = date ? await pagesOf(date) : [];
     const signed = await fetch('/app/upload/sign', {

@@ -438,6 +438,92 @@ async fn the_web_app_serves_its_owner(env: Env) {
     mallory.screen("/app").await;
 }
 
+/// A `multipart/form-data` body of `fields` then `files` (name, bytes), as a browser sends a
+/// form, with its boundary.
+fn multipart(fields: &[(&str, &str)], files: &[(&str, &[u8])]) -> (String, Vec<u8>) {
+    let boundary = "nib-test-boundary-7d1f0c";
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    for (file, bytes) in files {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"{file}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+/// Upload with JavaScript off (`nib serve`): the form posts every chosen file at once and the
+/// answer lists each file's result; without the form's token nothing is imported.
+#[tokio::test]
+async fn files_uploaded_without_javascript_are_imported_each_with_its_result() {
+    let env = Env::around(
+        TestApp::spawn_with(Options {
+            import_sample: false,
+            ..Options::default()
+        })
+        .await,
+    );
+    let app = &env.app;
+    with_password(app, "default").await;
+    let owner = Browser::sign_in(&app.base, "default").await;
+    let page = owner.screen("/app/upload").await;
+    assert!(page.contains("enctype=\"multipart/form-data\""));
+    let token = token_before(&page, "back").unwrap();
+    let files: [(&str, &[u8]); 3] = [
+        ("2026-07-01.md", b"## Monday\n- [ ] Call the plumber\n"),
+        ("2026-07-02.txt", b"Notes of Tuesday"),
+        ("report.docx", b"PK\x03\x04"),
+    ];
+    let post = |fields: Vec<(&'static str, String)>| {
+        let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (kind, body) = multipart(&fields, &files);
+        owner
+            .http
+            .post(format!("{}/app/upload", app.base))
+            .header("cookie", format!("{}; {}", owner.session, owner.strict))
+            .header("content-type", kind)
+            .body(body)
+            .send()
+    };
+    let r = post(vec![("back", "/app/upload".into())]).await.unwrap();
+    assert_eq!(r.status(), 403, "no token: nothing read");
+    let listed = app.call("list_pages", json!({})).await;
+    assert_eq!(listed["pages"], json!([]));
+    let r = post(vec![("csrf_token", token), ("back", "/app/upload".into())])
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let html = unescape(&r.text().await.unwrap());
+    let row = |name: &str| {
+        let at = html.find(&format!("data-name=\"{name}\"")).unwrap();
+        html[at..at + html[at..].find("</li>").unwrap()].to_owned()
+    };
+    assert!(
+        row("2026-07-01.md").contains("new page (2 lines, 1 tasks)"),
+        "{html}"
+    );
+    assert!(row("2026-07-02.txt").contains("new page"), "{html}");
+    assert!(
+        row("report.docx").contains("refused: not a page file"),
+        "{html}"
+    );
+    let listed = app.call("list_pages", json!({})).await;
+    assert_eq!(listed["pages"].as_array().unwrap().len(), 2);
+}
+
 #[tokio::test]
 async fn the_web_app_serves_its_owner_locally() {
     the_web_app_serves_its_owner(Env::around(TestApp::spawn().await)).await;

@@ -232,3 +232,87 @@ async fn dropped_files_become_pages_with_text_locally() {
     }
     std::mem::forget(data);
 }
+
+/// Upload through the functions: each dropped file gets a presigned POST from the mcp function
+/// and goes straight from the browser to S3 (the emulator); S3's notification (delivered by
+/// `lambda::deliver_upload_events`) runs the ingest function, which reads the ink with Textract
+/// (the stand-in, answering each page's lines); the page shows "reading" until the page is
+/// there, then links it. A file that is not a page file is refused before signing, a
+/// mislabelled one before it leaves the browser.
+#[tokio::test]
+async fn dropped_files_become_pages_with_text_through_the_functions() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::lambda()
+    })
+    .await;
+    let user = UserId::parse("default").unwrap();
+    app.app.ensure_user(&user).await.unwrap();
+    app.app
+        .users()
+        .set_password(&user, PASSWORD, true)
+        .await
+        .unwrap();
+    let stack = app.lambda.clone().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let mut paths = upload_files(files.path());
+    // (A PDF that does not parse is refused by `nib serve`'s upload; the ingest function takes
+    // it as ink without text, as `nib import` does: not part of this run.)
+    paths.retain(|p| !p.ends_with("2025-03-24.pdf"));
+    let ocr = root().join("tests/data/ocr");
+    for (file, truth) in [
+        ("2025-03-17.png", "2025-03-17"),
+        ("2025-03-18.jpg", "2025-03-18"),
+        ("2025-03-21.pdf", "2025-03-21"),
+    ] {
+        let bytes = std::fs::read(files.path().join(file)).unwrap();
+        let truth = nib_testkit::textract_standin::TruthPage::parse(
+            &std::fs::read_to_string(ocr.join(format!("{truth}.truth.json"))).unwrap(),
+        )
+        .unwrap();
+        for (image, page) in nib::ocr::raster::decode(&bytes).unwrap().iter().zip(&truth) {
+            stack.textract.answer_page(image, page.lines_for(image));
+        }
+    }
+    let events =
+        crate::lambda::deliver_upload_events(stack.clone(), app.aws_config.clone().unwrap());
+    let mut args = vec![
+        "upload".to_owned(),
+        app.base.clone(),
+        "default".into(),
+        PASSWORD.into(),
+    ];
+    args.extend(paths);
+    let said = outcomes(&webapp(args).await);
+    // The page shows a file read once its first page is there; the ingest goes on with a
+    // PDF's other pages. Wait for the event deliveries (each waits for its ingest) to be done.
+    let mut listed = Value::Null;
+    for _ in 0..300 {
+        listed = app.call("list_pages", json!({ "limit": 50 })).await;
+        if listed["pages"].as_array().unwrap().len() >= 5 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    events.abort();
+    for good in ["2025-03-17.png", "2025-03-18.jpg", "2025-03-21.pdf"] {
+        let (outcome, href) = &said[good];
+        assert_eq!(outcome, "new", "{good}: {said:?}");
+        assert!(
+            href.as_deref()
+                .is_some_and(|h| h.starts_with("/app/pages/"))
+        );
+    }
+    for bad in ["2025-03-22 minutes.docx", "2025-03-23.png"] {
+        assert_eq!(said[bad].0, "refused", "{bad}: {said:?}");
+    }
+    let pages = listed["pages"].as_array().unwrap();
+    assert_eq!(pages.len(), 5, "{listed}");
+    for p in pages {
+        let page = app
+            .call("get_page", json!({ "page_id": p["page_id"] }))
+            .await;
+        let text = page["ocr_text"].as_str().unwrap_or_default();
+        assert!(text.len() > 20, "{}: {text:?}", p["date"]);
+    }
+}

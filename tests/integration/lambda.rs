@@ -891,6 +891,36 @@ async fn an_older_upload_never_replaces_what_the_page_took() {
 }
 
 /// The S3 fixture, for `key` in `bucket` (URL-encoded as S3 does).
+/// S3's event notifications to the ingest function (`infra/s3.tf`: every new object under
+/// `uploads/`), which the emulator does not send: each new key there, seen by listing the
+/// bucket, is announced to the function once, as S3 would. Stops when the handle is aborted.
+pub fn deliver_upload_events(
+    stack: Arc<LambdaStack>,
+    config: AwsConfig,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let s3 = AwsClients::connect(&config).await.s3;
+        let mut announced = std::collections::HashSet::new();
+        loop {
+            if let Ok(listed) = s3
+                .list_objects_v2()
+                .bucket(&config.bucket)
+                .prefix("uploads/")
+                .send()
+                .await
+            {
+                for key in listed.contents().iter().filter_map(|o| o.key()) {
+                    if announced.insert(key.to_owned()) {
+                        stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
+                    }
+                }
+            }
+            // Polled, as S3 would deliver within moments; nothing waits on this interval.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
 fn s3_event(bucket: &str, key: &str) -> Value {
     let mut event = fixture("s3-object-created.json");
     let record = &mut event["Records"][0]["s3"];
