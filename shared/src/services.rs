@@ -691,6 +691,7 @@ impl Services {
             web_sessions: self.web_sessions(),
             notebook: Some(self.notebook().clone()),
             upload_signer: self.upload_signer(),
+            accounts: Some(self.accounts()),
         });
         crate::http::router(state)
     }

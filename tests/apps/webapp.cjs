@@ -134,6 +134,18 @@ async function main() {
     await page.waitForSelector(`${box}[aria-checked="true"]`);
     await shoot(page, 'page');
 
+    // Upload with the keyboard alone: Tab to the file field, Space opens the file chooser,
+    // Tab to Upload, Enter; the file's result line links its new page.
+    const md = join(profile, '2026-08-03.md');
+    require('node:fs').writeFileSync(md, '## Monday\n- [ ] Renew the library card\n');
+    await page.goto(`${base}/app/upload`);
+    await tabTo(page, '#files');
+    const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.keyboard.press('Space')]);
+    await chooser.setFiles(md);
+    await tabTo(page, '#upload-submit');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#upload-results li.new a.open');
+
     // Tasks: the done one is under Done.
     await page.goto(`${base}/app/tasks?status=done`);
     check(await page.locator(`form[action="/app/tasks/${taskId}"]`).count() === 1, 'listed as done');

@@ -524,6 +524,52 @@ async fn files_uploaded_without_javascript_are_imported_each_with_its_result() {
     assert_eq!(listed["pages"].as_array().unwrap().len(), 2);
 }
 
+/// "Delete my account" (`nib serve`): refused unless the user name is typed, then the same
+/// deletion as `nib user delete`: the session, the tokens and the notebook are gone, another
+/// user's notebook is not touched.
+#[tokio::test]
+async fn an_owner_deletes_the_account_after_typing_the_user_name() {
+    let env = Env::around(TestApp::spawn().await);
+    let app = &env.app;
+    with_password(app, "carol").await;
+    let carol_token = app.token_for("carol", nib::auth::Scope::Write).await;
+    let (status, _, created) = env
+        .call(
+            &carol_token,
+            "create_task",
+            json!({ "target_date": "2026-07-01", "text": "Water the plants" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let carol = Browser::sign_in(&app.base, "carol").await;
+    let account = carol.screen("/app/account").await;
+    let r = carol
+        .post(
+            "/app/account/delete",
+            &account,
+            &[("back", "/app/account"), ("confirm", "default")],
+        )
+        .await;
+    assert_eq!(r.status(), 400, "another name deletes nothing");
+    assert_eq!(env.call(&carol_token, "list_pages", json!({})).await.0, 200);
+    let r = carol
+        .post(
+            "/app/account/delete",
+            &account,
+            &[("back", "/app/account"), ("confirm", "carol")],
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert!(set_cookie(&r, "nib_session").is_some_and(|c| c.contains("Max-Age=0")));
+    assert_eq!(carol.get("/app").await.0, 303, "the session is gone");
+    assert_eq!(env.call(&carol_token, "list_pages", json!({})).await.0, 401);
+    let users = app.app.accounts().list().await.unwrap();
+    assert!(!users.iter().any(|u| u.user.as_str() == "carol"));
+    // The default user's notebook is untouched.
+    let listed = app.call("list_pages", json!({})).await;
+    assert!(!listed["pages"].as_array().unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn the_web_app_serves_its_owner_locally() {
     the_web_app_serves_its_owner(Env::around(TestApp::spawn().await)).await;

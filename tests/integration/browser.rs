@@ -98,10 +98,25 @@ async fn the_web_app_works_in_chromium(env: Env) {
     if let Ok(dir) = std::env::var("NIB_APP_SCREENSHOTS") {
         args.push(dir);
     }
+    // Through the functions, S3's notifications of uploads (the emulator sends none).
+    let events = app
+        .lambda
+        .clone()
+        .map(|stack| crate::lambda::deliver_upload_events(stack, app.aws_config.clone().unwrap()));
     let result = webapp(args).await;
+    if let Some(events) = events {
+        events.abort();
+    }
 
     // What the browser changed, seen over MCP.
     assert_eq!(status_of(app, &task_id).await, "done");
+    let uploaded = app
+        .call(
+            "list_pages",
+            json!({ "from": "2026-08-03", "to": "2026-08-03" }),
+        )
+        .await;
+    assert_eq!(uploaded["pages"].as_array().unwrap().len(), 1, "{uploaded}");
     let token = result["token"].as_str().unwrap();
     assert_eq!(env.call(token, "list_pages", json!({})).await.0, 401);
     assert_eq!(env.call(&access, "list_pages", json!({})).await.0, 401);

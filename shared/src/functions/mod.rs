@@ -242,6 +242,7 @@ fn http_state(
     Ok(Arc::new(HttpState {
         notebook: None,
         upload_signer,
+        accounts: None,
         tokens: services.tokens.clone(),
         mcp,
         dispatch: dispatch.map(|d| d as Arc<dyn crate::tools::Dispatch>),

@@ -50,6 +50,8 @@ struct AccountScreen {
     tokens: Vec<TokenRow>,
     /// A token just created: its secret, shown this once.
     new_token: Option<String>,
+    /// Whether this server deletes accounts itself (`nib serve`); on AWS the operator does.
+    can_delete: bool,
 }
 
 fn day_time(unix: i64) -> String {
@@ -151,6 +153,7 @@ async fn screen(st: &HttpState, v: &Visitor, new_token: Option<String>) -> Respo
             grants,
             tokens,
             new_token,
+            can_delete: st.accounts.is_some(),
         },
     )
 }
@@ -275,6 +278,77 @@ pub(super) async fn revoke_token(
             super::error_page(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 &format!("The token was not revoked (correlation id {cid}); try again."),
+            )
+        }
+    }
+}
+
+/// `POST /app/account/delete` (`confirm`: the user name, typed): the account and everything in
+/// it, as `nib user delete` does (the data key destroyed first, then every item and image). The
+/// session ends with the account (its credentials are deleted first), so the answer clears
+/// the cookies.
+pub(super) async fn delete_account(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (v, form) = match changer(&st, &headers, &body).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
+    let Some(accounts) = &st.accounts else {
+        return message(
+            StatusCode::NOT_FOUND,
+            "Ask your operator",
+            "On this server accounts are deleted by its operator (nib user delete).",
+        );
+    };
+    if form.get("confirm").map(str::trim) != Some(v.user.as_str()) {
+        return message(
+            StatusCode::BAD_REQUEST,
+            "Nothing was deleted",
+            "Type your user name exactly to delete your account.",
+        );
+    }
+    match accounts.delete(&v.user, |_| {}).await {
+        Ok(done) => {
+            tracing::info!(
+                user = v.user.as_str(),
+                items = done.items,
+                assets = done.assets,
+                "account deleted in the web app"
+            );
+            let mut r = message(
+                StatusCode::OK,
+                "Your account is deleted",
+                "Your notebook, its images, your tokens and connections are gone, and the key that opened them is destroyed.",
+            );
+            let secure = if st.config.public_url.starts_with("https://") {
+                "; Secure"
+            } else {
+                ""
+            };
+            let cookies = [
+                axum::http::HeaderValue::from_str(&format!(
+                    "{}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{secure}",
+                    crate::auth::web_sessions::SESSION_COOKIE
+                ))
+                .ok(),
+                super::change_cookie("", 0, secure),
+            ];
+            for c in cookies.into_iter().flatten() {
+                r.headers_mut().append(axum::http::header::SET_COOKIE, c);
+            }
+            r
+        }
+        Err(e) => {
+            let cid = telemetry::correlation_id();
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "account deletion failed");
+            super::error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!(
+                    "The deletion stopped halfway (correlation id {cid}); send the form again to finish it."
+                ),
             )
         }
     }

@@ -34,6 +34,7 @@
 //! | `POST /app/account/grants/{grant_id}/revoke` | revokes a grant |
 //! | `POST /app/account/tokens` | creates a token (shown once) |
 //! | `POST /app/account/tokens/{token_id}/revoke` | revokes a token |
+//! | `POST /app/account/delete` | deletes the account (the user name typed), as `nib user delete` (`nib serve` only) |
 //! | `GET /app/data` | the trash (restore, purge dates) and the access record |
 //! | `POST /app/data/restore/{kind}/{id}` | restores a trashed page or task |
 //! | `GET /app/upload` | the upload page (drag and drop, or choose files) |
@@ -99,6 +100,7 @@ pub(super) fn routes() -> Router<Arc<HttpState>> {
             "/app/account/tokens/{token_id}/revoke",
             post(account::revoke_token),
         )
+        .route("/app/account/delete", post(account::delete_account))
         .route("/app/data", get(data::show))
         .route("/app/data/restore/{kind}/{id}", post(data::restore))
         .route("/app/upload", get(upload::show))
