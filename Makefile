@@ -30,7 +30,7 @@ VENV_STAMP := $(VENV)/.installed
 VENV_INFRA := .venv-infra
 VENV_INFRA_STAMP := $(VENV_INFRA)/.installed
 
-.PHONY: help tools tools-node tools-python tools-browser tools-ocr embed-model search-eval search-eval-minilm build test run lint bench clean-tools \
+.PHONY: help tools tools-node tools-python tools-browser tools-ocr embed-model search-eval search-eval-minilm build test run lint bench clean-tools app-screenshots \
 	bench-build bench-micro bench-load bench-cold bench-report tools-bench
 
 help: ## list the targets
@@ -214,6 +214,11 @@ run: tools-ocr embed-model ## import the sample notebook (and its handwritten, i
 viewer-screenshots: ## run the page viewer's browser test and write docs/viewer-desktop.png, docs/viewer-phone.png
 	$(CARGO) build -p nib-cli
 	VIEWER_SCREENSHOTS=docs tests/apps/run.sh
+
+app-screenshots: tools-node tools-ocr ## run the web app's local browser tests and write docs/app-*.png (desktop and phone widths)
+	$(CARGO) build --workspace --all-targets
+	NIB_APP_SCREENSHOTS=$(CURDIR)/docs $(CARGO) nextest run --workspace \
+		-E 'package(nib-tests) and (test(=browser::the_web_app_works_in_chromium_locally) or test(=browser::dropped_files_become_pages_with_text_locally))'
 
 lint: ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all --check

@@ -714,6 +714,10 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
             "nib: password for user {DEFAULT_USER} (OAuth sign-in page): {p}  (change it with `nib user passwd {DEFAULT_USER}`)"
         ));
     }
+    lines.push(format!(
+        "nib: your notebook in a browser: {public_url}{}",
+        nib::http::APP_PATH
+    ));
     {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();

@@ -7,10 +7,10 @@
 //!
 //! | function | builds | reaches |
 //! |---|---|---|
-//! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth, browser sessions (page views) | `TOK#`, `RL#`, `GRANT#`, `SESSION#` items; Invoke of pages and tasks |
+//! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth, browser sessions (page views, the web app), the web app's upload signer | `TOK#`, `RL#`, `GRANT#`, `SESSION#` items; the index partitions `U#*#GRANTS`, `U#*#TOKENS` (Query only); Invoke of pages and tasks; signs POSTs to `uploads/` |
 //! | `pages`, `tasks` | a notebook and the in-process handlers of their [`ToolClass`] (tasks: with the Notion client) | `U#` items, the data key (user context), S3 (pages only); tasks: HTTPS to Notion |
 //! | `ingest` | a notebook and [`ingest::Ingest`] | `U#` items, the data key, `uploads/` and `u/` in S3 |
-//! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SESSION#`, `SECRET#oauth`, `RL#login#`, `RL#oauth-register#`, `RL#oauth-addr#`; kms:Sign |
+//! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SESSION#`, `SECRET#oauth`, `RL#login#`, `RL#oauth-register#`, `RL#oauth-addr#`; the index partition `U#*#SESSIONS` (Query only, sign out everywhere); kms:Sign |
 //!
 //! The "reaches" column is [`PARTITIONS`], and each role's `dynamodb:LeadingKeys` in
 //! `infra/iam.tf` must be exactly it (`tests::every_role_reaches_exactly_its_partitions`):
