@@ -129,7 +129,7 @@ impl Browser {
         assert!(
             strict.contains("HttpOnly")
                 && strict.contains("SameSite=Strict")
-                && strict.contains("Path=/app;"),
+                && strict.contains("Path=/;"),
             "{strict}"
         );
         assert_eq!(
@@ -436,6 +436,54 @@ async fn the_web_app_serves_its_owner(env: Env) {
         assert_eq!(b.get("/app").await.0, 303, "an old cookie is refused");
     }
     mallory.screen("/app").await;
+
+    // A password change (the authorization server's form): refused without its token or with
+    // the wrong current password; then every other browser is signed out, this one goes on.
+    let here = Browser::sign_in(&app.base, "default").await;
+    let other = Browser::sign_in(&app.base, "default").await;
+    let account = here.screen("/app/account").await;
+    let token = token_before(&account, "current").unwrap();
+    let change = |token: Option<String>, current: &'static str| {
+        let token = token.clone();
+        let here = &here;
+        async move {
+            let mut fields = vec![
+                ("current", current),
+                ("new", "a brand new passphrase"),
+                ("repeat", "a brand new passphrase"),
+            ];
+            let t;
+            if let Some(tok) = token {
+                t = tok;
+                fields.push(("csrf_token", t.as_str()));
+            }
+            here.post_as("/oauth/password", &fields, None, true, None)
+                .await
+        }
+    };
+    assert_eq!(change(None, PASSWORD).await.status(), 403);
+    assert_eq!(
+        change(Some(token.clone()), "not the password")
+            .await
+            .status(),
+        401
+    );
+    other.screen("/app").await;
+    let r = change(Some(token), PASSWORD).await;
+    assert_eq!(r.status(), 200);
+    let fresh = Browser {
+        base: app.base.clone(),
+        http: here.http.clone(),
+        session: pair(&set_cookie(&r, "nib_session").unwrap()),
+        strict: pair(&set_cookie(&r, "nib_change").unwrap()),
+    };
+    fresh.screen("/app").await;
+    assert_eq!(
+        other.get("/app").await.0,
+        303,
+        "other browsers are signed out"
+    );
+    assert_eq!(here.get("/app").await.0, 303, "the old session ended too");
 }
 
 /// A `multipart/form-data` body of `fields` then `files` (name, bytes), as a browser sends a

@@ -44,6 +44,10 @@ pub const SIGNIN_PATH: &str = "/oauth/signin";
 pub const SIGNOUT_PATH: &str = "/oauth/signout";
 /// The purpose the sign-out form's token is made for ([`WebSessions::csrf_token`]).
 pub(super) const SIGNOUT_PURPOSE: &str = "sign-out";
+/// Where the web app's password form posts (the authorization server's, which owns `USER#`).
+pub const PASSWORD_PATH: &str = "/oauth/password";
+/// The purpose the password form's token is made for.
+pub(super) const PASSWORD_PURPOSE: &str = "password";
 /// The CSRF cookie of the sign-in form (the consent form's name: one per browser is enough).
 const CSRF_COOKIE: &str = "nib_csrf";
 /// The largest sign-in form accepted.
@@ -59,6 +63,7 @@ pub(super) fn signin_routes() -> Router<Arc<HttpState>> {
     Router::new()
         .route(SIGNIN_PATH, get(signin_page).post(signin_submit))
         .route(SIGNOUT_PATH, axum::routing::post(signout))
+        .route(PASSWORD_PATH, axum::routing::post(change_password))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
 }
 
@@ -516,6 +521,117 @@ async fn signout(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Byt
     ];
     for v in cookies.into_iter().flatten() {
         r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// `POST /oauth/password` (`current`, `new`, `repeat`, the form's token): the web app's
+/// password change. The session, its strict cookie and the token first (as any change of the
+/// app), then the current password through the sign-in brakes; the new one replaces it, every
+/// session of the user ends (`Users::set_password`), and this browser gets a new one: every
+/// *other* browser is signed out.
+async fn change_password(
+    State(st): State<Arc<HttpState>>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let cid = telemetry::correlation_id();
+    let field = |name: &str| {
+        url::form_urlencoded::parse(&body)
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    let session = match session_of(&st, &headers).await {
+        Ok(Some(found)) => Some(found),
+        Ok(None) => None,
+        Err(e) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "cannot read the session of a password change");
+            return message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Something went wrong",
+                format!("Your password was not changed (correlation id {cid}); try again."),
+            );
+        }
+    };
+    let Some((id, session)) = session.filter(|(id, _)| {
+        cookie(&headers, super::app::CHANGE_COOKIE) == Some(id.as_str())
+            && WebSessions::check_csrf(id, PASSWORD_PURPOSE, &field("csrf_token"))
+            && headers.get(header::ORIGIN).is_none_or(|o| {
+                o.to_str().ok().and_then(super::url_authority)
+                    == super::url_authority(&st.config.public_url)
+            })
+    }) else {
+        tracing::warn!(correlation_id = %cid, "password form refused");
+        return message(
+            StatusCode::FORBIDDEN,
+            "This form cannot be used",
+            "Your password was not changed. Open your account page again and try once more.".into(),
+        );
+    };
+    let retry = |status, text: &str| message(status, "Your password was not changed", text.into());
+    let (new, repeat) = (field("new"), field("repeat"));
+    if new != repeat {
+        return retry(StatusCode::BAD_REQUEST, "The two new passwords differ.");
+    }
+    let user = session.user.clone();
+    let _slot = match sign_in_gate(&st, &peer, user.as_str(), &cid).await {
+        Ok(slot) => slot,
+        Err(refused) => return retry(refused.status, refused.message),
+    };
+    let users = &oauth(&st).users;
+    match users.check(user.as_str(), &field("current")).await {
+        Ok(Some(checked)) if checked == user => {}
+        Ok(_) => return retry(StatusCode::UNAUTHORIZED, "The current password is wrong."),
+        Err(e) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "password check failed");
+            return retry(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "The check failed on our side; try again.",
+            );
+        }
+    }
+    match users.set_password(&user, &new, false).await {
+        Ok(()) => {}
+        Err(crate::auth::users::UserError::WeakPassword) => {
+            return retry(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "A password has at least {} characters.",
+                    crate::auth::users::MIN_PASSWORD_LEN
+                ),
+            );
+        }
+        Err(e) => {
+            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "password change failed");
+            return retry(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "The change failed on our side; try again.",
+            );
+        }
+    }
+    tracing::info!(correlation_id = %cid, user = user.as_str(), "password changed in the web app");
+    let _ = id;
+    let mut r = message(
+        StatusCode::OK,
+        "Password changed",
+        "Your password is changed, and every other browser signed in as you is signed out.".into(),
+    );
+    match st.web_sessions.create(&user).await {
+        Ok(fresh) => {
+            let cookies = [
+                session_cookie(&st, &fresh.id, ABSOLUTE_SECS),
+                super::app::change_cookie(&fresh.id, ABSOLUTE_SECS, secure(&st)),
+            ];
+            for v in cookies.into_iter().flatten() {
+                r.headers_mut().append(header::SET_COOKIE, v);
+            }
+        }
+        // Changed; this browser signs in again with the new password.
+        Err(e) => {
+            tracing::warn!(correlation_id = %cid, error = %telemetry::chain(&e), "no new session after a password change")
+        }
     }
     r
 }

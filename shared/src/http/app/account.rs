@@ -52,6 +52,8 @@ struct AccountScreen {
     new_token: Option<String>,
     /// Whether this server deletes accounts itself (`nib serve`); on AWS the operator does.
     can_delete: bool,
+    password_action: &'static str,
+    password_csrf: String,
 }
 
 fn day_time(unix: i64) -> String {
@@ -154,6 +156,8 @@ async fn screen(st: &HttpState, v: &Visitor, new_token: Option<String>) -> Respo
             tokens,
             new_token,
             can_delete: st.accounts.is_some(),
+            password_action: crate::http::pages::PASSWORD_PATH,
+            password_csrf: v.password_csrf(),
         },
     )
 }

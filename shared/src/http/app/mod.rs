@@ -8,8 +8,9 @@
 //!
 //! **Sessions.** Sign-in is the pages' (`/oauth/signin?next=/app...`, `auth::web_sessions`).
 //! It sets two cookies holding the same session id: `nib_session` (`SameSite=Lax`: a link
-//! followed from another site shows the app) and `nib_change` (`SameSite=Strict`, `Path=/app`:
-//! only a request that started on this site carries it). Reading needs the first; a change
+//! followed from another site shows the app) and `nib_change` (`SameSite=Strict`, `Path=/`,
+//! since the password form posts to the authorization server: only a request that started on
+//! this site carries it). Reading needs the first; a change
 //! (every POST here) needs both, the form's CSRF token (an HMAC keyed by the session id,
 //! [`WebSessions::csrf_token`]) and, when the browser sends one, an `Origin` that is ours. A
 //! change that fails any of them changes nothing and says so (403). Sign-out and "sign out
@@ -151,6 +152,11 @@ impl Visitor {
     /// The sign-out forms' token (the authorization server's `/oauth/signout`).
     pub fn signout_csrf(&self) -> String {
         WebSessions::csrf_token(&self.session_id, super::pages::SIGNOUT_PURPOSE)
+    }
+
+    /// The password form's token (the authorization server's `/oauth/password`).
+    pub fn password_csrf(&self) -> String {
+        WebSessions::csrf_token(&self.session_id, super::pages::PASSWORD_PURPOSE)
     }
 
     /// The principal the app acts as.
@@ -504,7 +510,7 @@ async fn static_file(Path(file): Path<String>) -> Response {
 /// The cookies a sign-in sets for the app beside the session cookie: the strict one.
 pub fn change_cookie(value: &str, max_age: i64, secure: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(&format!(
-        "{CHANGE_COOKIE}={value}; Path={APP_PATH}; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
+        "{CHANGE_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
     ))
     .ok()
 }
