@@ -618,6 +618,98 @@ async fn an_owner_deletes_the_account_after_typing_the_user_name() {
     assert!(!listed["pages"].as_array().unwrap().is_empty());
 }
 
+/// The Notion connection in the web app, through the functions (the tasks function holds the
+/// Notion client; the stand-in is Notion): a wrong token is refused with Notion's own reason and
+/// nothing is stored; the right one connects and tasks are pushed; disconnect forgets it. The
+/// app operations behind it are no MCP tools: not listed, not callable with a token.
+#[tokio::test]
+async fn the_owner_connects_and_disconnects_notion_through_the_functions() {
+    let env = Env::around(
+        TestApp::spawn_with(Options {
+            import_sample: false,
+            ..Options::lambda()
+        })
+        .await,
+    );
+    let app = &env.app;
+    with_password(app, "default").await;
+    let stack = app.lambda.clone().unwrap();
+    let db = stack.notion.add_task_database();
+    let owner = Browser::sign_in(&app.base, "default").await;
+    let data = owner.screen("/app/data").await;
+    assert!(data.contains("Not connected"), "{data}");
+    let r = owner
+        .post(
+            "/app/data/notion/connect",
+            &data,
+            &[
+                ("back", "/app/data"),
+                ("database", db.as_str()),
+                ("token", "ntn_not_the_token"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let said = unescape(&r.text().await.unwrap());
+    assert!(said.contains("Notion refused the token"), "{said}");
+    assert!(!said.contains("ntn_not_the_token"));
+    assert!(owner.screen("/app/data").await.contains("Not connected"));
+    let r = owner
+        .post(
+            "/app/data/notion/connect",
+            &data,
+            &[
+                ("back", "/app/data"),
+                ("database", db.as_str()),
+                ("token", crate::lambda::NOTION_TOKEN),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let data = owner.screen("/app/data").await;
+    assert!(
+        data.contains("Tasks are pushed to the Notion database"),
+        "{data}"
+    );
+    assert!(!data.contains(crate::lambda::NOTION_TOKEN));
+    let created = app
+        .call(
+            "create_task",
+            json!({ "target_date": "2026-06-20", "text": "Draft the launch post" }),
+        )
+        .await;
+    assert_eq!(created["notion_pushed"], true, "{created}");
+    // No MCP client sees or reaches the app operations.
+    let (_, listed) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+        .await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with("notion_")), "{names:?}");
+    let (_, called) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": { "name": "notion_status", "arguments": {} } }))
+        .await;
+    assert!(
+        called.get("error").is_some() || called["result"]["isError"] == true,
+        "{called}"
+    );
+    assert!(!called.to_string().contains(&db), "{called}");
+    let r = owner
+        .post(
+            "/app/data/notion/disconnect",
+            &data,
+            &[("back", "/app/data")],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    assert!(owner.screen("/app/data").await.contains("Not connected"));
+}
+
 #[tokio::test]
 async fn the_web_app_serves_its_owner_locally() {
     the_web_app_serves_its_owner(Env::around(TestApp::spawn().await)).await;

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::resources::READ_RESOURCE;
-use super::{Dispatch, Output, ToolClass, ToolError, find};
+use super::{Dispatch, Output, ToolClass, ToolError};
 use crate::auth::Principal;
 
 /// What the front sends.
@@ -151,7 +151,7 @@ pub async fn serve(
         tool,
         arguments,
     } = invocation;
-    let outcome = match find(&tool) {
+    let outcome = match super::find_for(&principal, &tool) {
         Some(def) if def.class == class => dispatch.call(&principal, &tool, arguments).await,
         None if tool == READ_RESOURCE && class == ToolClass::Pages => {
             match arguments.get("uri").and_then(Value::as_str) {

@@ -14,6 +14,7 @@ mod list_access;
 mod list_pages;
 mod list_tasks;
 mod list_trash;
+mod notion_app;
 mod output;
 pub mod resources;
 mod restore_page;
@@ -161,6 +162,33 @@ pub fn find(name: &str) -> Option<&'static ToolDef> {
     catalog().iter().find(|t| t.name == name)
 }
 
+/// The credential id of the owner's web app (`http::app`): the one principal that reaches the
+/// [`app_operations`]. No token or grant has it (their ids are `tok_...` and `grant_...`).
+pub const APP_CREDENTIAL: &str = "web_app";
+
+static APP_OPERATIONS: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
+    vec![
+        notion_app::connect_def(),
+        notion_app::status_def(),
+        notion_app::disconnect_def(),
+    ]
+});
+
+/// What only the owner's web app calls (the Notion connection): run like tools, by the class
+/// function that owns them, but never listed or callable over MCP (`find` does not see them).
+pub fn app_operations() -> &'static [ToolDef] {
+    &APP_OPERATIONS
+}
+
+/// The tool, or for the web app's principal also the app operation, called `name`.
+pub fn find_for(principal: &Principal, name: &str) -> Option<&'static ToolDef> {
+    find(name).or_else(|| {
+        (principal.credential_id == APP_CREDENTIAL)
+            .then(|| app_operations().iter().find(|t| t.name == name))
+            .flatten()
+    })
+}
+
 /// Runs tool calls. In process for the local server; a Lambda Invoke of the class function
 /// that owns the tool on AWS. Both run the same handlers.
 #[async_trait]
@@ -190,7 +218,7 @@ pub trait Dispatch: Send + Sync {
 /// The tool `name`, when `principal` may call it. The HTTP layer answers 403 before any
 /// dispatch; this is the second lock on the door, in every `Dispatch`.
 pub fn permitted(principal: &Principal, name: &str) -> Result<&'static ToolDef, ToolError> {
-    let tool = find(name).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
+    let tool = find_for(principal, name).ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
     if !principal.scope.allows(tool.scope) {
         return Err(ToolError::Rejected(format!(
             "{name} needs the {} scope",

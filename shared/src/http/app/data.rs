@@ -26,6 +26,15 @@ struct TrashRow {
     tasks: u64,
 }
 
+/// The Notion connection as the screen shows it.
+struct NotionView {
+    connected: bool,
+    database_id: String,
+    last_ok: Option<String>,
+    last_error: Option<String>,
+    pending: u64,
+}
+
 struct AccessRow {
     at: String,
     client: String,
@@ -43,6 +52,18 @@ struct DataScreen {
     trash: Vec<TrashRow>,
     records: Vec<AccessRow>,
     next_records: Option<String>,
+    notion: NotionView,
+}
+
+fn moment(unix: Option<i64>) -> Option<String> {
+    unix.map(|t| {
+        let s = crate::tools::rfc3339_ms(t.saturating_mul(1000));
+        format!(
+            "{} {} UTC",
+            s.get(..10).unwrap_or(&s),
+            s.get(11..16).unwrap_or("")
+        )
+    })
 }
 
 #[derive(Deserialize)]
@@ -78,6 +99,23 @@ pub(super) async fn show(
     let access = match call(&st, &v, "list_access", a).await {
         Ok(a) => a,
         Err(e) => return tool_failure(e, "list_access"),
+    };
+    let notion = match call(&st, &v, "notion_status", json!({})).await {
+        Ok(n) => n,
+        Err(e) => return tool_failure(e, "notion_status"),
+    };
+    let notion = NotionView {
+        connected: notion["connected"].as_bool().unwrap_or(false),
+        database_id: s(&notion, "database_id"),
+        last_ok: moment(notion["last_ok_at"].as_i64()),
+        last_error: notion["last_error"].as_str().map(|e| {
+            format!(
+                "{} ({})",
+                e,
+                moment(notion["last_error_at"].as_i64()).unwrap_or_default()
+            )
+        }),
+        pending: notion["pending"].as_u64().unwrap_or(0),
     };
     let trash = trash["items"]
         .as_array()
@@ -127,6 +165,7 @@ pub(super) async fn show(
             trash,
             records,
             next_records: access["next_cursor"].as_str().map(str::to_owned),
+            notion,
         },
     )
 }
@@ -152,5 +191,48 @@ pub(super) async fn restore(
         // "Not in the trash": what another user's trash id is too.
         Err(crate::tools::ToolError::Rejected(_)) => not_found(),
         Err(e) => tool_failure(e, tool),
+    }
+}
+
+/// `POST /app/data/notion/connect` (`database`, `token`): what `nib notion connect` does; Notion's
+/// refusal (a wrong token, a database not shared with the integration) is shown as it is.
+pub(super) async fn notion_connect(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (v, form) = match changer(&st, &headers, &body).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
+    let a = json!({
+        "database": form.get("database").unwrap_or_default(),
+        "token": form.get("token").unwrap_or_default(),
+    });
+    match call(&st, &v, "notion_connect", a).await {
+        Ok(_) => back_to(&form),
+        Err(crate::tools::ToolError::Rejected(why))
+        | Err(crate::tools::ToolError::InvalidArgument { reason: why, .. }) => super::message(
+            axum::http::StatusCode::BAD_REQUEST,
+            "Notion is not connected",
+            &why,
+        ),
+        Err(e) => tool_failure(e, "notion_connect"),
+    }
+}
+
+/// `POST /app/data/notion/disconnect`.
+pub(super) async fn notion_disconnect(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (v, form) = match changer(&st, &headers, &body).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
+    match call(&st, &v, "notion_disconnect", json!({})).await {
+        Ok(_) => back_to(&form),
+        Err(e) => tool_failure(e, "notion_disconnect"),
     }
 }

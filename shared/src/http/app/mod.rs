@@ -38,6 +38,7 @@
 //! | `POST /app/account/delete` | deletes the account (the user name typed), as `nib user delete` (`nib serve` only) |
 //! | `GET /app/data` | the trash (restore, purge dates) and the access record |
 //! | `POST /app/data/restore/{kind}/{id}` | restores a trashed page or task |
+//! | `POST /app/data/notion/connect`, `.../disconnect` | the Notion connection (app operations the tasks function runs, `tools::notion_app`) |
 //! | `GET /app/upload` | the upload page (drag and drop, or choose files) |
 //! | `POST /app/upload` | locally: the files, imported as `nib import` does (`upload.rs`) |
 //! | `POST /app/upload/sign` | on AWS: a presigned POST for one file to `uploads/{user}/` |
@@ -78,8 +79,9 @@ pub const CHANGE_COOKIE: &str = "nib_change";
 const FORM_PURPOSE: &str = "app";
 /// The largest form accepted (uploads have their own limit).
 const MAX_FORM_BYTES: usize = 64 * 1024;
-/// The credential id the app's calls carry (rate limits, the access record).
-pub const APP_CREDENTIAL: &str = "web_app";
+/// The credential id the app's calls carry (rate limits, the access record, and the one that
+/// reaches the app operations).
+pub use crate::tools::APP_CREDENTIAL;
 /// The name the access record shows for the app.
 const APP_CLIENT: &str = "web app";
 
@@ -104,6 +106,8 @@ pub(super) fn routes() -> Router<Arc<HttpState>> {
         .route("/app/account/delete", post(account::delete_account))
         .route("/app/data", get(data::show))
         .route("/app/data/restore/{kind}/{id}", post(data::restore))
+        .route("/app/data/notion/connect", post(data::notion_connect))
+        .route("/app/data/notion/disconnect", post(data::notion_disconnect))
         .route("/app/upload", get(upload::show))
         .route("/app/upload/sign", post(upload::sign))
         .route("/app/upload/status", get(upload::status))
