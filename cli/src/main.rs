@@ -697,6 +697,8 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
     if let Some(host) = nib::http::url_authority(&public_url) {
         config.allowed_hosts.push(host.to_owned());
     }
+    // The web app needs the authorization server's sign-in.
+    let serves_app = config.oauth.is_some();
     let router = app.router(config);
 
     // Tests and scripts read these lines: keep their shape. Written so that a reader that
@@ -714,10 +716,12 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
             "nib: password for user {DEFAULT_USER} (OAuth sign-in page): {p}  (change it with `nib user passwd {DEFAULT_USER}`)"
         ));
     }
-    lines.push(format!(
-        "nib: your notebook in a browser: {public_url}{}",
-        nib::http::APP_PATH
-    ));
+    if serves_app {
+        lines.push(format!(
+            "nib: your notebook in a browser: {public_url}{}",
+            nib::http::APP_PATH
+        ));
+    }
     {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
