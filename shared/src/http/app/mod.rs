@@ -35,6 +35,8 @@
 //! | `POST /app/account/tokens` | creates a token (shown once) |
 //! | `POST /app/account/tokens/{token_id}/revoke` | revokes a token |
 //! | `GET /app/data` | the trash (restore, purge dates) and the access record |
+//! | `GET /app/data/export?format=` | the bundle or the Markdown ZIP: streamed locally, a redirect to a presigned GET on AWS (`data.rs`) |
+//! | `POST /app/data/import` | locally: a bundle (multipart), imported as `nib import --bundle` does |
 //! | `POST /app/data/restore/{kind}/{id}` | restores a trashed page or task |
 //! | `GET /app/upload` | the upload page (drag and drop, or choose files) |
 //! | `POST /app/upload` | locally: the files, imported as `nib import` does (`upload.rs`) |
@@ -100,6 +102,7 @@ pub(super) fn routes() -> Router<Arc<HttpState>> {
             post(account::revoke_token),
         )
         .route("/app/data", get(data::show))
+        .route("/app/data/export", get(data::export))
         .route("/app/data/restore/{kind}/{id}", post(data::restore))
         .route("/app/upload", get(upload::show))
         .route("/app/upload/sign", post(upload::sign))
@@ -111,6 +114,13 @@ pub(super) fn routes() -> Router<Arc<HttpState>> {
                 .route("/app/upload", post(upload::receive))
                 .layer(axum::extract::DefaultBodyLimit::max(
                     upload::MAX_UPLOAD_REQUEST,
+                )),
+        )
+        .merge(
+            Router::new()
+                .route("/app/data/import", post(data::import))
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    data::MAX_IMPORT_REQUEST,
                 )),
         )
 }
