@@ -555,7 +555,7 @@ async fn public_discovery_answers_discovery_without_a_token_and_nothing_else() {
         .unwrap();
     let body: Value = r.json().await.unwrap();
     let tools = body["result"]["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 8, "what a read token would see");
+    assert_eq!(tools.len(), 9, "what a read token would see");
     let r = app.post_anon().json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "list_pages", "arguments": {} } })).send().await.unwrap();
     assert_eq!(r.status(), 401);
     let r = app.client.get(&app.url).send().await.unwrap();
