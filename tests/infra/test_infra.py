@@ -438,7 +438,8 @@ def test_pages_writes_page_images_only_as_copies_of_page_images(role_statements)
 
 def test_exports_are_kept_a_day_only(infra: Infra, role_statements) -> None:
     # export_notebook's archives: only pages writes them, only under exports/, and the bucket
-    # deletes them a day later (and their noncurrent versions a day after that).
+    # deletes them a day later (and their noncurrent versions a day after that). The operator
+    # may only delete them (test_the_operator_reaches_only_page_images_and_uploads).
     for fn, statements_ in role_statements.items():
         for s in statements_:
             if any("/exports/" in r for r in s.resources):
@@ -776,10 +777,17 @@ def test_the_operator_reaches_only_page_images_and_uploads(infra: Infra) -> None
             continue
         objects = [a for a in s.actions if a.endswith(("Object", "ObjectVersion"))]
         if objects:
+            if any("export" in r for r in s.resources):
+                # `nib user delete` deletes a user's exports, and does nothing else with them.
+                assert set(s.actions) == {"s3:DeleteObject", "s3:DeleteObjectVersion"}, s
+                assert all(r.endswith("/exports/*") or "export_objects" in r
+                           for r in s.resources), s
+                continue
             assert s.resources and all(r.endswith(("/u/*", "/uploads/*")) or "pages_objects" in r or "upload_objects" in r for r in s.resources), s
         elif s.actions == ["s3:ListBucketVersions"]:
-            # `nib user delete` lists a user's objects: only under u/ and uploads/.
-            assert set(s.condition("StringLike", "s3:prefix") or []) == {"u/*", "uploads/*"}, s
+            # `nib user delete` lists a user's objects: only under u/, uploads/ and exports/.
+            assert set(s.condition("StringLike", "s3:prefix") or []) == {
+                "u/*", "uploads/*", "exports/*"}, s
         else:
             assert all(a.startswith("s3:Get") for a in s.actions), s
 

@@ -440,14 +440,20 @@ impl Assets for S3Assets {
         Ok(request.uri().to_owned())
     }
 
-    /// Deletes every object under `u/{user}/` and `uploads/{user}/`, every version of it (a
+    /// Deletes every object under `u/{user}/`, `uploads/{user}/` and `exports/{user}/`, every
+    /// version of it (a
     /// versioned bucket keeps deleted objects as noncurrent versions: those go too) and the
     /// delete markers: one `ListObjectVersions` per 1,000 and one `DeleteObject` with the version
     /// id each (no `DeleteObjects`, which needs a Content-MD5 and reports failures per key
     /// inside a 200). The number of objects and versions deleted.
     async fn delete_user(&self, user: &UserId) -> Result<u64, AssetsError> {
         let mut deleted = 0;
-        for prefix in [format!("u/{user}/"), format!("uploads/{user}/")] {
+        // Exports expire a day after they are made, but the account goes now.
+        for prefix in [
+            format!("u/{user}/"),
+            format!("uploads/{user}/"),
+            format!("{EXPORTS_PREFIX}{user}/"),
+        ] {
             let mut key_marker: Option<String> = None;
             let mut version_marker: Option<String> = None;
             loop {
