@@ -92,3 +92,20 @@ async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
         ink_files: download.report.ink_files,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_description_says_how_long_the_link_works() {
+        let minutes = EXPORT_TTL_SECONDS / 60;
+        assert!(
+            def()
+                .description
+                .contains(&format!("works for {minutes} minutes")),
+            "{}",
+            def().description
+        );
+    }
+}
