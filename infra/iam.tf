@@ -18,7 +18,8 @@
 # - The storage key is usable by a role only through the service that encrypts with it
 #   (kms:ViaService): a role can read an encrypted item or object, never decrypt on its own.
 # - tasks and oauth have no S3 permission. pages may read page images (u/) and re-tag them by
-#   copying them onto themselves (the trash). ingest reads uploads/ and writes u/. mcp may only
+#   copying them onto themselves (the trash), and write and read exports (exports/: the archive
+#   export_notebook writes and hands out as a presigned GET, which S3 authorises as pages). ingest reads uploads/ and writes u/. mcp may only
 #   put objects under uploads/: it signs the web app's presigned POST uploads, which S3
 #   authorises as mcp's role (and encrypts with the storage key through S3 on its behalf).
 # - Only ingest may call Textract, and only textract:DetectDocumentText (the page goes in the
@@ -56,6 +57,7 @@ locals {
   index_arns      = ["${aws_dynamodb_table.main.arn}/index/gsi1"]
   pages_objects   = "${aws_s3_bucket.pages.arn}/u/*"
   upload_objects  = "${aws_s3_bucket.pages.arn}/uploads/*"
+  export_objects  = "${aws_s3_bucket.pages.arn}/exports/*"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -164,7 +166,8 @@ data "aws_iam_policy_document" "mcp" {
 # ---------------------------------------------------------------------------------------------
 # pages: list_pages, get_page, search_pages, search, fetch, and the trash tools delete_page,
 # restore_page, list_trash (their transactions put, delete, update and condition-check items
-# of the user's partitions), plus the access record and a user's first data-key item.
+# of the user's partitions), export_notebook (an archive under exports/), plus the access
+# record and a user's first data-key item.
 
 data "aws_iam_policy_document" "pages" {
   statement {
@@ -234,6 +237,17 @@ data "aws_iam_policy_document" "pages" {
       variable = "s3:x-amz-copy-source"
       values   = ["${aws_s3_bucket.pages.bucket}/u/*"]
     }
+  }
+
+  # export_notebook puts the archive at exports/{user}/{random}.zip and hands out a presigned
+  # GET of it (signed with this role, so S3 checks this role's GetObject when it is fetched).
+  # Nothing else of the bucket is written this way; the lifecycle rule expire-exports deletes
+  # them a day later.
+  statement {
+    sid       = "KeepExports"
+    effect    = "Allow"
+    actions   = ["s3:GetObject", "s3:PutObject"]
+    resources = [local.export_objects]
   }
 
   statement {

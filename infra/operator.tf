@@ -52,6 +52,15 @@ data "aws_iam_policy_document" "operator" {
     resources = [local.pages_objects, local.upload_objects]
   }
 
+  # `nib user delete` deletes the user's exports too (export_notebook's archives, which would
+  # otherwise outlive the account by a day): delete only, no read or write.
+  statement {
+    sid       = "DeleteUsersExports"
+    effect    = "Allow"
+    actions   = ["s3:DeleteObject", "s3:DeleteObjectVersion"]
+    resources = [local.export_objects]
+  }
+
   statement {
     sid       = "ListUsersObjects"
     effect    = "Allow"
@@ -60,7 +69,7 @@ data "aws_iam_policy_document" "operator" {
     condition {
       test     = "StringLike"
       variable = "s3:prefix"
-      values   = ["u/*", "uploads/*"]
+      values   = ["u/*", "uploads/*", "exports/*"]
     }
   }
 

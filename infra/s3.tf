@@ -1,4 +1,5 @@
-# Page images (u/{user}/pages/{page_id}.{pdf|png}) and uploads (uploads/{user}/...), DESIGN §7.
+# Page images (u/{user}/pages/{page_id}.{pdf|png}), uploads (uploads/{user}/...), DESIGN §7, and
+# exports (exports/{user}/{random}.zip, export_notebook).
 # Never public: clients get presigned GET URLs from pages. Encrypted with the storage key
 # (a bucket key keeps the KMS calls few), TLS only, versioned.
 
@@ -54,6 +55,23 @@ resource "aws_s3_bucket_lifecycle_configuration" "pages" {
     }
     expiration {
       days = var.upload_expiry_days
+    }
+    noncurrent_version_expiration {
+      noncurrent_days = 1
+    }
+  }
+
+  # Exports: export_notebook writes the whole notebook here (exports/{user}/{random}.zip) and
+  # hands out a 15-minute presigned GET; the archive is gone a day later, its noncurrent
+  # version (the bucket is versioned) a day after that.
+  rule {
+    id     = "expire-exports"
+    status = "Enabled"
+    filter {
+      prefix = "exports/"
+    }
+    expiration {
+      days = 1
     }
     noncurrent_version_expiration {
       noncurrent_days = 1

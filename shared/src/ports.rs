@@ -443,6 +443,27 @@ pub trait Assets: Send + Sync {
             "this asset store cannot restore a page's files".into(),
         ))
     }
+    /// Whether this store keeps export archives for download ([`Assets::publish_export`]): S3
+    /// does, because a Lambda response cannot carry a whole notebook; locally the web app
+    /// streams the archive itself and `nib export` writes a file, so the local store does not.
+    fn keeps_exports(&self) -> bool {
+        false
+    }
+    /// Keeps the export archive at `path` for the user to download (S3: under
+    /// `exports/{user}/`, expired by a lifecycle rule) and returns a URL that serves it as an
+    /// attachment named `file_name` until `ttl_seconds` from now.
+    async fn publish_export(
+        &self,
+        user: &UserId,
+        path: &std::path::Path,
+        file_name: &str,
+        ttl_seconds: u64,
+    ) -> Result<String, AssetsError> {
+        let _ = (user, path, file_name, ttl_seconds);
+        Err(AssetsError::Unavailable(
+            "this asset store keeps no exports".into(),
+        ))
+    }
     /// Deletes every asset of the user, under all of the user's prefixes (page images, and
     /// uploads where the back end has them); the number deleted. Deleting nothing is not an
     /// error, so it can run again (account deletion, `crate::account`).

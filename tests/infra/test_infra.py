@@ -395,8 +395,8 @@ def test_oauth_has_no_s3(role_statements) -> None:
 
 
 def test_s3_grants_are_per_prefix(role_statements) -> None:
-    # pages reads page images and re-tags them by copying them onto themselves (the trash);
-    # ingest reads uploads and writes page images; mcp only signs the web app's uploads (S3
+    # pages reads page images and re-tags them by copying them onto themselves (the trash),
+    # and writes and reads exports (export_notebook's archive and its presigned GET); ingest reads uploads and writes page images; mcp only signs the web app's uploads (S3
     # authorises a presigned POST as its signer), so it may put objects under uploads/ and
     # nothing else: it reads no upload and no page image. Nothing lists, deletes, or touches
     # the bucket itself.
@@ -409,6 +409,8 @@ def test_s3_grants_are_per_prefix(role_statements) -> None:
             ("s3:GetObjectTagging", "${aws_s3_bucket.pages.arn}/u/*"),
             ("s3:PutObjectTagging", "${aws_s3_bucket.pages.arn}/u/*"),
             ("s3:PutObject", "${aws_s3_bucket.pages.arn}/u/*"),
+            ("s3:GetObject", "${aws_s3_bucket.pages.arn}/exports/*"),
+            ("s3:PutObject", "${aws_s3_bucket.pages.arn}/exports/*"),
         },
         "ingest": {
             ("s3:GetObject", "${aws_s3_bucket.pages.arn}/uploads/*"),
@@ -422,14 +424,36 @@ def test_s3_grants_are_per_prefix(role_statements) -> None:
 
 
 def test_pages_writes_page_images_only_as_copies_of_page_images(role_statements) -> None:
-    # The trash's CopyObject onto the same key: pages never uploads bytes of its own.
-    puts = [s for s in role_statements["pages"] if "s3:PutObject" in s.actions]
+    # The trash's CopyObject onto the same key: pages never uploads bytes of its own under u/
+    # (its only other put is exports/, test_exports_are_kept_a_day_only).
+    puts = [s for s in role_statements["pages"] if "s3:PutObject" in s.actions
+            and any(r.endswith("/u/*") for r in s.resources)]
     assert puts
     for s in puts:
         assert s.actions == ["s3:PutObject"], s
         assert s.condition("StringLike", "s3:x-amz-copy-source") == [
             "${aws_s3_bucket.pages.bucket}/u/*"
         ], s
+
+
+def test_exports_are_kept_a_day_only(infra: Infra, role_statements) -> None:
+    # export_notebook's archives: only pages writes them, only under exports/, and the bucket
+    # deletes them a day later (and their noncurrent versions a day after that). The operator
+    # may only delete them (test_the_operator_reaches_only_page_images_and_uploads).
+    for fn, statements_ in role_statements.items():
+        for s in statements_:
+            if any("/exports/" in r for r in s.resources):
+                assert fn == "pages", (fn, s)
+                assert set(s.actions) == {"s3:GetObject", "s3:PutObject"}, s
+                assert s.resources == ["${aws_s3_bucket.pages.arn}/exports/*"], s
+    rules = as_list(infra.resource("aws_s3_bucket_lifecycle_configuration", "pages")["rule"])
+    exports = [r for r in rules if as_list(r.get("filter"))
+               and as_list(r["filter"])[0].get("prefix") == "exports/"]
+    assert len(exports) == 1, rules
+    rule = exports[0]
+    assert rule["status"] == "Enabled"
+    assert as_list(rule["expiration"])[0]["days"] == 1
+    assert as_list(rule["noncurrent_version_expiration"])[0]["noncurrent_days"] == 1
 
 
 def trash_days() -> int:
@@ -753,10 +777,17 @@ def test_the_operator_reaches_only_page_images_and_uploads(infra: Infra) -> None
             continue
         objects = [a for a in s.actions if a.endswith(("Object", "ObjectVersion"))]
         if objects:
+            if any("export" in r for r in s.resources):
+                # `nib user delete` deletes a user's exports, and does nothing else with them.
+                assert set(s.actions) == {"s3:DeleteObject", "s3:DeleteObjectVersion"}, s
+                assert all(r.endswith("/exports/*") or "export_objects" in r
+                           for r in s.resources), s
+                continue
             assert s.resources and all(r.endswith(("/u/*", "/uploads/*")) or "pages_objects" in r or "upload_objects" in r for r in s.resources), s
         elif s.actions == ["s3:ListBucketVersions"]:
-            # `nib user delete` lists a user's objects: only under u/ and uploads/.
-            assert set(s.condition("StringLike", "s3:prefix") or []) == {"u/*", "uploads/*"}, s
+            # `nib user delete` lists a user's objects: only under u/, uploads/ and exports/.
+            assert set(s.condition("StringLike", "s3:prefix") or []) == {
+                "u/*", "uploads/*", "exports/*"}, s
         else:
             assert all(a.startswith("s3:Get") for a in s.actions), s
 

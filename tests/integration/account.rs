@@ -55,6 +55,11 @@ async fn populate(app: &Services) {
             .await
             .unwrap();
         app.tokens.create(&u, Scope::Read, None).await.unwrap();
+        // An export kept for download (on AWS: under exports/{user}/; locally none is kept).
+        app.notebook()
+            .export_download(&u, nib::notebook::ExportFormat::Bundle, 60)
+            .await
+            .unwrap();
         // Kept outside the user's partition: a browser session and an approval of a client.
         app.web_sessions().create(&u).await.unwrap();
         app.oauth(nib::auth::oauth::OAuthConfig::new("http://127.0.0.1"))

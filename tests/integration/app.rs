@@ -14,14 +14,14 @@ use crate::oauth::{Env, PASSWORD};
 
 /// A browser without JavaScript: its own cookies (session and strict), no redirects followed.
 pub(crate) struct Browser {
-    base: String,
-    http: reqwest::Client,
-    session: String,
-    strict: String,
+    pub(crate) base: String,
+    pub(crate) http: reqwest::Client,
+    pub(crate) session: String,
+    pub(crate) strict: String,
 }
 
 /// `html` with the entities an HTML escaper writes turned back into characters.
-fn unescape(html: &str) -> String {
+pub(crate) fn unescape(html: &str) -> String {
     [
         ("&#34;", "\""),
         ("&quot;", "\""),
@@ -49,7 +49,7 @@ fn field(html: &str, name: &str) -> Option<String> {
 
 /// The `csrf_token` of the form holding the input `marker` (`back`, `everywhere`): each form
 /// has its token before its other fields.
-fn token_before(html: &str, marker: &str) -> Option<String> {
+pub(crate) fn token_before(html: &str, marker: &str) -> Option<String> {
     let at = html.find(&format!("name=\"{marker}\""))?;
     let start = html[..at].rfind("name=\"csrf_token\"")?;
     field(&html[start..], "csrf_token")
@@ -80,7 +80,7 @@ fn pair(cookie: &str) -> String {
     cookie.split(';').next().unwrap().to_owned()
 }
 
-async fn with_password(app: &TestApp, user: &str) {
+pub(crate) async fn with_password(app: &TestApp, user: &str) {
     let user = UserId::parse(user).unwrap();
     app.app.ensure_user(&user).await.unwrap();
     app.app
@@ -146,7 +146,7 @@ impl Browser {
     }
 
     /// A GET from this browser: status and body.
-    async fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, String) {
         let r = self
             .http
             .get(format!("{}{path}", self.base))
@@ -159,7 +159,7 @@ impl Browser {
     }
 
     /// A GET that must show a screen: its HTML.
-    async fn screen(&self, path: &str) -> String {
+    pub(crate) async fn screen(&self, path: &str) -> String {
         let (status, html) = self.get(path).await;
         assert_eq!(status, 200, "{path}: {html}");
         html

@@ -740,3 +740,49 @@ fn nib_serve_backend_aws_names_a_missing_variable() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("NIB_TABLE"), "{stderr}");
 }
+
+/// `export_notebook` (`ARCHITECTURE.md`, the table): the archive goes to S3 in one PutObject,
+/// each ink file is read once, and the only write to the table is the access record.
+#[tokio::test]
+async fn export_notebook_puts_one_object_and_reads_each_ink_file_once() {
+    let app = TestApp::spawn_with(Options::aws()).await;
+    for format in ["bundle", "markdown"] {
+        let (out, calls) = tool(&app, "export_notebook", json!({ "format": format })).await;
+        let ink = out["ink_files"].as_u64().unwrap();
+        assert!(ink > 0, "{out}");
+        assert_eq!(
+            calls.get(&("S3".into(), "PutObject".into())),
+            Some(&1),
+            "{format}"
+        );
+        assert_eq!(
+            calls.get(&("S3".into(), "GetObject".into())),
+            Some(&ink),
+            "{format}"
+        );
+        assert_eq!(
+            calls.keys().filter(|(s, _)| s == "S3").count(),
+            2,
+            "{format}: {calls:?}"
+        );
+        assert_eq!(writes(&calls), 1, "{format}: the access record only");
+        assert!(
+            !calls.keys().any(|(s, _)| s == "KMS"),
+            "{format}: {calls:?}"
+        );
+        if format == "bundle" {
+            // 7 pages in one query page; per task status one query page and its dedup keys.
+            assert_eq!(
+                calls,
+                counts(&[
+                    ("DynamoDB", "Query", 4),
+                    ("DynamoDB", "BatchGetItem", 3),
+                    ("DynamoDB", "PutItem", 1),
+                    ("S3", "GetObject", ink),
+                    ("S3", "PutObject", 1),
+                ]),
+                "export_notebook"
+            );
+        }
+    }
+}

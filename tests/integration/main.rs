@@ -9,6 +9,7 @@ mod helpers;
 mod access;
 mod account;
 mod app;
+mod app_data;
 mod aws;
 mod browser;
 mod bundle;

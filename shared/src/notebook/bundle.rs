@@ -161,6 +161,52 @@ pub struct BundleImport {
     pub tasks_present: u64,
 }
 
+/// What an export writes: the re-importable bundle or the Markdown ZIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    Bundle,
+    Markdown,
+}
+
+impl ExportFormat {
+    /// The names `export_notebook` and the web app take.
+    pub const NAMES: [&'static str; 2] = ["bundle", "markdown"];
+
+    pub fn parse(name: &str) -> Option<ExportFormat> {
+        match name {
+            "bundle" => Some(ExportFormat::Bundle),
+            "markdown" => Some(ExportFormat::Markdown),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExportFormat::Bundle => "bundle",
+            ExportFormat::Markdown => "markdown",
+        }
+    }
+
+    /// The download's file name: `nib-{user}-{date}.nib.zip` for a bundle (what
+    /// `nib import --bundle` reads), `nib-{user}-{date}-markdown.zip` for Markdown. Only ASCII
+    /// letters, digits, `-`, `_` and `.`, so it goes into a `Content-Disposition` as it is.
+    pub fn file_name(self, user: &UserId, date: Date) -> String {
+        match self {
+            ExportFormat::Bundle => format!("nib-{user}-{date}.nib.zip"),
+            ExportFormat::Markdown => format!("nib-{user}-{date}-markdown.zip"),
+        }
+    }
+}
+
+/// An export kept by the asset store for download ([`Notebook::export_download`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportDownload {
+    /// Serves the archive as an attachment until the TTL runs out.
+    pub url: String,
+    pub file_name: String,
+    pub report: ExportReport,
+}
+
 fn zip_err(e: zip::result::ZipError) -> BundleError {
     match e {
         zip::result::ZipError::Io(e) => BundleError::Io(e),
@@ -289,6 +335,19 @@ fn read_entry<R: Read + Seek>(
     Ok((name, bytes))
 }
 
+/// Where [`Notebook::next_page_items`] is in the user's pages: the next query, `None` when done.
+struct PageItems {
+    q: Option<Query>,
+}
+
+impl PageItems {
+    fn new(user: &UserId) -> PageItems {
+        let mut q = Query::gsi1(pages_partition(user), "");
+        q.limit = QUERY_PAGE;
+        PageItems { q: Some(q) }
+    }
+}
+
 fn parse<T: for<'de> Deserialize<'de>>(name: &str, bytes: &[u8]) -> Result<T, BundleError> {
     serde_json::from_slice(bytes).map_err(|e| BundleError::Damaged(format!("{name}: {e}")))
 }
@@ -303,24 +362,84 @@ impl Notebook {
         Ok(u64::from(records::StatsRecord::from_items(&items)?.pages))
     }
 
-    /// Every page item of the user, a query page at a time, oldest date first.
-    async fn each_page_item(
+    /// The next query page of the user's page items, oldest date first: `None` after the
+    /// last. A loop over these rather than a callback taking an async closure, whose future
+    /// the compiler cannot show to be `Send` (the tool and the web app run exports on a
+    /// multi-threaded runtime).
+    async fn next_page_items(
+        &self,
+        pager: &mut PageItems,
+    ) -> Result<Option<Vec<Item>>, BundleError> {
+        let Some(q) = pager.q.as_mut() else {
+            return Ok(None);
+        };
+        let page = self.store.query(q).await?;
+        match page.next {
+            Some(next) => q.after = Some(next),
+            None => pager.q = None,
+        }
+        Ok(Some(page.items))
+    }
+
+    /// Writes the user's notebook in `format` to `out` ([`Notebook::export_bundle`],
+    /// [`Notebook::export_markdown`]).
+    pub async fn export<W: IoWrite + Seek>(
         &self,
         user: &UserId,
-        mut each: impl AsyncFnMut(Item) -> Result<(), BundleError>,
-    ) -> Result<(), BundleError> {
-        let mut q = Query::gsi1(pages_partition(user), "");
-        q.limit = QUERY_PAGE;
-        loop {
-            let page = self.store.query(&q).await?;
-            for item in page.items {
-                each(item).await?;
-            }
-            match page.next {
-                Some(next) => q.after = Some(next),
-                None => return Ok(()),
-            }
+        format: ExportFormat,
+        out: W,
+        progress: &(dyn Fn() + Sync),
+    ) -> Result<ExportReport, BundleError> {
+        match format {
+            ExportFormat::Bundle => self.export_bundle(user, out, progress).await,
+            ExportFormat::Markdown => self.export_markdown(user, out, progress).await,
         }
+    }
+
+    /// The user's notebook in `format`, written to a new temporary file (deleted when it is
+    /// dropped), and the download's file name: what the web app streams and what
+    /// [`Notebook::export_download`] hands to the asset store.
+    pub async fn export_to_temp(
+        &self,
+        user: &UserId,
+        format: ExportFormat,
+    ) -> Result<(tempfile::NamedTempFile, String, ExportReport), BundleError> {
+        let file = tempfile::Builder::new()
+            .prefix("nib-export-")
+            .suffix(".zip")
+            .tempfile()?;
+        let mut out = std::io::BufWriter::new(file);
+        let report = self.export(user, format, &mut out, &|| {}).await?;
+        // Flushed here, so a failed write is an error rather than a short archive.
+        let file = out
+            .into_inner()
+            .map_err(|e| BundleError::Io(e.into_error()))?;
+        let name = format.file_name(user, self.clock.today());
+        Ok((file, name, report))
+    }
+
+    /// The user's notebook in `format`, kept by the asset store for download, and a URL that
+    /// serves it for `ttl_seconds` (`export_notebook` on AWS). `None`, exporting nothing, when
+    /// the asset store keeps no exports (locally: `nib export`, or the web app's download).
+    pub async fn export_download(
+        &self,
+        user: &UserId,
+        format: ExportFormat,
+        ttl_seconds: u64,
+    ) -> Result<Option<ExportDownload>, BundleError> {
+        if !self.assets.keeps_exports() {
+            return Ok(None);
+        }
+        let (file, file_name, report) = self.export_to_temp(user, format).await?;
+        let url = self
+            .assets
+            .publish_export(user, file.path(), &file_name, ttl_seconds)
+            .await?;
+        Ok(Some(ExportDownload {
+            url,
+            file_name,
+            report,
+        }))
     }
 
     /// Writes the user's notebook as a `nib-bundle` (version 1) to `out`; `progress` is told
@@ -335,52 +454,53 @@ impl Notebook {
         let pk = user_pk(user);
         let mut zip = zip::ZipWriter::new(out);
         let mut report = ExportReport::default();
-        self.each_page_item(user, async |item| {
-            let record: PageRecord = decode("page", &item.body)?;
-            let date_stem = keys.blind("stem", &record.date.to_string());
-            let page = BundlePage {
-                stem: (record.stem.as_deref() == Some(date_stem.as_str()))
-                    .then(|| record.date.to_string()),
-                ocr: self.open_ocr(user, &keys, &record)?,
-                lines: self.open_lines(user, &keys, &record)?,
-                page_id: record.page_id.clone(),
-                date: record.date,
-                ocr_kind: record.ocr_kind,
-                has_pdf: record.has_pdf,
-                has_png: record.has_png,
-                rev: record.rev,
-                created_at: record.created_at,
-                updated_at: record.updated_at,
-                sources: record.sources,
-            };
-            zip.start_file(format!("pages/{}.json", page.page_id), options())
-                .map_err(zip_err)?;
-            zip.write_all(&serde_json::to_vec_pretty(&page).expect("pages serialize"))?;
-            for kind in ink_kinds(page.has_pdf, page.has_png) {
-                let bytes = self
-                    .assets
-                    .get(user, &page.page_id, kind)
-                    .await?
-                    .ok_or_else(|| {
-                        NotebookError::Corrupt(format!(
-                            "page {} has no {} file",
-                            page.page_id,
-                            kind.ext()
-                        ))
-                    })?;
-                zip.start_file(
-                    format!("pages/{}.{}", page.page_id, kind.ext()),
-                    options().compression_method(zip::CompressionMethod::Stored),
-                )
-                .map_err(zip_err)?;
-                zip.write_all(&bytes)?;
-                report.ink_files += 1;
+        let mut pager = PageItems::new(user);
+        while let Some(items) = self.next_page_items(&mut pager).await? {
+            for item in items {
+                let record: PageRecord = decode("page", &item.body)?;
+                let date_stem = keys.blind("stem", &record.date.to_string());
+                let page = BundlePage {
+                    stem: (record.stem.as_deref() == Some(date_stem.as_str()))
+                        .then(|| record.date.to_string()),
+                    ocr: self.open_ocr(user, &keys, &record)?,
+                    lines: self.open_lines(user, &keys, &record)?,
+                    page_id: record.page_id.clone(),
+                    date: record.date,
+                    ocr_kind: record.ocr_kind,
+                    has_pdf: record.has_pdf,
+                    has_png: record.has_png,
+                    rev: record.rev,
+                    created_at: record.created_at,
+                    updated_at: record.updated_at,
+                    sources: record.sources,
+                };
+                zip.start_file(format!("pages/{}.json", page.page_id), options())
+                    .map_err(zip_err)?;
+                zip.write_all(&serde_json::to_vec_pretty(&page).expect("pages serialize"))?;
+                for kind in ink_kinds(page.has_pdf, page.has_png) {
+                    let bytes = self
+                        .assets
+                        .get(user, &page.page_id, kind)
+                        .await?
+                        .ok_or_else(|| {
+                            NotebookError::Corrupt(format!(
+                                "page {} has no {} file",
+                                page.page_id,
+                                kind.ext()
+                            ))
+                        })?;
+                    zip.start_file(
+                        format!("pages/{}.{}", page.page_id, kind.ext()),
+                        options().compression_method(zip::CompressionMethod::Stored),
+                    )
+                    .map_err(zip_err)?;
+                    zip.write_all(&bytes)?;
+                    report.ink_files += 1;
+                }
+                report.pages += 1;
+                progress();
             }
-            report.pages += 1;
-            progress();
-            Ok(())
-        })
-        .await?;
+        }
         for status in [TaskStatus::Todo, TaskStatus::Done, TaskStatus::Cancelled] {
             let mut q = Query::gsi1(tasks_partition(user, status), "");
             q.limit = QUERY_PAGE;
@@ -473,63 +593,64 @@ impl Notebook {
         let mut zip = zip::ZipWriter::new(out);
         let mut report = ExportReport::default();
         let mut tasks_seen = BTreeSet::new();
-        self.each_page_item(user, async |item| {
-            let listing: records::PageListing = decode("page", &item.body)?;
-            let page = self.get_page(user, &listing.page_id).await?;
-            let base = format!("pages/{}_{}", page.date, page.page_id);
-            let mut md = format!(
-                "---\ndate: {}\npage_id: {}\n---\n\n",
-                page.date, page.page_id
-            );
-            for kind in ink_kinds(page.pdf_url.is_some(), page.png_url.is_some()) {
-                let name = format!("{}_{}.{}", page.date, page.page_id, kind.ext());
-                md.push_str(&match kind {
-                    AssetKind::Png => format!("![page {}]({name})\n\n", page.date),
-                    AssetKind::Pdf => format!("[page {} (PDF)]({name})\n\n", page.date),
-                });
-            }
-            for line in &page.lines {
-                match line.notation {
-                    Notation::Heading => md.push_str(&format!("## {}\n", line.text)),
-                    Notation::Bullet => md.push_str(&format!("- {}\n", line.text)),
-                    Notation::Text => md.push_str(&format!("{}\n", line.text)),
-                    Notation::Task => {
-                        let mark = match line.status.or(line.page_status) {
-                            Some(PageStatus::Done) => "x",
-                            Some(PageStatus::Cancelled) => "-",
-                            Some(PageStatus::Migrated) => ">",
-                            Some(PageStatus::Open) | None => " ",
-                        };
-                        md.push_str(&format!("- [{mark}] {}\n", line.text));
+        let mut pager = PageItems::new(user);
+        while let Some(items) = self.next_page_items(&mut pager).await? {
+            for item in items {
+                let listing: records::PageListing = decode("page", &item.body)?;
+                let page = self.get_page(user, &listing.page_id).await?;
+                let base = format!("pages/{}_{}", page.date, page.page_id);
+                let mut md = format!(
+                    "---\ndate: {}\npage_id: {}\n---\n\n",
+                    page.date, page.page_id
+                );
+                for kind in ink_kinds(page.pdf_url.is_some(), page.png_url.is_some()) {
+                    let name = format!("{}_{}.{}", page.date, page.page_id, kind.ext());
+                    md.push_str(&match kind {
+                        AssetKind::Png => format!("![page {}]({name})\n\n", page.date),
+                        AssetKind::Pdf => format!("[page {} (PDF)]({name})\n\n", page.date),
+                    });
+                }
+                for line in &page.lines {
+                    match line.notation {
+                        Notation::Heading => md.push_str(&format!("## {}\n", line.text)),
+                        Notation::Bullet => md.push_str(&format!("- {}\n", line.text)),
+                        Notation::Text => md.push_str(&format!("{}\n", line.text)),
+                        Notation::Task => {
+                            let mark = match line.status.or(line.page_status) {
+                                Some(PageStatus::Done) => "x",
+                                Some(PageStatus::Cancelled) => "-",
+                                Some(PageStatus::Migrated) => ">",
+                                Some(PageStatus::Open) | None => " ",
+                            };
+                            md.push_str(&format!("- [{mark}] {}\n", line.text));
+                        }
                     }
                 }
-            }
-            zip.start_file(format!("{base}.md"), options())
-                .map_err(zip_err)?;
-            zip.write_all(md.as_bytes())?;
-            for kind in ink_kinds(page.pdf_url.is_some(), page.png_url.is_some()) {
-                if let Some(bytes) = self.assets.get(user, &page.page_id, kind).await? {
-                    zip.start_file(
-                        format!("{base}.{}", kind.ext()),
-                        options().compression_method(zip::CompressionMethod::Stored),
-                    )
+                zip.start_file(format!("{base}.md"), options())
                     .map_err(zip_err)?;
-                    zip.write_all(&bytes)?;
-                    report.ink_files += 1;
+                zip.write_all(md.as_bytes())?;
+                for kind in ink_kinds(page.pdf_url.is_some(), page.png_url.is_some()) {
+                    if let Some(bytes) = self.assets.get(user, &page.page_id, kind).await? {
+                        zip.start_file(
+                            format!("{base}.{}", kind.ext()),
+                            options().compression_method(zip::CompressionMethod::Stored),
+                        )
+                        .map_err(zip_err)?;
+                        zip.write_all(&bytes)?;
+                        report.ink_files += 1;
+                    }
                 }
-            }
-            let record: PageRecord = decode("page", &item.body)?;
-            let keys = self.vault.user_keys(user).await?;
-            for line in self.open_lines(user, &keys, &record)? {
-                if let Some(id) = line.task_link_id {
-                    tasks_seen.insert(id);
+                let record: PageRecord = decode("page", &item.body)?;
+                let keys = self.vault.user_keys(user).await?;
+                for line in self.open_lines(user, &keys, &record)? {
+                    if let Some(id) = line.task_link_id {
+                        tasks_seen.insert(id);
+                    }
                 }
+                report.pages += 1;
+                progress();
             }
-            report.pages += 1;
-            progress();
-            Ok(())
-        })
-        .await?;
+        }
         report.tasks = tasks_seen.len() as u64;
         zip.finish().map_err(zip_err)?;
         Ok(report)
@@ -647,14 +768,15 @@ impl Notebook {
         }
         // The notebook: empty, or only pages of this bundle.
         let mut stranger = None;
-        self.each_page_item(user, async |item| {
-            let listing: records::PageListing = decode("page", &item.body)?;
-            if !pages.contains_key(&listing.page_id) {
-                stranger = Some(listing.page_id);
+        let mut pager = PageItems::new(user);
+        while let Some(items) = self.next_page_items(&mut pager).await? {
+            for item in items {
+                let listing: records::PageListing = decode("page", &item.body)?;
+                if !pages.contains_key(&listing.page_id) {
+                    stranger = Some(listing.page_id);
+                }
             }
-            Ok(())
-        })
-        .await?;
+        }
         if let Some(id) = stranger {
             return Err(BundleError::NotEmpty(format!(
                 "it has page {id}, which the bundle does not; import into an empty notebook"

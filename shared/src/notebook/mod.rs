@@ -32,8 +32,8 @@ use std::sync::Arc;
 
 pub use access::{ACCESS_TTL_SECS, AccessLog, AccessPosition, AccessRecord};
 pub use bundle::{
-    BUNDLE_FORMAT, BUNDLE_VERSION, BundleError, BundleImport, ExportReport, MAX_BUNDLE_BYTES,
-    MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES,
+    BUNDLE_FORMAT, BUNDLE_VERSION, BundleError, BundleImport, ExportDownload, ExportFormat,
+    ExportReport, MAX_BUNDLE_BYTES, MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES,
 };
 pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,

@@ -7,6 +7,7 @@ mod create_task;
 mod cursor;
 mod delete_page;
 mod delete_task;
+pub mod export_notebook;
 mod fetch;
 mod get_page;
 pub mod invocation;
@@ -92,7 +93,7 @@ type Handler = for<'a> fn(Ctx<'a>) -> BoxFuture<'a, Result<Output, ToolError>>;
 #[serde(rename_all = "lowercase")]
 pub enum ToolClass {
     /// list_pages, get_page, search_pages, search, fetch, delete_page, restore_page,
-    /// list_trash.
+    /// list_trash, export_notebook.
     Pages,
     /// list_tasks, create_task, update_task_status, delete_task, restore_task.
     Tasks,
@@ -150,6 +151,7 @@ static CATALOG: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         restore_task::def(),
         list_trash::def(),
         list_access::def(),
+        export_notebook::def(),
     ]
 });
 

@@ -9,6 +9,11 @@
 //! [`super::presigned_post`]) whose policy S3 checks: the exact key and `Content-Type` and at
 //! most [`MAX_UPLOAD_BYTES`].
 //!
+//! **Exports.** `export_notebook` (pages function) writes the archive to
+//! `exports/{user}/{random}.zip` and answers a presigned GET of it with a short TTL: a Lambda
+//! response cannot carry a whole notebook. The lifecycle rule `expire-exports` deletes them a
+//! day later.
+//!
 //! **Trash.** `trash` reads each of a page's objects' tags (`GetObjectTagging`) and copies
 //! one not marked yet onto itself (`CopyObject`, same key, metadata and tags replaced: its
 //! content type again, the tag [`TRASH_TAG`]); the copy is a new current version with a new
@@ -83,6 +88,16 @@ pub struct PresignedUpload {
 /// The object key of a page's ink file.
 pub fn object_key(user: &UserId, page: &PageId, kind: AssetKind) -> String {
     format!("u/{user}/pages/{page}.{}", kind.ext())
+}
+
+/// Where exports are kept for download: `exports/{user}/{random}.zip` (`publish_export`).
+pub const EXPORTS_PREFIX: &str = "exports/";
+
+const EXPORT_CONTENT_TYPE: &str = "application/zip";
+
+/// A new export's object key: random, so nobody can guess another export's.
+fn export_key(user: &UserId) -> String {
+    format!("{EXPORTS_PREFIX}{user}/{}.zip", uuid::Uuid::new_v4())
 }
 
 /// The key and value of the tag that marks a trashed page's object (`nib-trash=1`).
@@ -384,14 +399,61 @@ impl Assets for S3Assets {
         Ok(())
     }
 
-    /// Deletes every object under `u/{user}/` and `uploads/{user}/`, every version of it (a
+    fn keeps_exports(&self) -> bool {
+        true
+    }
+
+    /// One `PutObject` of the archive (streamed from the file) at
+    /// `exports/{user}/{random}.zip`, and a presigned GET that names the download
+    /// (`response-content-disposition`). The key is random per export, so a URL opens only
+    /// the export it was made for; the lifecycle rule `expire-exports` (`infra/s3.tf`) deletes
+    /// it a day later.
+    async fn publish_export(
+        &self,
+        user: &UserId,
+        path: &std::path::Path,
+        file_name: &str,
+        ttl_seconds: u64,
+    ) -> Result<String, AssetsError> {
+        let key = export_key(user);
+        let body = ByteStream::from_path(path).await.map_err(unavailable)?;
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(&key)
+            .content_type(EXPORT_CONTENT_TYPE)
+            .body(body)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        // The name is ours (user id, date, format): plain ASCII, no quote to escape.
+        let request = self
+            .presigner
+            .get_object()
+            .bucket(&self.bucket)
+            .key(&key)
+            .response_content_type(EXPORT_CONTENT_TYPE)
+            .response_content_disposition(format!("attachment; filename=\"{file_name}\""))
+            .presigned(presigning(ttl_seconds)?)
+            .await
+            .map_err(unavailable)?;
+        Ok(request.uri().to_owned())
+    }
+
+    /// Deletes every object under `u/{user}/`, `uploads/{user}/` and `exports/{user}/`, every
+    /// version of it (a
     /// versioned bucket keeps deleted objects as noncurrent versions: those go too) and the
     /// delete markers: one `ListObjectVersions` per 1,000 and one `DeleteObject` with the version
     /// id each (no `DeleteObjects`, which needs a Content-MD5 and reports failures per key
     /// inside a 200). The number of objects and versions deleted.
     async fn delete_user(&self, user: &UserId) -> Result<u64, AssetsError> {
         let mut deleted = 0;
-        for prefix in [format!("u/{user}/"), format!("uploads/{user}/")] {
+        // Exports expire a day after they are made, but the account goes now.
+        for prefix in [
+            format!("u/{user}/"),
+            format!("uploads/{user}/"),
+            format!("{EXPORTS_PREFIX}{user}/"),
+        ] {
             let mut key_marker: Option<String> = None;
             let mut version_marker: Option<String> = None;
             loop {

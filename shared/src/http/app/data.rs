@@ -1,17 +1,43 @@
-//! Your data: the trash (restore, purge dates) and the access record (who read what, when).
+//! Your data: export (the bundle and the Markdown ZIP, as downloads), bundle import, the trash
+//! (restore, purge dates) and the access record (who read what, when).
+//!
+//! **Export.** `GET /app/data/export?format=bundle|markdown` is a link, not a form: it changes
+//! nothing. Locally the process has the notebook: it writes the archive to a temporary file and
+//! streams it out as an attachment (`nib-{user}-{date}.nib.zip`). On AWS the mcp front has no
+//! notebook and a Lambda response cannot carry one: it calls `export_notebook`, which the pages
+//! function answers with a presigned GET of the archive it put in S3, and redirects there (303).
+//! Either way it takes the strict cookie too, so a link on another site cannot make the
+//! owner's browser run exports (each one reads the whole notebook); without it the owner is
+//! shown this screen instead.
+//!
+//! **Import.** `POST /app/data/import` (multipart: `csrf_token` first, then `bundle`), locally:
+//! the file goes to a temporary file and through `Notebook::import_bundle`, as
+//! `nib import --bundle` does; the screen says what was imported or why the bundle was
+//! refused (not a bundle, damaged, the notebook not empty, a page or task in the trash). On
+//! AWS a bundle is imported with `nib import --bundle --backend aws` for now.
 
+use std::io::{Seek, Write};
 use std::sync::Arc;
 
 use askama::Template;
-use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::body::{Body, Bytes};
+use axum::extract::{Multipart, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Chrome, args, back_to, call, changer, not_found, render, tool_failure, visitor};
+use super::{
+    APP_CLIENT, APP_CREDENTIAL, Chrome, Visitor, args, back_to, call, changer, message, not_found,
+    render, tool_failure, visitor,
+};
 use crate::http::HttpState;
+use crate::http::oauth::see_other;
+use crate::notebook::{BundleError, ExportFormat, Notebook};
+use crate::telemetry;
+
+/// The largest bundle the web app takes (larger ones: `nib import --bundle`).
+pub(super) const MAX_IMPORT_REQUEST: usize = 2 << 30;
 
 /// Access records per screen.
 const RECORDS_PER_SCREEN: u64 = 50;
@@ -44,11 +70,20 @@ struct AccessRow {
     tasks: usize,
 }
 
+/// What a bundle import did, shown above the form.
+struct ImportResult {
+    imported: bool,
+    message: String,
+}
+
 #[derive(Template)]
 #[template(path = "app/data.html")]
 struct DataScreen {
     chrome: Chrome,
     here: &'static str,
+    /// Whether this process imports bundles from the browser (locally).
+    import_here: bool,
+    import_result: Option<ImportResult>,
     trash: Vec<TrashRow>,
     records: Vec<AccessRow>,
     next_records: Option<String>,
@@ -85,7 +120,17 @@ pub(super) async fn show(
         Ok(v) => v,
         Err(r) => return r,
     };
-    let trash = match call(&st, &v, "list_trash", json!({ "limit": 200 })).await {
+    screen(&st, &v, &q.access_cursor, None).await
+}
+
+/// The screen, with the result of an import when there was one.
+async fn screen(
+    st: &HttpState,
+    v: &Visitor,
+    access_cursor: &Option<String>,
+    import_result: Option<ImportResult>,
+) -> Response {
+    let trash = match call(st, v, "list_trash", json!({ "limit": 200 })).await {
         Ok(t) => t,
         Err(e) => return tool_failure(e, "list_trash"),
     };
@@ -93,14 +138,14 @@ pub(super) async fn show(
         ("limit", Some(json!(RECORDS_PER_SCREEN))),
         (
             "cursor",
-            super::notebook::cursor_arg(&q.access_cursor).map(Value::String),
+            super::notebook::cursor_arg(access_cursor).map(Value::String),
         ),
     ]);
-    let access = match call(&st, &v, "list_access", a).await {
+    let access = match call(st, v, "list_access", a).await {
         Ok(a) => a,
         Err(e) => return tool_failure(e, "list_access"),
     };
-    let notion = match call(&st, &v, "notion_status", json!({})).await {
+    let notion = match call(st, v, "notion_status", json!({})).await {
         Ok(n) => n,
         Err(e) => return tool_failure(e, "notion_status"),
     };
@@ -157,17 +202,27 @@ pub(super) async fn show(
             }
         })
         .collect();
-    render(
-        &st,
+    let status = match &import_result {
+        Some(r) if !r.imported => StatusCode::UNPROCESSABLE_ENTITY,
+        _ => StatusCode::OK,
+    };
+    let mut page = render(
+        st,
         &DataScreen {
-            chrome: Chrome::new(&v, "data"),
+            chrome: Chrome::new(v, "data"),
             here: "/app/data",
+            import_here: st.notebook.is_some(),
+            import_result,
             trash,
             records,
             next_records: access["next_cursor"].as_str().map(str::to_owned),
             notion,
         },
-    )
+    );
+    if page.status() == StatusCode::OK {
+        *page.status_mut() = status;
+    }
+    page
 }
 
 /// `POST /app/data/restore/{kind}/{id}`: `restore_page` or `restore_task`.
@@ -235,4 +290,260 @@ pub(super) async fn notion_disconnect(
         Ok(_) => back_to(&form),
         Err(e) => tool_failure(e, "notion_disconnect"),
     }
+}
+
+#[derive(Deserialize)]
+pub(super) struct ExportQuery {
+    format: Option<String>,
+}
+
+/// `GET /app/data/export?format=bundle|markdown`: the archive as a download (locally), or a
+/// redirect to the presigned GET `export_notebook` answers (on AWS).
+pub(super) async fn export(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    Query(q): Query<ExportQuery>,
+) -> Response {
+    let v = match visitor(&st, &headers, "/app/data").await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let Some(format) = q.format.as_deref().and_then(ExportFormat::parse) else {
+        return not_found();
+    };
+    if !v.same_site {
+        // Followed from another site: the owner starts the export from here.
+        return see_other("/app/data");
+    }
+    match &st.notebook {
+        Some(notebook) => stream_export(notebook, &v, format).await,
+        None => {
+            let a = json!({ "format": format.as_str() });
+            match call(&st, &v, "export_notebook", a).await {
+                Ok(out) => match out["download_url"].as_str() {
+                    Some(url) => see_other(url),
+                    None => export_failed(&std::io::Error::other(
+                        "export_notebook answered no download_url",
+                    )),
+                },
+                Err(e) => tool_failure(e, "export_notebook"),
+            }
+        }
+    }
+}
+
+/// The export written to a temporary file, then streamed from it (the file is unlinked once
+/// open, so nothing is left behind however the download ends).
+async fn stream_export(notebook: &Notebook, v: &Visitor, format: ExportFormat) -> Response {
+    let (temp, file_name, report) = match notebook.export_to_temp(&v.user, format).await {
+        Ok(done) => done,
+        Err(e) => return export_failed(&e),
+    };
+    let opened = temp.reopen().and_then(|mut f| {
+        let len = f.seek(std::io::SeekFrom::End(0))?;
+        f.rewind()?;
+        Ok((f, len))
+    });
+    drop(temp);
+    let (file, len) = match opened {
+        Ok(opened) => opened,
+        Err(e) => return export_failed(&e),
+    };
+    // As a tool call of the app would be: the access record shows the export.
+    notebook.access_log().record(
+        &v.user,
+        APP_CREDENTIAL,
+        Some(APP_CLIENT),
+        "export_notebook",
+        Vec::new(),
+        Vec::new(),
+    );
+    tracing::info!(
+        user = v.user.as_str(),
+        format = format.as_str(),
+        pages = report.pages,
+        bytes = len,
+        "web app export"
+    );
+    let body = Body::from_stream(chunks(tokio::fs::File::from_std(file)));
+    let mut r = (StatusCode::OK, body).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/zip"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-store"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if let Ok(d) = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, d);
+    }
+    r
+}
+
+/// The file's bytes, 64 KiB at a time; a read error ends the stream with that error.
+fn chunks(
+    file: tokio::fs::File,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    futures::stream::unfold(Some(file), |file| async move {
+        use tokio::io::AsyncReadExt;
+        let mut file = file?;
+        let mut buf = vec![0u8; 64 * 1024];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Bytes::from(buf)), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    })
+}
+
+fn export_failed(e: &(dyn std::error::Error + 'static)) -> Response {
+    let cid = telemetry::correlation_id();
+    tracing::error!(correlation_id = %cid, error = %telemetry::chain(e), "web app export failed");
+    message(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Something went wrong",
+        &format!("The export could not be made (correlation id {cid}); try again."),
+    )
+}
+
+/// `POST /app/data/import` (multipart: `csrf_token`, then `bundle`): a bundle into the
+/// notebook, locally.
+pub(super) async fn import(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    mut form: Multipart,
+) -> Response {
+    let v = match visitor(&st, &headers, "/app/data").await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let Some(notebook) = st.notebook.clone() else {
+        return message(
+            StatusCode::NOT_FOUND,
+            "Bundles are imported from the command line here",
+            "Import a bundle with nib import --bundle FILE --backend aws.",
+        );
+    };
+    let mut allowed = false;
+    let mut received: Option<std::fs::File> = None;
+    loop {
+        let mut field = match form.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(error = %telemetry::chain(&e), "import form unreadable");
+                return message(
+                    StatusCode::BAD_REQUEST,
+                    "The bundle did not arrive whole",
+                    &format!(
+                        "Nothing was imported. The web app takes bundles up to {} GiB (larger ones: nib import --bundle); try again.",
+                        MAX_IMPORT_REQUEST >> 30
+                    ),
+                );
+            }
+        };
+        match field.name().unwrap_or_default() {
+            "csrf_token" => {
+                let token = field.text().await.unwrap_or_default();
+                allowed = super::may_change(&st, &headers, &v, &token);
+            }
+            "bundle" => {
+                // The token comes first in the form: a file before it is never read.
+                if !allowed {
+                    return super::refused_form();
+                }
+                let mut file = match tempfile::tempfile() {
+                    Ok(f) => f,
+                    Err(e) => return import_failed(&e),
+                };
+                loop {
+                    match field.chunk().await {
+                        Ok(Some(chunk)) => {
+                            if let Err(e) = file.write_all(&chunk) {
+                                return import_failed(&e);
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::warn!(error = %telemetry::chain(&e), "import cut short");
+                            return message(
+                                StatusCode::BAD_REQUEST,
+                                "The bundle did not arrive whole",
+                                "Nothing was imported; try again.",
+                            );
+                        }
+                    }
+                }
+                if let Err(e) = file.rewind() {
+                    return import_failed(&e);
+                }
+                received = Some(file);
+            }
+            _ => {}
+        }
+    }
+    if !allowed {
+        return super::refused_form();
+    }
+    let Some(file) = received else {
+        let result = ImportResult {
+            imported: false,
+            message: "Choose a bundle file (.zip) to import.".into(),
+        };
+        return screen(&st, &v, &None, Some(result)).await;
+    };
+    let outcome = notebook
+        .import_bundle(&v.user, std::io::BufReader::new(file), &|| {})
+        .await;
+    let result = match outcome {
+        Ok(r) => {
+            tracing::info!(
+                user = v.user.as_str(),
+                pages = r.pages,
+                tasks = r.tasks,
+                "web app bundle import"
+            );
+            ImportResult {
+                imported: true,
+                message: format!(
+                    "Imported {} pages and {} tasks; {} pages and {} tasks were there already.",
+                    r.pages, r.tasks, r.pages_present, r.tasks_present
+                ),
+            }
+        }
+        Err(
+            e @ (BundleError::Foreign(_)
+            | BundleError::Damaged(_)
+            | BundleError::NotEmpty(_)
+            | BundleError::InTrash(_)),
+        ) => {
+            tracing::info!(user = v.user.as_str(), error = %e, "web app bundle import refused");
+            ImportResult {
+                imported: false,
+                message: format!("Nothing was imported: {e}."),
+            }
+        }
+        Err(e) => return import_failed(&e),
+    };
+    screen(&st, &v, &None, Some(result)).await
+}
+
+fn import_failed(e: &(dyn std::error::Error + 'static)) -> Response {
+    let cid = telemetry::correlation_id();
+    tracing::error!(correlation_id = %cid, error = %telemetry::chain(e), "web app import failed");
+    message(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Something went wrong",
+        &format!("The bundle could not be imported (correlation id {cid}); try again."),
+    )
 }

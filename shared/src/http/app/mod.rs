@@ -37,6 +37,8 @@
 //! | `POST /app/account/tokens/{token_id}/revoke` | revokes a token |
 //! | `POST /app/account/delete` | deletes the account (the user name typed), as `nib user delete` (`nib serve` only) |
 //! | `GET /app/data` | the trash (restore, purge dates) and the access record |
+//! | `GET /app/data/export?format=` | the bundle or the Markdown ZIP: streamed locally, a redirect to a presigned GET on AWS (`data.rs`) |
+//! | `POST /app/data/import` | locally: a bundle (multipart), imported as `nib import --bundle` does |
 //! | `POST /app/data/restore/{kind}/{id}` | restores a trashed page or task |
 //! | `POST /app/data/notion/connect`, `.../disconnect` | the Notion connection (app operations the tasks function runs, `tools::notion_app`) |
 //! | `GET /app/upload` | the upload page (drag and drop, or choose files) |
@@ -105,6 +107,7 @@ pub(super) fn routes() -> Router<Arc<HttpState>> {
         )
         .route("/app/account/delete", post(account::delete_account))
         .route("/app/data", get(data::show))
+        .route("/app/data/export", get(data::export))
         .route("/app/data/restore/{kind}/{id}", post(data::restore))
         .route("/app/data/notion/connect", post(data::notion_connect))
         .route("/app/data/notion/disconnect", post(data::notion_disconnect))
@@ -118,6 +121,13 @@ pub(super) fn routes() -> Router<Arc<HttpState>> {
                 .route("/app/upload", post(upload::receive))
                 .layer(axum::extract::DefaultBodyLimit::max(
                     upload::MAX_UPLOAD_REQUEST,
+                )),
+        )
+        .merge(
+            Router::new()
+                .route("/app/data/import", post(data::import))
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    data::MAX_IMPORT_REQUEST,
                 )),
         )
 }

@@ -1,0 +1,366 @@
+//! The web app's export and bundle import ("Your data", `shared/src/http/app/data.rs`):
+//! locally the bundle and the Markdown ZIP are streamed downloads and a bundle is imported from
+//! the browser into an empty notebook, which then holds the same pages and tasks; through the
+//! Lambda functions an export is a redirect to a presigned GET of the archive the pages
+//! function put in S3 (`export_notebook`), which downloads a bundle that imports whole.
+
+use std::io::{Cursor, Read};
+
+use nib::domain::UserId;
+use serde_json::{Value, json};
+
+use crate::app::{Browser, token_before, unescape, with_password};
+use crate::helpers::{Options, TestApp};
+
+impl Browser {
+    /// A GET with both cookies (or only the session cookie), redirects not followed.
+    async fn fetch(&self, path: &str, strict: bool) -> reqwest::Response {
+        let cookie = if strict {
+            format!("{}; {}", self.session, self.strict)
+        } else {
+            self.session.clone()
+        };
+        self.http
+            .get(format!("{}{path}", self.base))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The bundle import form posted as a browser sends it (multipart, the token first), with
+    /// `token` as its token.
+    async fn import(&self, token: Option<&str>, file: &[u8]) -> reqwest::Response {
+        let boundary = "nib-test-boundary-7f3a";
+        let mut body = Vec::new();
+        if let Some(token) = token {
+            body.extend_from_slice(
+                format!(
+                    "--{boundary}\r\nContent-Disposition: form-data; name=\"csrf_token\"\r\n\r\n{token}\r\n"
+                )
+                .as_bytes(),
+            );
+        }
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"back\"\r\n\r\n/app/data\r\n\
+                 --{boundary}\r\nContent-Disposition: form-data; name=\"bundle\"; filename=\"notebook.nib.zip\"\r\n\
+                 Content-Type: application/zip\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(file);
+        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        self.http
+            .post(format!("{}/app/data/import", self.base))
+            .header("cookie", format!("{}; {}", self.session, self.strict))
+            .header("origin", &self.base)
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// The names of a ZIP archive's entries.
+fn entries(zip: &[u8]) -> Vec<String> {
+    let archive = zip::ZipArchive::new(Cursor::new(zip)).expect("a ZIP archive");
+    archive
+        .file_names()
+        .map(|n| n.unwrap().into_owned())
+        .collect()
+}
+
+/// One entry of a ZIP archive, as text.
+fn entry(zip: &[u8], name: &str) -> String {
+    let mut archive = zip::ZipArchive::new(Cursor::new(zip)).unwrap();
+    let mut text = String::new();
+    archive
+        .by_name(name)
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
+
+/// The notebook as the tools show it: every page's id, date and lines, every task's id,
+/// status, text and page.
+async fn contents(app: &TestApp) -> (Vec<Value>, Vec<Value>) {
+    let listed = app.call("list_pages", json!({ "limit": 200 })).await;
+    let mut pages = Vec::new();
+    for p in listed["pages"].as_array().unwrap() {
+        let id = p["page_id"].as_str().unwrap();
+        let page = app.call("get_page", json!({ "page_id": id })).await;
+        pages.push(json!([id, page["date"], page["lines"]]));
+    }
+    let listed = app
+        .call("list_tasks", json!({ "status": "all", "limit": 200 }))
+        .await;
+    let tasks = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            json!([
+                t["task_link_id"],
+                t["status"],
+                t["text"],
+                t["source_page_id"]
+            ])
+        })
+        .collect();
+    (pages, tasks)
+}
+
+/// `(status, content-disposition, body)` of an export download.
+async fn download(b: &Browser, format: &str) -> (u16, String, Vec<u8>) {
+    let r = b
+        .fetch(&format!("/app/data/export?format={format}"), true)
+        .await;
+    let status = r.status().as_u16();
+    let disposition = r
+        .headers()
+        .get("content-disposition")
+        .map(|d| d.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, disposition, r.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test]
+async fn the_web_app_exports_and_imports_a_bundle_into_an_empty_notebook_locally() {
+    let source = TestApp::spawn().await;
+    with_password(&source, "default").await;
+    let owner = Browser::sign_in(&source.base, "default").await;
+    let data = owner.screen("/app/data").await;
+    for link in [
+        "href=\"/app/data/export?format=bundle\"",
+        "href=\"/app/data/export?format=markdown\"",
+    ] {
+        assert!(data.contains(link), "{data}");
+    }
+
+    // The bundle, streamed as an attachment named as a bundle.
+    let (status, disposition, bundle) = download(&owner, "bundle").await;
+    assert_eq!(status, 200);
+    let today = time::OffsetDateTime::now_utc().date();
+    assert!(
+        disposition.starts_with("attachment; filename=\"nib-default-")
+            && disposition.ends_with(".nib.zip\"")
+            && disposition.contains(&today.year().to_string()),
+        "{disposition}"
+    );
+    let names = entries(&bundle);
+    let manifest: Value = serde_json::from_str(&entry(&bundle, "manifest.json")).unwrap();
+    assert_eq!(manifest["format"], "nib-bundle");
+    let (pages, tasks) = contents(&source).await;
+    assert!(pages.len() > 5);
+    assert_eq!(manifest["pages"], json!(pages.len()));
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| n.starts_with("pages/") && n.ends_with(".json"))
+            .count(),
+        pages.len()
+    );
+    // The access record shows the export, as the web app's.
+    source.app.notebook().access_log().flush().await.unwrap();
+    let access = source.call("list_access", json!({})).await;
+    assert!(
+        access["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["tool"] == "export_notebook" && r["credential_id"] == "web_app"),
+        "{access}"
+    );
+
+    // Markdown: a ZIP with one .md per page.
+    let (status, disposition, markdown) = download(&owner, "markdown").await;
+    assert_eq!(status, 200);
+    assert!(disposition.ends_with("-markdown.zip\""), "{disposition}");
+    let md: Vec<String> = entries(&markdown)
+        .into_iter()
+        .filter(|n| n.starts_with("pages/") && n.ends_with(".md"))
+        .collect();
+    assert_eq!(md.len(), pages.len());
+    assert!(entry(&markdown, &md[0]).starts_with("---\ndate: "));
+
+    // A link followed from another site (no strict cookie) exports nothing; no session: sign in.
+    let r = owner.fetch("/app/data/export?format=bundle", false).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/app/data");
+    let r = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{}/app/data/export?format=bundle", source.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert!(
+        r.headers()["location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/oauth/signin")
+    );
+    assert_eq!(
+        owner
+            .fetch("/app/data/export?format=pdf", true)
+            .await
+            .status(),
+        404
+    );
+    // Locally the tool hands out no link: it says what to use instead.
+    let refusal = source.call_error("export_notebook", json!({})).await;
+    assert!(refusal.contains("nib export"), "{refusal}");
+
+    // An empty notebook imports the bundle from the browser.
+    let target = TestApp::spawn_empty().await;
+    with_password(&target, "default").await;
+    let browser = Browser::sign_in(&target.base, "default").await;
+    let screen = browser.screen("/app/data").await;
+    assert!(screen.contains("action=\"/app/data/import\""), "{screen}");
+    let token = token_before(&screen, "back").unwrap();
+    // Without the form's token, or with another one, nothing is read or imported.
+    for token in [None, Some("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")] {
+        let r = browser.import(token, &bundle).await;
+        assert_eq!(r.status(), 403, "{token:?}");
+        assert!(contents(&target).await.0.is_empty());
+    }
+    // A damaged bundle is refused with its reason, and nothing is written.
+    let damaged = &bundle[..bundle.len() - 200];
+    let r = browser.import(Some(&token), damaged).await;
+    assert_eq!(r.status(), 422);
+    let html = unescape(&r.text().await.unwrap());
+    assert!(
+        html.contains("id=\"import-result\"") && html.contains("the bundle is damaged"),
+        "{html}"
+    );
+    assert!(contents(&target).await.0.is_empty());
+
+    let r = browser.import(Some(&token), &bundle).await;
+    assert_eq!(r.status(), 200);
+    let html = r.text().await.unwrap();
+    assert!(
+        html.contains(&format!(
+            "Imported {} pages and {} tasks",
+            pages.len(),
+            tasks.len()
+        )),
+        "{html}"
+    );
+    assert_eq!(contents(&target).await, (pages, tasks), "the same notebook");
+    // Its Markdown export is the source's, byte for byte.
+    assert_eq!(download(&browser, "markdown").await.2, markdown);
+
+    // A notebook that holds other pages refuses a bundle, saying why.
+    let other = TestApp::spawn().await;
+    with_password(&other, "default").await;
+    let b = Browser::sign_in(&other.base, "default").await;
+    let screen = b.screen("/app/data").await;
+    let r = b
+        .import(token_before(&screen, "back").as_deref(), &bundle)
+        .await;
+    assert_eq!(r.status(), 422);
+    let html = unescape(&r.text().await.unwrap());
+    assert!(html.contains("the notebook is not empty"), "{html}");
+}
+
+#[tokio::test]
+async fn the_web_app_export_is_a_presigned_download_through_the_functions() {
+    let app = TestApp::spawn_with(Options::lambda()).await;
+    with_password(&app, "default").await;
+    with_password(&app, "mallory").await;
+    let owner = Browser::sign_in(&app.base, "default").await;
+    let data = owner.screen("/app/data").await;
+    assert!(data.contains("href=\"/app/data/export?format=bundle\""));
+    // The mcp front imports nothing: the screen says how, and the form's route refuses.
+    assert!(data.contains("id=\"import-cli\"") && !data.contains("action=\"/app/data/import\""));
+    assert_eq!(owner.import(None, b"PK").await.status(), 404);
+
+    // The export: a redirect to a short-lived presigned GET under exports/default/.
+    let r = owner.fetch("/app/data/export?format=bundle", true).await;
+    assert_eq!(r.status(), 303);
+    let url = r.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        url.contains("/exports/default/")
+            && url.contains("X-Amz-Expires=900")
+            && url.contains("X-Amz-Signature=")
+            && url.contains("response-content-disposition=attachment"),
+        "{url}"
+    );
+    let got = reqwest::get(&url).await.unwrap();
+    assert_eq!(got.status(), 200);
+    let disposition = got.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        disposition.starts_with("attachment; filename=\"nib-default-")
+            && disposition.ends_with(".nib.zip\""),
+        "{disposition}"
+    );
+    let bundle = got.bytes().await.unwrap().to_vec();
+
+    // It is the whole notebook: an empty notebook imports it and holds the same.
+    let (pages, tasks) = contents(&app).await;
+    assert!(pages.len() > 5);
+    let target = TestApp::spawn_empty().await;
+    let imported = target
+        .app
+        .notebook()
+        .import_bundle(
+            &UserId::parse("default").unwrap(),
+            Cursor::new(bundle),
+            &|| {},
+        )
+        .await
+        .unwrap();
+    assert_eq!(imported.pages, pages.len() as u64);
+    assert_eq!(contents(&target).await, (pages, tasks));
+
+    // Each export has its own key: another user's export is under their prefix, and holds
+    // their (empty) notebook.
+    let mallory = Browser::sign_in(&app.base, "mallory").await;
+    let r = mallory.fetch("/app/data/export?format=bundle", true).await;
+    assert_eq!(r.status(), 303);
+    let theirs = r.headers()["location"].to_str().unwrap().to_owned();
+    assert!(theirs.contains("/exports/mallory/") && !theirs.contains("/exports/default/"));
+    let theirs = reqwest::get(&theirs).await.unwrap().bytes().await.unwrap();
+    let manifest: Value = serde_json::from_str(&entry(&theirs, "manifest.json")).unwrap();
+    assert_eq!(manifest["pages"], 0);
+    // Without the strict cookie: no export.
+    let r = owner.fetch("/app/data/export?format=markdown", false).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/app/data");
+
+    // The tool over MCP: a Markdown ZIP with a page per .md.
+    let out = app
+        .call("export_notebook", json!({ "format": "markdown" }))
+        .await;
+    assert_eq!(out["format"], "markdown");
+    assert_eq!(out["expires_in_seconds"], 900);
+    assert_eq!(out["pages"], json!(contents(&app).await.0.len()));
+    assert!(
+        out["file_name"]
+            .as_str()
+            .unwrap()
+            .ends_with("-markdown.zip")
+    );
+    let zip = reqwest::get(out["download_url"].as_str().unwrap())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let md = entries(&zip)
+        .into_iter()
+        .filter(|n| n.ends_with(".md"))
+        .count();
+    assert_eq!(json!(md), out["pages"]);
+}
