@@ -4,7 +4,7 @@
 // sign out everywhere. Run by tests/integration/browser.rs against `nib serve` and against the
 // Lambda functions; that test checks the results over MCP (the task, the token, the grant).
 //
-// Usage: node webapp.cjs walk BASE_URL USER PASSWORD TASK_PAGE_ID TASK_ID [SCREENSHOT_DIR]
+// Usage: node webapp.cjs walk BASE_URL USER PASSWORD TASK_PAGE_ID TASK_ID TRASHED_PAGE_ID [SCREENSHOT_DIR]
 //   Prints one JSON line: {"token": "nib_live_..."} (the token it created, then revoked).
 // Usage: node webapp.cjs upload BASE_URL USER PASSWORD FILE... [--shots DIR]
 //   Drops the files on the upload page, waits for each one's result, prints one JSON line:
@@ -17,7 +17,7 @@ const { tmpdir } = require('node:os');
 const { basename, join } = require('node:path');
 
 const scenario = process.argv[2];
-const [base, user, password, taskPage, taskId, shots] = process.argv.slice(3);
+const [base, user, password, taskPage, taskId, trashedPage, shots] = process.argv.slice(3);
 const CHROMIUM = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -70,7 +70,7 @@ async function dropFiles(page, paths) {
 }
 
 async function upload(page, errors) {
-  const args = process.argv.slice(6);
+  const args = process.argv.slice(6);  // after the scenario, BASE_URL, USER, PASSWORD
   const at = args.indexOf('--shots');
   const dir = at >= 0 ? args[at + 1] : null;
   const paths = at >= 0 ? args.slice(0, at) : args;
@@ -183,10 +183,18 @@ async function main() {
     await page.locator(revoke).waitFor({ state: 'detached' });
     await page.waitForSelector('#no-grants');
 
-    // Your data: the trash and the access record.
+    // Your data: the page the test put in the trash, restored; the export downloaded.
     await page.goto(`${base}/app/data`);
-    check(await page.locator('#trash, #trash-empty').count() === 1, 'the trash shows');
+    const trashed = `tr.trashed[data-id="${trashedPage}"]`;
+    check(await page.locator(trashed).count() === 1, 'the trashed page is listed with its purge date');
     await shoot(page, 'data');
+    await page.click(`${trashed} button`);
+    await page.locator(trashed).waitFor({ state: 'detached' });
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export-bundle')]);
+    const bundle = join(profile, 'export.nib.zip');
+    await download.saveAs(bundle);
+    const head = readFileSync(bundle).subarray(0, 2).toString('latin1');
+    check(head === 'PK', `the export is a ZIP (${download.suggestedFilename()})`);
 
     // Sign out everywhere: this browser's cookie is refused afterwards.
     await page.goto(`${base}/app/account`);

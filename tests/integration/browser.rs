@@ -87,6 +87,16 @@ async fn the_web_app_works_in_chromium(env: Env) {
     let access = tokens["access_token"].as_str().unwrap().to_owned();
     assert_eq!(env.call(&access, "list_pages", json!({})).await.0, 200);
 
+    // A page in the trash for the walk to restore (not the task's page).
+    let listed = app.call("list_pages", json!({ "limit": 50 })).await;
+    let trashed = listed["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["page_id"].as_str().unwrap().to_owned())
+        .find(|p| *p != page_id)
+        .unwrap();
+    app.call("delete_page", json!({ "page_id": trashed })).await;
     let mut args = vec![
         "walk".to_owned(),
         app.base.clone(),
@@ -94,6 +104,7 @@ async fn the_web_app_works_in_chromium(env: Env) {
         PASSWORD.into(),
         page_id,
         task_id.clone(),
+        trashed.clone(),
     ];
     if let Ok(dir) = std::env::var("NIB_APP_SCREENSHOTS") {
         args.push(dir);
@@ -110,6 +121,12 @@ async fn the_web_app_works_in_chromium(env: Env) {
 
     // What the browser changed, seen over MCP.
     assert_eq!(status_of(app, &task_id).await, "done");
+    let restored = app.call("get_page", json!({ "page_id": trashed })).await;
+    assert_eq!(
+        restored["page_id"],
+        json!(trashed),
+        "restored from the trash"
+    );
     let uploaded = app
         .call(
             "list_pages",
