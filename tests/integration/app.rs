@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::helpers::{Options, TestApp};
 use crate::oauth::{Env, PASSWORD};
+pub(crate) use crate::pages::{field, unescape};
 
 /// A browser without JavaScript: its own cookies (session and strict), no redirects followed.
 pub(crate) struct Browser {
@@ -18,33 +19,6 @@ pub(crate) struct Browser {
     pub(crate) http: reqwest::Client,
     pub(crate) session: String,
     pub(crate) strict: String,
-}
-
-/// `html` with the entities an HTML escaper writes turned back into characters.
-pub(crate) fn unescape(html: &str) -> String {
-    [
-        ("&#34;", "\""),
-        ("&quot;", "\""),
-        ("&#39;", "'"),
-        ("&#x27;", "'"),
-        ("&#60;", "<"),
-        ("&lt;", "<"),
-        ("&#62;", ">"),
-        ("&gt;", ">"),
-        ("&#47;", "/"),
-        ("&#x2f;", "/"),
-        ("&#38;", "&"),
-        ("&amp;", "&"),
-    ]
-    .iter()
-    .fold(html.to_owned(), |s, (from, to)| s.replace(from, to))
-}
-
-/// The value of the first hidden input `name` in `html`.
-fn field(html: &str, name: &str) -> Option<String> {
-    let marker = format!("name=\"{name}\" value=\"");
-    let rest = &html[html.find(&marker)? + marker.len()..];
-    Some(unescape(&rest[..rest.find('"')?]))
 }
 
 /// The `csrf_token` of the form holding the input `marker` (`back`, `everywhere`): each form

@@ -18,7 +18,7 @@ fn browser() -> reqwest::Client {
 }
 
 /// `html` with the entities an HTML escaper writes turned back into characters.
-fn unescape(html: &str) -> String {
+pub(crate) fn unescape(html: &str) -> String {
     [
         ("&#34;", "\""),
         ("&quot;", "\""),
@@ -38,7 +38,7 @@ fn unescape(html: &str) -> String {
 }
 
 /// The value of the hidden input `name` in `html`.
-fn field(html: &str, name: &str) -> Option<String> {
+pub(crate) fn field(html: &str, name: &str) -> Option<String> {
     let marker = format!("name=\"{name}\" value=\"");
     let rest = &html[html.find(&marker)? + marker.len()..];
     Some(unescape(&rest[..rest.find('"')?]))

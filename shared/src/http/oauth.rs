@@ -397,8 +397,8 @@ fn html(status: StatusCode, body: String) -> Response {
     )
 }
 
-/// An HTML page of ours: never cached, never framed, no referrer, and `csp` (no scripts).
-pub(super) fn html_page(status: StatusCode, body: String, csp: &'static str) -> Response {
+/// An HTML page of ours: never cached, never framed, no referrer, and `csp`.
+pub(super) fn html_page(status: StatusCode, body: String, csp: &str) -> Response {
     let mut r = (status, axum::response::Html(body)).into_response();
     let h = r.headers_mut();
     h.insert(
@@ -414,10 +414,9 @@ pub(super) fn html_page(status: StatusCode, body: String, csp: &'static str) -> 
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(csp),
-    );
+    if let Ok(v) = HeaderValue::from_str(csp) {
+        h.insert(header::CONTENT_SECURITY_POLICY, v);
+    }
     r
 }
 

@@ -11,7 +11,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::json;
 
-use super::{Chrome, Visitor, back_to, call, changer, message, not_found, render, visitor};
+use super::{
+    Chrome, Visitor, back_to, call, changer, failure, message, not_found, render, visitor,
+};
 use crate::auth::Scope;
 use crate::auth::tokens::TokenError;
 use crate::http::HttpState;
@@ -92,29 +94,31 @@ async fn last_uses(st: &HttpState, v: &Visitor) -> HashMap<String, String> {
 }
 
 async fn screen(st: &HttpState, v: &Visitor, new_token: Option<String>) -> Response {
-    let cid = telemetry::correlation_id();
     let oauth = st
         .oauth
         .as_ref()
         .expect("the app runs with an authorization server");
     let now = st.clock.unix();
-    let (grants, tokens) = match (
-        oauth.grants.list(&v.user).await,
-        st.tokens.list(&v.user).await,
-    ) {
-        (Ok(g), Ok(t)) => (g, t),
-        (Err(e), _) => {
-            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "grants unavailable");
-            return super::error_page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("Your connections could not be read (correlation id {cid})."),
+    let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+    let grants = match oauth.grants.list(&v.user).await {
+        Ok(g) => g,
+        Err(e) => {
+            return failure(
+                &e,
+                "grants unavailable",
+                unavailable,
+                "Your connections could not be read",
             );
         }
-        (_, Err(e)) => {
-            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "tokens unavailable");
-            return super::error_page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("Your tokens could not be read (correlation id {cid})."),
+    };
+    let tokens = match st.tokens.list(&v.user).await {
+        Ok(t) => t,
+        Err(e) => {
+            return failure(
+                &e,
+                "tokens unavailable",
+                unavailable,
+                "Your tokens could not be read",
             );
         }
     };
@@ -199,14 +203,12 @@ pub(super) async fn revoke_grant(
             back_to(&form)
         }
         Ok(None) => not_found(),
-        Err(e) => {
-            let cid = telemetry::correlation_id();
-            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "grant revocation failed");
-            super::error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("The connection was not revoked (correlation id {cid}); try again."),
-            )
-        }
+        Err(e) => failure(
+            &e,
+            "grant revocation failed",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "The connection was not revoked",
+        ),
     }
 }
 
@@ -247,11 +249,11 @@ pub(super) async fn create_token(
     let new = match st.tokens.create(&v.user, scope, label).await {
         Ok(new) => new,
         Err(e) => {
-            let cid = telemetry::correlation_id();
-            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "token creation failed");
-            return super::error_page(
+            return failure(
+                &e,
+                "token creation failed",
                 StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("No token was created (correlation id {cid}); try again."),
+                "No token was created",
             );
         }
     };
@@ -276,14 +278,12 @@ pub(super) async fn revoke_token(
             back_to(&form)
         }
         Err(TokenError::UnknownId(_)) => not_found(),
-        Err(e) => {
-            let cid = telemetry::correlation_id();
-            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "token revocation failed");
-            super::error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("The token was not revoked (correlation id {cid}); try again."),
-            )
-        }
+        Err(e) => failure(
+            &e,
+            "token revocation failed",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "The token was not revoked",
+        ),
     }
 }
 
@@ -345,15 +345,11 @@ pub(super) async fn delete_account(
             }
             r
         }
-        Err(e) => {
-            let cid = telemetry::correlation_id();
-            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), "account deletion failed");
-            super::error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!(
-                    "The deletion stopped halfway (correlation id {cid}); send the form again to finish it."
-                ),
-            )
-        }
+        Err(e) => failure(
+            &e,
+            "account deletion failed",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "The deletion stopped halfway: send the form again to finish it",
+        ),
     }
 }

@@ -407,12 +407,11 @@ fn chunks(
 }
 
 fn export_failed(e: &(dyn std::error::Error + 'static)) -> Response {
-    let cid = telemetry::correlation_id();
-    tracing::error!(correlation_id = %cid, error = %telemetry::chain(e), "web app export failed");
-    message(
+    super::failure(
+        e,
+        "web app export failed",
         StatusCode::INTERNAL_SERVER_ERROR,
-        "Something went wrong",
-        &format!("The export could not be made (correlation id {cid}); try again."),
+        "The export could not be made",
     )
 }
 
@@ -437,20 +436,14 @@ pub(super) async fn import(
     let mut allowed = false;
     let mut received: Option<std::fs::File> = None;
     loop {
-        let mut field = match form.next_field().await {
+        let hint = format!(
+            "The web app takes bundles up to {} GiB (larger ones: nib import --bundle); try again.",
+            MAX_IMPORT_REQUEST >> 30
+        );
+        let mut field = match super::next_part(&mut form, "bundle", &hint).await {
             Ok(Some(f)) => f,
             Ok(None) => break,
-            Err(e) => {
-                tracing::warn!(error = %telemetry::chain(&e), "import form unreadable");
-                return message(
-                    StatusCode::BAD_REQUEST,
-                    "The bundle did not arrive whole",
-                    &format!(
-                        "Nothing was imported. The web app takes bundles up to {} GiB (larger ones: nib import --bundle); try again.",
-                        MAX_IMPORT_REQUEST >> 30
-                    ),
-                );
-            }
+            Err(r) => return r,
         };
         match field.name().unwrap_or_default() {
             "csrf_token" => {
@@ -539,11 +532,10 @@ pub(super) async fn import(
 }
 
 fn import_failed(e: &(dyn std::error::Error + 'static)) -> Response {
-    let cid = telemetry::correlation_id();
-    tracing::error!(correlation_id = %cid, error = %telemetry::chain(e), "web app import failed");
-    message(
+    super::failure(
+        e,
+        "web app import failed",
         StatusCode::INTERNAL_SERVER_ERROR,
-        "Something went wrong",
-        &format!("The bundle could not be imported (correlation id {cid}); try again."),
+        "The bundle could not be imported",
     )
 }

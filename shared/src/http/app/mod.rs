@@ -393,14 +393,12 @@ pub(super) fn tool_failure(e: ToolError, what: &str) -> Response {
         // A malformed id is as unknown as another user's.
         ToolError::NotFound(_) | ToolError::InvalidArgument { .. } => not_found(),
         ToolError::Rejected(reason) => message(StatusCode::CONFLICT, "That did not work", &reason),
-        e => {
-            let cid = telemetry::correlation_id();
-            tracing::error!(correlation_id = %cid, error = %telemetry::chain(&e), what, "app call failed");
-            error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("This could not be done (correlation id {cid}); try again."),
-            )
-        }
+        e => failure(
+            &e,
+            what,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "This could not be done",
+        ),
     }
 }
 
@@ -432,27 +430,16 @@ pub(super) fn render(st: &HttpState, page: &impl Template) -> Response {
 }
 
 fn with_headers(st: Option<&HttpState>, status: StatusCode, body: String) -> Response {
-    let mut r = (status, axum::response::Html(body)).into_response();
-    let h = r.headers_mut();
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("private, no-store"),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("same-origin"),
-    );
     let csp = st.map(csp).unwrap_or_else(|| {
         "default-src 'none'; style-src 'self'; frame-ancestors 'none'; base-uri 'none'".into()
     });
-    if let Ok(v) = HeaderValue::from_str(&csp) {
-        h.insert(header::CONTENT_SECURITY_POLICY, v);
-    }
+    let mut r = super::oauth::html_page(status, body, &csp);
+    // Our pages send no referrer elsewhere, but a form posted under `no-referrer` carries
+    // `Origin: null`, which the change check refuses: the app's own forms must show theirs.
+    r.headers_mut().insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
     r
 }
 
@@ -473,6 +460,39 @@ pub(super) fn message(status: StatusCode, title: &str, message: &str) -> Respons
 
 fn error_page(status: StatusCode, text: &str) -> Response {
     message(status, "Something went wrong", text)
+}
+
+/// Our failure: logged once here with its cause chain (`log` names what failed), answered as
+/// `status` with `told` (what did not happen) and the correlation id.
+pub(super) fn failure(
+    e: &(dyn std::error::Error + 'static),
+    log: &str,
+    status: StatusCode,
+    told: &str,
+) -> Response {
+    let cid = telemetry::correlation_id();
+    tracing::error!(correlation_id = %cid, error = %telemetry::chain(e), what = log, "app request failed");
+    error_page(
+        status,
+        &format!("{told} (correlation id {cid}); try again."),
+    )
+}
+
+/// The next part of one of the app's multipart forms (upload, bundle import); a form that
+/// cannot be read is answered as `what` not arriving whole, nothing imported, with `hint`.
+pub(super) async fn next_part<'f>(
+    form: &'f mut axum::extract::Multipart,
+    what: &str,
+    hint: &str,
+) -> Result<Option<axum::extract::multipart::Field<'f>>, Response> {
+    form.next_field().await.map_err(|e| {
+        tracing::warn!(error = %telemetry::chain(&e), what, "app form unreadable");
+        message(
+            StatusCode::BAD_REQUEST,
+            &format!("The {what} did not arrive whole"),
+            &format!("Nothing was imported. {hint}"),
+        )
+    })
 }
 
 /// Another user's id, a malformed one and a missing one all answer this.

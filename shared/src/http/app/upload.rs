@@ -202,20 +202,14 @@ pub(super) async fn receive(
     let mut pages: BTreeMap<String, (PageFiles, Vec<String>)> = BTreeMap::new();
     let mut allowed = false;
     loop {
-        let mut field = match form.next_field().await {
+        let hint = format!(
+            "Send at most {MAX_FILES_PER_FORM} files, {} MiB each, and try again.",
+            MAX_UPLOAD_BYTES >> 20
+        );
+        let mut field = match super::next_part(&mut form, "upload", &hint).await {
             Ok(Some(f)) => f,
             Ok(None) => break,
-            Err(e) => {
-                tracing::warn!(error = %telemetry::chain(&e), "upload form unreadable");
-                return message(
-                    StatusCode::BAD_REQUEST,
-                    "The upload did not arrive whole",
-                    &format!(
-                        "Nothing was imported. Send at most {MAX_FILES_PER_FORM} files, {} MiB each, and try again.",
-                        MAX_UPLOAD_BYTES >> 20
-                    ),
-                );
-            }
+            Err(r) => return r,
         };
         match field.name().unwrap_or_default() {
             "csrf_token" => {
@@ -362,13 +356,12 @@ fn saved_result(name: &str, saved: &[SavedPage]) -> FileResult {
     }
 }
 
-fn upload_failed(e: &dyn std::error::Error) -> Response {
-    let cid = telemetry::correlation_id();
-    tracing::error!(correlation_id = %cid, error = %e, "upload could not be kept");
-    message(
+fn upload_failed(e: &(dyn std::error::Error + 'static)) -> Response {
+    super::failure(
+        e,
+        "upload could not be kept",
         StatusCode::INTERNAL_SERVER_ERROR,
-        "Something went wrong",
-        &format!("Nothing was imported (correlation id {cid}); try again."),
+        "Nothing was imported",
     )
 }
 
