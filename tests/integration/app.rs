@@ -177,7 +177,7 @@ impl Browser {
 }
 
 /// A task's status as `list_tasks` says (over MCP, with the default user's token).
-async fn status_of(app: &TestApp, task: &str) -> String {
+pub(crate) async fn status_of(app: &TestApp, task: &str) -> String {
     let listed = app
         .call("list_tasks", json!({ "status": "all", "limit": 200 }))
         .await;
@@ -302,6 +302,10 @@ async fn the_web_app_serves_its_owner(env: Env) {
         .await;
     assert_eq!(r.status(), 200);
     let shown = r.text().await.unwrap();
+    assert!(
+        shown.contains("<title>Connections · nib</title>"),
+        "{shown}"
+    );
     let token_secret = shown
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .find(|w| w.starts_with("nib_live_"))
