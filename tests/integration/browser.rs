@@ -13,6 +13,7 @@ use std::process::Command;
 use nib::domain::UserId;
 use serde_json::{Value, json};
 
+use crate::app::{status_of, with_password};
 use crate::helpers::{Options, TestApp};
 use crate::oauth::{Env, PASSWORD};
 
@@ -57,27 +58,9 @@ async fn webapp(args: Vec<String>) -> Value {
     .unwrap()
 }
 
-async fn status_of(app: &TestApp, task: &str) -> String {
-    let listed = app
-        .call("list_tasks", json!({ "status": "all", "limit": 200 }))
-        .await;
-    listed["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["task_link_id"] == task)
-        .map(|t| t["status"].as_str().unwrap().to_owned())
-        .unwrap()
-}
-
 async fn the_web_app_works_in_chromium(env: Env) {
     let app = &env.app;
-    let user = UserId::parse("default").unwrap();
-    app.app
-        .users()
-        .set_password(&user, PASSWORD, true)
-        .await
-        .unwrap();
+    with_password(app, "default").await;
     let open = app.call("list_tasks", json!({ "status": "open" })).await;
     let task = &open["tasks"][0];
     let task_id = task["task_link_id"].as_str().unwrap().to_owned();
@@ -278,13 +261,7 @@ async fn dropped_files_become_pages_with_text_through_the_functions() {
         ..Options::lambda()
     })
     .await;
-    let user = UserId::parse("default").unwrap();
-    app.app.ensure_user(&user).await.unwrap();
-    app.app
-        .users()
-        .set_password(&user, PASSWORD, true)
-        .await
-        .unwrap();
+    with_password(&app, "default").await;
     let stack = app.lambda.clone().unwrap();
     let files = tempfile::tempdir().unwrap();
     let mut paths = upload_files(files.path());

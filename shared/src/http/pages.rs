@@ -558,10 +558,7 @@ async fn change_password(
     let Some((id, session)) = session.filter(|(id, _)| {
         cookie(&headers, super::app::CHANGE_COOKIE) == Some(id.as_str())
             && WebSessions::check_csrf(id, PASSWORD_PURPOSE, &field("csrf_token"))
-            && headers.get(header::ORIGIN).is_none_or(|o| {
-                o.to_str().ok().and_then(super::url_authority)
-                    == super::url_authority(&st.config.public_url)
-            })
+            && super::app::from_our_origin(&st, &headers)
     }) else {
         tracing::warn!(correlation_id = %cid, "password form refused");
         return message(

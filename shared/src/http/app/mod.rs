@@ -281,9 +281,7 @@ pub(super) fn may_change(
     visitor: &Visitor,
     token: &str,
 ) -> bool {
-    let origin_ok = headers
-        .get(header::ORIGIN)
-        .is_none_or(|o| o.to_str().ok() == Some(public_origin(st)));
+    let origin_ok = from_our_origin(st, headers);
     let token_ok = WebSessions::check_csrf(&visitor.session_id, FORM_PURPOSE, token);
     let ok = visitor.same_site && origin_ok && token_ok;
     if !ok {
@@ -297,16 +295,12 @@ pub(super) fn may_change(
     ok
 }
 
-/// `scheme://host[:port]` of the public URL, as a browser sends it in `Origin`.
-fn public_origin(st: &HttpState) -> &str {
-    let url = st.config.public_url.as_str();
-    match url.find("://") {
-        Some(i) => match url[i + 3..].find('/') {
-            Some(j) => &url[..i + 3 + j],
-            None => url,
-        },
-        None => url,
-    }
+/// True unless the browser says the request comes from another origin than the public URL's
+/// (`Origin`, which a form post carries; none is taken as ours: the token still decides).
+pub(super) fn from_our_origin(st: &HttpState, headers: &HeaderMap) -> bool {
+    headers.get(header::ORIGIN).is_none_or(|o| {
+        o.to_str().ok() == Some(crate::mcp::viewer::origin_of(&st.config.public_url).as_str())
+    })
 }
 
 /// The app's requests count against the same per-user limits as the page links.
