@@ -175,12 +175,11 @@ build: embed-model ## compile everything, tests included
 # Builds the binaries, then runs every suite even when an earlier one fails, and fails if any
 # did: Rust tests (nextest when installed), the MCP conformance suite, real MCP clients, then the
 # OAuth flow with the TypeScript SDK in headless Chromium and the suite's authorization checks.
-# The conformance run uses a build with the suite's diagnostic fixture tools
-# (feature conformance-fixtures, kept as target/debug/nib-conformance); everything else uses the
-# plain target/debug/nib. Both builds are of the whole workspace with every target, as nextest
-# builds it: the same selection unifies the dependencies' features the same way, so the
-# dependencies compile once and only our crates twice (`-p nib-cli`, `--bins` and nextest's own
-# build each unified them differently: three builds of the AWS SDK and its stack).
+# One build of the whole workspace with every target, as nextest builds it: the same selection
+# unifies the dependencies' features the same way, so nothing compiles twice (`-p nib-cli`,
+# `--bins` and nextest's own build each unified them differently: three builds of the AWS SDK
+# and its stack). The conformance run uses the same debug `nib`, with the suite's fixture tools
+# switched on by NIB_CONFORMANCE_FIXTURES=1 (tests/conformance/run.sh; a release build has none).
 # Debian's Chromium and ChromeDriver drive the OAuth consent page in tests/oauth (playwright-core
 # uses /usr/bin/chromium; nothing downloads a browser of its own). Installed only when missing.
 tools-browser: ## install Debian's chromium and chromium-driver when missing
@@ -188,9 +187,11 @@ tools-browser: ## install Debian's chromium and chromium-driver when missing
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	fi
 
-test: tools tools-browser ## install tools, build, run all tests
-	$(CARGO) build --workspace --all-targets --features nib-cli/conformance-fixtures
-	cp target/debug/nib target/debug/nib-conformance
+# The tools install side by side (-j), and the Rust dependencies compile meanwhile
+# (prebuild-test): the search model's derivation takes minutes on a clean clone and is mostly one
+# core's numpy, so the other core builds. Everything after runs one thing at a time.
+test: ## install tools, build, run all tests
+	$(MAKE) --no-print-directory -j 8 tools tools-browser prebuild-test
 	$(CARGO) build --workspace --all-targets
 	@failed=""; \
 	if command -v cargo-nextest >/dev/null; then \
@@ -198,18 +199,35 @@ test: tools tools-browser ## install tools, build, run all tests
 	else \
 		$(CARGO) test --workspace --no-fail-fast || failed="$$failed cargo-test"; \
 	fi; \
-	NIB_BIN=target/debug/nib-conformance tests/conformance/run.sh || failed="$$failed conformance"; \
+	tests/conformance/run.sh || failed="$$failed conformance"; \
 	tests/clients/run.sh || failed="$$failed clients"; \
 	tests/oauth/run.sh || failed="$$failed oauth"; \
 	tests/apps/run.sh || failed="$$failed apps"; \
 	$(MAKE) --no-print-directory test-infra || failed="$$failed infra"; \
 	if [[ -n "$$failed" ]]; then echo "make test: FAILED:$$failed"; exit 1; fi
 
-run: tools-ocr embed-model ## import the sample notebook (and its handwritten, ink-only pages), re-embed it with this build's model and serve it locally
+run: ## import the sample notebook (and its handwritten, ink-only pages), re-embed it with this build's model and serve it locally
+	$(MAKE) --no-print-directory -j 4 tools-ocr embed-model prebuild-run
 	$(CARGO) run --release -p nib-cli -- import tests/data/sample --data-dir .data/local
 	$(CARGO) run --release -p nib-cli -- import tests/data/ocr --data-dir .data/local
 	$(CARGO) run --release -p nib-cli -- reindex --data-dir .data/local
 	$(CARGO) run --release -p nib-cli -- serve --data-dir .data/local
+
+# Compile what does not need the search model while `embed-model` derives it. Without the model
+# nib-shared's build script stops (shared/build.rs) and `--keep-going` builds every crate that
+# does not depend on nib-shared: the dependencies, most of the work. Its failure is expected and
+# its output is in the log; the build that follows (the model there by then) is the real one.
+# With the model already there it is that build, done early.
+.PHONY: prebuild-test prebuild-run
+prebuild-test:
+	@mkdir -p target
+	@echo "prebuild: compiling the dependencies while the tools install (log: target/prebuild-test.log)"
+	@$(CARGO) build --workspace --all-targets --keep-going >target/prebuild-test.log 2>&1 || true
+
+prebuild-run:
+	@mkdir -p target
+	@echo "prebuild: compiling the dependencies while the tools install (log: target/prebuild-run.log)"
+	@$(CARGO) build --release -p nib-cli --keep-going >target/prebuild-run.log 2>&1 || true
 
 viewer-screenshots: ## run the page viewer's browser test and write docs/viewer-desktop.png, docs/viewer-phone.png
 	$(CARGO) build -p nib-cli

@@ -8,7 +8,9 @@
 # Failures listed in tests/conformance/expected-failures.yml are tolerated; anything else fails
 # the run, and so does a baseline entry that now passes (the CLI calls it stale).
 #
-# Needs: target/debug/nib (this script builds nothing) and `make tools-node`.
+# Needs: target/debug/nib (a debug build: the suite's fixture tools, resources and prompts
+# answer only in one, with NIB_CONFORMANCE_FIXTURES=1, which this script sets; see
+# shared/src/mcp/fixtures.rs) and `make tools-node`. This script builds nothing.
 # Environment (all optional):
 #   NIB_BIN                     binary to test instead of target/debug/nib
 #   CONFORMANCE_SPEC_VERSIONS   default "2025-11-25 2026-07-28"
@@ -41,7 +43,7 @@ trap 'exit 130' INT TERM
 
 # --public-discovery: the suite sends no credentials, so initialize, ping, tools/list and
 # server/discover must be answered without a token.
-nib_start --bind 127.0.0.1:0 --public-discovery
+NIB_CONFORMANCE_FIXTURES=1 nib_start --bind 127.0.0.1:0 --public-discovery
 echo "conformance: testing $NIB_URL ($(conformance --version 2>/dev/null || echo '?'))"
 
 # Prints one line per failing or warning check that the baseline does not excuse (WARNING counts

@@ -52,14 +52,8 @@ pub fn need(method: Option<&str>, name: Option<&str>) -> Need {
     }
 }
 
-#[cfg(feature = "conformance-fixtures")]
 fn is_fixture_tool(name: &str) -> bool {
-    super::fixtures::is_tool(name)
-}
-
-#[cfg(not(feature = "conformance-fixtures"))]
-fn is_fixture_tool(_name: &str) -> bool {
-    false
+    super::fixtures::enabled() && super::fixtures::is_tool(name)
 }
 
 #[cfg(test)]

@@ -1,9 +1,21 @@
-//! Diagnostic tools the MCP conformance suite calls (feature `conformance-fixtures`, built only
-//! by `make test` for the conformance run; never in a release build). They touch no user data,
-//! so they answer without a token, which is what lets the suite (it sends none) exercise
-//! `tools/call` header handling.
+//! Diagnostic tools the MCP conformance suite calls. They answer only in a debug build started
+//! with `NIB_CONFORMANCE_FIXTURES=1` (tests/conformance/run.sh); in a release build `enabled` is
+//! a constant false and the optimiser drops them. They touch no user data, so they answer
+//! without a token, which is what lets the suite (it sends none) exercise `tools/call` header
+//! handling.
+//!
+//! A run-time switch rather than a cargo feature: a feature built the whole workspace a second
+//! time in `make test` (every crate that depends on nib-shared, about three minutes of a clean
+//! build on two cores).
 
 use std::sync::{Arc, LazyLock};
+
+/// Whether the fixtures answer: a debug build, and the variable set to 1.
+pub fn enabled() -> bool {
+    static ON: LazyLock<bool> =
+        LazyLock::new(|| std::env::var_os("NIB_CONFORMANCE_FIXTURES").is_some_and(|v| v == "1"));
+    cfg!(debug_assertions) && *ON
+}
 
 use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData, RequestMetaObject, Tool};
 

@@ -154,10 +154,10 @@ impl NibMcp {
 
 /// The tools a caller with `scope` sees, in catalog order.
 pub fn visible_tools(scope: Scope) -> impl Iterator<Item = &'static Tool> {
-    #[cfg(feature = "conformance-fixtures")]
-    let fixtures = fixtures::TOOLS.iter();
-    #[cfg(not(feature = "conformance-fixtures"))]
-    let fixtures = std::iter::empty::<&Tool>();
+    let fixtures = fixtures::enabled()
+        .then(|| fixtures::TOOLS.iter())
+        .into_iter()
+        .flatten();
     fixtures.chain(
         TOOLS
             .iter()
@@ -245,8 +245,9 @@ impl NibMcp {
         ctx: &Ctx<'_>,
     ) -> Result<Reply, ErrorData> {
         let name = request.name.as_ref();
-        #[cfg(feature = "conformance-fixtures")]
-        if let Some(result) = fixtures::call(name, &ctx.meta) {
+        if fixtures::enabled()
+            && let Some(result) = fixtures::call(name, &ctx.meta)
+        {
             return result.map(|r| Reply::Result(Box::new(ServerResult::CallToolResult(r))));
         }
         // An unknown name is a protocol error whoever asks: it reveals nothing tools/list
@@ -300,8 +301,9 @@ impl NibMcp {
         if uri == viewer::VIEWER_URI {
             return Ok(viewer::read(&self.image_origin));
         }
-        #[cfg(feature = "conformance-fixtures")]
-        if let Some(result) = fixtures::read_resource(uri) {
+        if fixtures::enabled()
+            && let Some(result) = fixtures::read_resource(uri)
+        {
             return Ok(result);
         }
         // Not one of nib's URIs: not found whoever asks (it reveals nothing).
@@ -320,8 +322,9 @@ impl NibMcp {
     ) -> Result<GetPromptResult, ErrorData> {
         let name = request.name.as_str();
         let args = request.arguments.unwrap_or_default();
-        #[cfg(feature = "conformance-fixtures")]
-        if let Some(result) = fixtures::get_prompt(name, &args) {
+        if fixtures::enabled()
+            && let Some(result) = fixtures::get_prompt(name, &args)
+        {
             return Ok(result);
         }
         if !prompts::is_prompt(name) {
@@ -410,7 +413,6 @@ fn tools_page(scope: Scope, offset: usize) -> ListToolsResult {
 }
 
 pub mod access;
-#[cfg(feature = "conformance-fixtures")]
 mod fixtures;
 mod prompts;
 pub mod protocol;

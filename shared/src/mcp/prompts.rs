@@ -42,10 +42,11 @@ pub(super) fn list() -> ListPromptsResult {
             .with_description(description)
             .with_required(false)
     };
-    #[cfg(feature = "conformance-fixtures")]
-    let mut prompts = super::fixtures::prompts();
-    #[cfg(not(feature = "conformance-fixtures"))]
-    let mut prompts = Vec::new();
+    let mut prompts = if super::fixtures::enabled() {
+        super::fixtures::prompts()
+    } else {
+        Vec::new()
+    };
     prompts.extend([
         Prompt::new(
             DAILY_REVIEW,

@@ -72,11 +72,14 @@ pub(super) fn templates() -> ListResourceTemplatesResult {
             .with_mime_type("application/json")
             .with_icons(icons()),
     ];
-    #[cfg(feature = "conformance-fixtures")]
-    let templates: Vec<ResourceTemplate> = super::fixtures::resource_templates()
-        .into_iter()
-        .chain(templates)
-        .collect();
+    let templates: Vec<ResourceTemplate> = if super::fixtures::enabled() {
+        super::fixtures::resource_templates()
+            .into_iter()
+            .chain(templates)
+            .collect()
+    } else {
+        templates.into()
+    };
     // The same for every caller.
     ListResourceTemplatesResult::with_all_items(templates)
         .with_ttl_ms(TEMPLATES_TTL_MS)
@@ -91,14 +94,11 @@ impl NibMcp {
         cursor: Option<String>,
         cid: &str,
     ) -> Result<ListResourcesResult, ErrorData> {
-        #[cfg(feature = "conformance-fixtures")]
-        let mut items: Vec<Resource> = if cursor.is_none() {
+        let mut items: Vec<Resource> = if super::fixtures::enabled() && cursor.is_none() {
             super::fixtures::resources()
         } else {
             Vec::new()
         };
-        #[cfg(not(feature = "conformance-fixtures"))]
-        let mut items: Vec<Resource> = Vec::new();
         if cursor.is_none() {
             items.push(super::viewer::resource());
         }
