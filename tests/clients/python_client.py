@@ -9,7 +9,8 @@ tools/call list_pages -> tools/call create_task -> tools/call list_tasks {"statu
 task is listed) -> list_tasks {"limit": 500} (lowered: limit_applied 200) -> update_task_status done
 then todo (answers todo) -> get_page (the line reads status open, from the page; a resource link
 names the page) -> resources/list (the page) -> resources/read (its markdown) -> prompts/list ->
-prompts/get daily_review (embeds the page as a resource). It also checks that connecting without the token fails, and that a bare POST
+prompts/get daily_review (embeds the page as a resource) -> delete_task through a client that
+answers elicitation (2026-07-28: asked first; declined, nothing changes; accepted, deleted). It also checks that connecting without the token fails, and that a bare POST
 without it gets HTTP 401 with a WWW-Authenticate challenge.
 
 Prints one line per check and ends with `python client: N passed, M failed`; exits 1 on any failure.
@@ -28,7 +29,7 @@ from typing import Any
 
 import anyio
 import httpx2  # the SDK's HTTP client; streamable_http_client takes a configured one for headers
-from mcp import Client, MCPError
+from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 
 # The tools an admin token lists: the catalog, as `nib tools` prints it (tests/clients/run.sh).
@@ -53,11 +54,57 @@ def check(name: str, ok: bool, detail: str = "") -> bool:
     return ok
 
 
-def client_for(url: str, token: str | None, mode: str) -> Client:
+def client_for(url: str, token: str | None, mode: str, elicitation_callback: Any = None) -> Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(TIMEOUT_S, read=TIMEOUT_S * 2))
     # cache=None: always ask the server, so every call below really reaches nib.
-    return Client(streamable_http_client(url, http_client=http), mode=mode, cache=None)
+    return Client(
+        streamable_http_client(url, http_client=http),
+        mode=mode,
+        cache=None,
+        elicitation_callback=elicitation_callback,
+    )
+
+
+async def destructive_tools_ask_first(url: str, token: str, mode: str, era: str, task_id: Any) -> None:
+    """delete_task through a client that can ask its user: on 2026-07-28 nib asks (the SDK's
+    input-required driver calls the callback, then calls again with the answer); a decline keeps
+    the task, an accept deletes it. The stateless wire of the older eras cannot carry a request
+    to the client, so there the tool runs without asking."""
+    label = f"[{mode}]"
+    asked: list[str] = []
+
+    def answering(action: str) -> Any:
+        async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            asked.append(params.message)
+            return types.ElicitResult(action=action)
+        return callback
+
+    async def listed() -> bool:
+        async with client_for(url, token, mode) as client:
+            res = await client.call_tool("list_tasks", {"status": "all", "limit": 200})
+            return contains_value(res.structured_content, task_id)
+
+    if era >= "2026-07-28":
+        async with client_for(url, token, mode, answering("decline")) as client:
+            res = await client.call_tool("delete_task", {"task_link_id": task_id})
+        text = res.content[0].text if res.content else ""
+        check(
+            f"{label} delete_task asks first, naming the task; declined, it changes nothing",
+            len(asked) == 1 and "Python client task" in asked[0] and res.is_error
+            and "declined" in text and await listed(),
+            f"asked {asked} isError={res.is_error} text={short(text)}",
+        )
+    asked.clear()
+    async with client_for(url, token, mode, answering("accept")) as client:
+        res = await client.call_tool("delete_task", {"task_link_id": task_id})
+    sc = res.structured_content
+    expected_questions = 1 if era >= "2026-07-28" else 0
+    check(
+        f"{label} delete_task accepted ({expected_questions} question asked) moves the task to the trash",
+        len(asked) == expected_questions and not res.is_error and not await listed(),
+        f"asked {asked} isError={res.is_error} structuredContent={short(sc)}",
+    )
 
 
 def contains_value(value: Any, wanted: str) -> bool:
@@ -188,6 +235,7 @@ async def run_mode(url: str, token: str, mode: str, era: str) -> None:
             got = await client.get_prompt("daily_review", {"date": "2026-06-20"})
             embedded = [str(m.content.resource.uri) for m in got.messages if m.content.type == "resource"]
             check(f"{label} daily_review embeds the day's page as a resource", page_uri in embedded, f"got {embedded}")
+        await destructive_tools_ask_first(url, token, mode, era, task_id)
 
 
 async def expect_connect_fails_without_token(url: str, mode: str) -> None:

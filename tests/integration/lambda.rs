@@ -487,6 +487,10 @@ mod resources {
     crate::resources::resource_tests!(crate::helpers::Options::lambda());
 }
 
+mod confirm {
+    crate::confirm::confirm_tests!(crate::helpers::Options::lambda());
+}
+
 #[tokio::test]
 async fn the_401_challenge_survives_and_the_well_known_fallback_works() {
     let app = TestApp::spawn_with(Options {

@@ -14,6 +14,7 @@ mod aws;
 mod browser;
 mod bundle;
 mod cli;
+mod confirm;
 mod lambda;
 mod notebook;
 mod notion;

@@ -261,6 +261,35 @@ impl NibMcp {
         let principal = ctx.caller()?;
         debug_assert!(principal.scope.allows(tool.scope));
         let args = request.arguments.unwrap_or_default();
+        if confirm::must_ask(
+            tool.annotations.destructive,
+            ctx.is_stateless_era(),
+            &ctx.meta,
+        ) {
+            let state = confirm::state(principal, name, &args);
+            match confirm::answer(
+                &state,
+                request.request_state.as_deref(),
+                request.input_responses.as_ref(),
+            )? {
+                confirm::Answer::Accept => {}
+                confirm::Answer::Refused(how) => {
+                    tracing::info!(correlation_id = %ctx.correlation_id, tool = name, answer = how, "destructive tool not run");
+                    return Ok(Reply::Result(Box::new(ServerResult::CallToolResult(
+                        confirm::refused(name, how),
+                    ))));
+                }
+                confirm::Answer::None => {
+                    // What the tool would change, named; when it names nothing (an unknown
+                    // id), the tool runs and says so itself.
+                    if let Some(what) = self.what_would_change(principal, name, &args).await {
+                        return Ok(Reply::Result(Box::new(ServerResult::InputRequiredResult(
+                            confirm::ask(what, state),
+                        ))));
+                    }
+                }
+            }
+        }
         match self.dispatch.call(principal, name, args).await {
             Ok(output) => {
                 // The text block stays first and unchanged; links follow where the revision
@@ -413,6 +442,7 @@ fn tools_page(scope: Scope, offset: usize) -> ListToolsResult {
 }
 
 pub mod access;
+mod confirm;
 mod fixtures;
 mod prompts;
 pub mod protocol;

@@ -78,7 +78,7 @@ pub(super) fn templates() -> ListResourceTemplatesResult {
             .chain(templates)
             .collect()
     } else {
-        templates.into()
+        templates
     };
     // The same for every caller.
     ListResourceTemplatesResult::with_all_items(templates)

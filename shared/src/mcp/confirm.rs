@@ -1,0 +1,246 @@
+//! Destructive tools ask first: where the client can ask its user (2026-07-28 with the
+//! `elicitation` capability in the request's `_meta`), `tools/call` of a tool annotated
+//! destructive answers an `InputRequiredResult` (SEP-2322, multi round-trip requests) holding
+//! one `elicitation/create` that names what will change, and a `requestState`. The client asks
+//! its user and calls again with the same arguments, the answer in `inputResponses` and the
+//! state echoed. Accept runs the tool; decline or cancel changes nothing and says so. A client
+//! without the capability (or an older revision, whose stateless wire here has no way to send
+//! a request to the client) gets the tool as before; its annotations say destructive.
+//!
+//! **The state is a binding, not a secret.** It is a digest of the caller, the tool and the
+//! arguments; the retry must carry the same, so an answer given for one page cannot delete
+//! another (a mismatch, or any other string, is refused as invalid params). It is not keyed:
+//! nothing in it is trusted. Authorisation is the caller's token, as for any call, and the
+//! user's answer is only ever the client's word; a client willing to lie about it needs no
+//! state to do so. The confirmation guards the user against the model acting alone, which
+//! goes through an honest client.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rmcp::model::{
+    CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams, ElicitationSchema, ErrorData,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses, RequestMetaObject,
+};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::NibMcp;
+use crate::auth::Principal;
+use crate::notebook::TRASH_DAYS;
+use crate::tools::resources::{page_uri, task_uri};
+
+/// The key of the one input request.
+pub const KEY: &str = "confirm";
+const STATE_PREFIX: &str = "nib-confirm-1.";
+
+/// Whether this call must ask before it runs: a destructive tool, a client that declared it
+/// can elicit, in a revision that carries its capabilities with the request.
+pub fn must_ask(destructive: bool, stateless_era: bool, meta: &RequestMetaObject) -> bool {
+    destructive
+        && stateless_era
+        && meta
+            .client_capabilities()
+            .is_some_and(|caps| caps.elicitation.is_some())
+}
+
+/// What the retry said.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// No answer yet (a first call, or a retry without our key): ask.
+    None,
+    Accept,
+    /// Declined or cancelled: nothing changes.
+    Refused(&'static str),
+}
+
+/// The state binding an answer to this caller, tool and arguments.
+pub fn state(principal: &Principal, tool: &str, args: &Map<String, Value>) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        principal.user.as_str(),
+        principal.credential_id.as_str(),
+        tool,
+    ] {
+        h.update(part.as_bytes());
+        h.update([0x1f]);
+    }
+    // serde_json's Map keeps its keys sorted (no preserve_order feature), so equal arguments
+    // serialise to equal bytes.
+    h.update(serde_json::to_vec(args).unwrap_or_default());
+    format!(
+        "{STATE_PREFIX}{}",
+        URL_SAFE_NO_PAD.encode(&h.finalize()[..18])
+    )
+}
+
+/// The retry's answer, after its state is checked against this call.
+pub fn answer(
+    expected_state: &str,
+    request_state: Option<&str>,
+    responses: Option<&InputResponses>,
+) -> Result<Answer, ErrorData> {
+    let Some(response) = responses.and_then(|r| r.get(KEY)) else {
+        // No answer to our question: ask (again). A state sent alone is not an answer.
+        return Ok(Answer::None);
+    };
+    if request_state != Some(expected_state) {
+        return Err(ErrorData::invalid_params(
+            "requestState does not belong to this call: call again without inputResponses",
+            None,
+        ));
+    }
+    Ok(match response.get("action").and_then(Value::as_str) {
+        Some("accept") => Answer::Accept,
+        Some("decline") => Answer::Refused("declined"),
+        Some("cancel") => Answer::Refused("cancelled"),
+        _ => {
+            return Err(ErrorData::invalid_params(
+                "inputResponses.confirm must be an elicitation result (action accept, decline or cancel)",
+                None,
+            ));
+        }
+    })
+}
+
+/// The question: `what` names what will change.
+pub fn ask(what: String, state: String) -> InputRequiredResult {
+    // A yes/no question: a form without fields (the client offers accept, decline, cancel).
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: what,
+        requested_schema: ElicitationSchema::new(Default::default()),
+    };
+    let mut requests = InputRequests::new();
+    requests.insert(
+        KEY.to_owned(),
+        InputRequest::Elicitation(ElicitRequest::new(params)),
+    );
+    InputRequiredResult::new(Some(requests), Some(state))
+}
+
+/// The first line of a page's text, shortened, to name it in a question.
+fn first_line(text: &str) -> Option<String> {
+    let line = text
+        .lines()
+        .map(|l| l.trim_start_matches(['#', '-', '*', ' ']).trim())
+        .find(|l| !l.is_empty())?;
+    let mut short: String = line.chars().take(60).collect();
+    if short.len() < line.len() {
+        short.push('…');
+    }
+    Some(short)
+}
+
+impl NibMcp {
+    /// The question for `tool` on these arguments, naming what it would change; `None` when
+    /// there is nothing to name (an unknown or foreign id: the tool then says not found).
+    pub(super) async fn what_would_change(
+        &self,
+        principal: &Principal,
+        tool: &str,
+        args: &Map<String, Value>,
+    ) -> Option<String> {
+        let id = |key: &str| args.get(key).and_then(Value::as_str);
+        let read = |uri: String| async move {
+            let contents = self.dispatch.read_resource(principal, &uri).await.ok()?;
+            contents.into_iter().next()
+        };
+        match tool {
+            "delete_page" => {
+                let page = read(page_uri(&id("page_id")?)).await?;
+                let date = page["_meta"]["date"].as_str().unwrap_or("an unknown day");
+                let named = page["text"]
+                    .as_str()
+                    .and_then(first_line)
+                    .map(|l| format!(" (\"{l}\")"))
+                    .unwrap_or_default();
+                Some(format!(
+                    "Move the page of {date}{named} to the trash? Tasks written only on it go with it. It can be restored for {TRASH_DAYS} days."
+                ))
+            }
+            "delete_task" => {
+                let task = read(task_uri(&id("task_link_id")?)).await?;
+                let task: Value = serde_json::from_str(task["text"].as_str()?).ok()?;
+                let text = task["text"].as_str()?;
+                Some(format!(
+                    "Delete the task \"{text}\" from every page it is on? It can be restored for {TRASH_DAYS} days."
+                ))
+            }
+            // A destructive tool without its own question still asks, by name.
+            other => Some(format!("Run {other}? It changes your notebook.")),
+        }
+    }
+}
+
+/// The answer to a refusal: a tool result that says nothing changed.
+pub fn refused(tool: &str, how: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "Nothing was changed: the user {how} {tool}."
+    ))])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Scope;
+    use crate::domain::UserId;
+    use serde_json::json;
+
+    fn principal(user: &str, credential: &str) -> Principal {
+        Principal {
+            user: UserId::parse(user).unwrap(),
+            scope: Scope::Write,
+            credential_id: credential.into(),
+            client: None,
+        }
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_state_binds_the_caller_the_tool_and_the_arguments() {
+        let p = principal("alice", "tok_1");
+        let a = args(json!({ "page_id": "p1" }));
+        let s = state(&p, "delete_page", &a);
+        assert_eq!(s, state(&p, "delete_page", &a));
+        assert_ne!(
+            s,
+            state(&p, "delete_page", &args(json!({ "page_id": "p2" })))
+        );
+        assert_ne!(s, state(&p, "delete_task", &a));
+        assert_ne!(s, state(&principal("bob", "tok_1"), "delete_page", &a));
+        assert_ne!(s, state(&principal("alice", "tok_2"), "delete_page", &a));
+    }
+
+    #[test]
+    fn answers_are_read_only_with_their_own_state() {
+        let s = "nib-confirm-1.abc";
+        let with = |action: &str| {
+            let mut r = InputResponses::new();
+            r.insert(KEY.into(), json!({ "action": action }));
+            r
+        };
+        assert_eq!(answer(s, None, None).unwrap(), Answer::None);
+        assert_eq!(
+            answer(s, Some(s), Some(&InputResponses::new())).unwrap(),
+            Answer::None
+        );
+        assert_eq!(
+            answer(s, Some(s), Some(&with("accept"))).unwrap(),
+            Answer::Accept
+        );
+        assert_eq!(
+            answer(s, Some(s), Some(&with("decline"))).unwrap(),
+            Answer::Refused("declined")
+        );
+        assert_eq!(
+            answer(s, Some(s), Some(&with("cancel"))).unwrap(),
+            Answer::Refused("cancelled")
+        );
+        assert!(answer(s, Some("nib-confirm-1.abc-TAMPERED"), Some(&with("accept"))).is_err());
+        assert!(answer(s, None, Some(&with("accept"))).is_err());
+        assert!(answer(s, Some(s), Some(&with("maybe"))).is_err());
+    }
+}
