@@ -449,7 +449,8 @@ impl Target {
 enum TokenCommand {
     /// Create a token and print it (it is shown only this once).
     Create {
-        #[arg(long, value_parser = ["read", "write", "admin"])]
+        /// read; edit (read and write, no deletes); write; admin.
+        #[arg(long, value_parser = ["read", "edit", "write", "admin"])]
         scope: String,
         #[arg(long)]
         label: Option<String>,

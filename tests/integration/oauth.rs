@@ -484,7 +484,10 @@ async fn discovery_documents_name_the_authorization_server() {
         assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]));
         assert_eq!(m["client_id_metadata_document_supported"], true);
         assert_eq!(m["authorization_response_iss_parameter_supported"], true);
-        assert_eq!(m["scopes_supported"], json!(["read", "write", "admin"]));
+        assert_eq!(
+            m["scopes_supported"],
+            json!(["read", "edit", "write", "admin"])
+        );
         assert_eq!(
             m["grant_types_supported"],
             json!(["authorization_code", "refresh_token"])
@@ -651,7 +654,7 @@ pub(crate) async fn connects_calls_a_tool_and_refreshes(env: &Env) {
     let (status, tokens) = env.exchange(&client, &code).await;
     assert_eq!(status, 200, "{tokens}");
     assert_eq!(tokens["token_type"], "Bearer");
-    assert_eq!(tokens["scope"], "read write");
+    assert_eq!(tokens["scope"], "read edit write");
     assert!(tokens["expires_in"].as_i64().unwrap() <= 3600);
     let access = tokens["access_token"].as_str().unwrap();
     let refresh = tokens["refresh_token"].as_str().unwrap();
@@ -1429,7 +1432,7 @@ async fn a_read_grant_is_asked_to_step_up_for_write_tools() {
         .await;
     assert_eq!(status, 403, "{body}");
     assert!(
-        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"write\""),
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"edit\""),
         "{challenge}"
     );
     assert_eq!(env.call(access, "list_tasks", json!({})).await.0, 200);
@@ -1449,6 +1452,78 @@ async fn a_read_grant_is_asked_to_step_up_for_write_tools() {
         (status, body["error"].as_str()),
         (400, Some("invalid_scope"))
     );
+}
+
+/// The consent page's "no deletes" box: a write request approved with it ticked is granted
+/// `edit`, whose tokens never list or call the destructive tools. A read request offers no box.
+#[tokio::test]
+async fn a_grant_without_deletes_never_sees_the_delete_tools() {
+    let env = Env::new().await;
+    let client = env.public_client().await;
+    let mut read = env.params(&client);
+    set(&mut read, "scope", Some("read"));
+    let (_, _, html) = env.consent(&read).await;
+    assert!(
+        !html.contains("name=\"no_deletes\""),
+        "a read grant deletes nothing anyway"
+    );
+
+    let params = env.params(&client);
+    let (cookie, csrf, html) = env.consent(&params).await;
+    assert!(html.contains("name=\"no_deletes\""), "{html}");
+    let r = env
+        .submit(
+            &params,
+            Some(&cookie),
+            &[
+                ("csrf_token", &csrf),
+                ("username", "default"),
+                ("password", PASSWORD),
+                ("no_deletes", "1"),
+                ("decision", "approve"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let code = query(&location(&r), "code").unwrap();
+    let (status, tokens) = env.exchange(&client, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(tokens["scope"], "read edit");
+    let access = tokens["access_token"].as_str().unwrap();
+    let r = env
+        .http
+        .post(env.at("/mcp"))
+        .bearer_auth(access)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+        .send()
+        .await
+        .unwrap();
+    let listed: Value = r.json().await.unwrap();
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"create_task") && names.contains(&"restore_page"),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.starts_with("delete_")), "{names:?}");
+    let (status, challenge, _) = env
+        .call(access, "delete_task", json!({ "task_link_id": "t_x" }))
+        .await;
+    assert_eq!(status, 403);
+    assert!(challenge.contains("scope=\"write\""), "{challenge}");
+    let (status, _, body) = env
+        .call(
+            access,
+            "create_task",
+            json!({ "target_date": "2026-06-20", "text": "no deletes" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
 }
 
 #[tokio::test]

@@ -414,7 +414,10 @@ async fn unauthenticated_requests_get_the_challenge_and_get_is_405_only_after_au
             .await
             .unwrap();
         assert_eq!(meta["resource"], format!("{}/mcp", app.base));
-        assert_eq!(meta["scopes_supported"], json!(["read", "write", "admin"]));
+        assert_eq!(
+            meta["scopes_supported"],
+            json!(["read", "edit", "write", "admin"])
+        );
     }
 }
 
@@ -480,7 +483,7 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
     assert_eq!(names(&body), catalog(Scope::Write));
     assert_eq!(names(&body).len(), nib::tools::catalog().len());
     // Deterministic: the same list twice.
-    let (_, again) = app.rpc_with(&write, list).await;
+    let (_, again) = app.rpc_with(&write, list.clone()).await;
     assert_eq!(body, again);
     // Every tool declares title, annotations and both schemas.
     for tool in body["result"]["tools"].as_array().unwrap() {
@@ -519,7 +522,7 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
     assert_eq!(r.status(), 403);
     let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
     assert!(
-        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"write\""),
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("edit"),
         "{challenge}"
     );
     assert_eq!(
@@ -531,6 +534,53 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
         app.call_raw(&read, "list_tasks", json!({})).await["isError"],
         false
     );
+
+    // "No deletes" (edit): every tool but the destructive ones is listed and callable; a
+    // delete is neither listed nor callable.
+    let edit = app.token_for("default", Scope::Edit).await;
+    let (_, body) = app.rpc_with(&edit, list.clone()).await;
+    let listed = names(&body);
+    assert_eq!(listed, catalog(Scope::Edit));
+    let destructive: Vec<&str> = nib::tools::catalog()
+        .iter()
+        .filter(|t| t.annotations.destructive)
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(destructive, ["delete_page", "delete_task"]);
+    assert_eq!(
+        listed.len() + destructive.len(),
+        nib::tools::catalog().len(),
+        "all but the deletes: {listed:?}"
+    );
+    for name in [
+        "create_task",
+        "update_task_status",
+        "restore_page",
+        "restore_task",
+    ] {
+        assert!(listed.iter().any(|n| n == name), "{name} in {listed:?}");
+    }
+    let page = app.page_of("2026-06-17").await;
+    let r = app
+        .post_anon()
+        .bearer_auth(&edit)
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "delete_page", "arguments": { "page_id": page } } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert!(challenge.contains("write"), "{challenge}");
+    let trash = app.call("list_trash", json!({})).await;
+    assert_eq!(trash["items"], json!([]), "nothing was deleted");
+    let created = app
+        .call_raw(
+            &edit,
+            "create_task",
+            json!({ "target_date": "2026-06-20", "text": "written without deletes" }),
+        )
+        .await;
+    assert_eq!(created["isError"], false, "{created}");
 }
 
 #[tokio::test]

@@ -175,8 +175,8 @@ async function main() {
       body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'create_task', arguments: { target_date: '2026-06-20', text: 'e2e' } } }),
     });
     const challenge = write.headers.get('www-authenticate') || '';
-    check('a write tool with a read token is 403 insufficient_scope naming write',
-      write.status === 403 && challenge.includes('insufficient_scope') && challenge.includes('scope="write"'), `${write.status} ${challenge}`);
+    check('a changing tool with a read token is 403 insufficient_scope naming edit',
+      write.status === 403 && challenge.includes('insufficient_scope') && challenge.includes('scope="edit"'), `${write.status} ${challenge}`);
     await readClient.close();
   } finally {
     await browser.close();

@@ -15,21 +15,28 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::UserId;
 
-/// What a token allows. Ordered: `Admin` can do all `Write` can, which can do all `Read` can.
+/// What a token allows. Ordered: each can do all the ones before it can.
+///
+/// `Edit` is "read and write, no deletes": everything `Write` can except the tools annotated
+/// destructive (`delete_page`, `delete_task`), which need `Write` and are neither listed nor
+/// callable below it. It sits between so that a `write` token or grant made before it keeps
+/// what it had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     Read,
+    Edit,
     Write,
     Admin,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 3] = [Scope::Read, Scope::Write, Scope::Admin];
+    pub const ALL: [Scope; 4] = [Scope::Read, Scope::Edit, Scope::Write, Scope::Admin];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Read => "read",
+            Scope::Edit => "edit",
             Scope::Write => "write",
             Scope::Admin => "admin",
         }

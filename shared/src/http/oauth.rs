@@ -486,7 +486,13 @@ struct ConsentPage<'a> {
     action: &'static str,
     username: &'a str,
     error: Option<&'a str>,
+    /// Offer "no deletes" (a grant of `write` can be narrowed to `edit`), and whether it is ticked.
+    offer_no_deletes: bool,
+    no_deletes: bool,
 }
+
+/// The consent form's "no deletes" box: ticked, a `write` request is granted as `edit`.
+const NO_DELETES_FIELD: &str = "no_deletes";
 
 fn scope_lines(scope: Scope) -> Vec<(&'static str, &'static str)> {
     Scope::ALL
@@ -494,7 +500,14 @@ fn scope_lines(scope: Scope) -> Vec<(&'static str, &'static str)> {
         .filter(|s| scope.allows(**s))
         .map(|s| match s {
             Scope::Read => ("read", "list, read and search your pages and tasks"),
-            Scope::Write => ("write", "create tasks and change their status"),
+            Scope::Edit => (
+                "edit",
+                "create tasks, change their status, restore from the trash",
+            ),
+            Scope::Write => (
+                "write",
+                "delete pages and tasks (to the trash, restorable for 30 days)",
+            ),
             Scope::Admin => ("admin", "everything above, and administrative tools"),
         })
         .collect()
@@ -527,9 +540,11 @@ struct Feedback<'a> {
     username: &'a str,
     error: Option<&'a str>,
     status: StatusCode,
+    no_deletes: bool,
 }
 
 const FRESH: Feedback<'static> = Feedback {
+    no_deletes: false,
     username: "",
     error: None,
     status: StatusCode::OK,
@@ -560,6 +575,8 @@ fn consent(
         action: AUTHORIZE_PATH,
         username: feedback.username,
         error: feedback.error,
+        offer_no_deletes: req.scope == Scope::Write,
+        no_deletes: feedback.no_deletes,
     };
     let Ok(body) = page.render() else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
@@ -746,8 +763,10 @@ async fn authorize_submit(
     }
     let username = fields.get("username").map(String::as_str).unwrap_or("");
     let password = fields.get("password").map(String::as_str).unwrap_or("");
+    let no_deletes = fields.get(NO_DELETES_FIELD).is_some_and(|v| v == "1");
     let retry = |message: &str, status| {
         let feedback = Feedback {
+            no_deletes,
             username,
             error: Some(message),
             status,
@@ -776,6 +795,11 @@ async fn authorize_submit(
             );
         }
     };
+    // "No deletes": the grant reaches every tool but the destructive ones.
+    let mut req = req;
+    if no_deletes && req.scope == Scope::Write {
+        req.scope = Scope::Edit;
+    }
     match oauth.approve(&req, &user).await {
         Ok(location) => see_other(&location),
         Err(e) => error_page(

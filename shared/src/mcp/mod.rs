@@ -298,7 +298,7 @@ impl NibMcp {
                 // What the page viewer needs to know: whether ticking a box may change a task.
                 let can_write = viewer::WIDGET_TOOLS
                     .contains(&name)
-                    .then(|| principal.scope.allows(Scope::Write));
+                    .then(|| principal.scope.allows(Scope::Edit));
                 Ok(Reply::Json(tool_result(
                     &output,
                     &links,

@@ -18,7 +18,7 @@ pub fn def() -> ToolDef {
         name: "create_task",
         title: "Create a task",
         description: "Add a task to the page of `target_date` (YYYY-MM-DD; the page is created if needed). If an open task with the same text exists, nothing is added and that task is returned with created: false. With a connected Notion database, a new task is also pushed there: notion_pushed says whether the task has its Notion page (a push that failed is retried later).",
-        scope: Scope::Write,
+        scope: Scope::Edit,
         class: ToolClass::Tasks,
         annotations: Annotations::IDEMPOTENT_WRITE,
         input_schema: object_schema(

@@ -16,7 +16,7 @@ pub fn def() -> ToolDef {
         name: "restore_page",
         title: "Restore a deleted page",
         description: "Bring a page back from the trash (list_trash) exactly as it was: its text, lines, tasks that went with it, and its place in search. Pages stay in the trash for 30 days. Restoring a page that is not deleted changes nothing.",
-        scope: Scope::Write,
+        scope: Scope::Edit,
         class: ToolClass::Pages,
         annotations: Annotations::IDEMPOTENT_WRITE,
         input_schema: object_schema(

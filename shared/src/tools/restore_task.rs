@@ -16,7 +16,7 @@ pub fn def() -> ToolDef {
         name: "restore_task",
         title: "Restore a deleted task",
         description: "Bring a task back from the trash (list_trash) exactly as it was: status, history and every page it appears on. Tasks stay in the trash for 30 days. A task deleted with its page comes back with restore_page. Restoring a task that is not deleted changes nothing.",
-        scope: Scope::Write,
+        scope: Scope::Edit,
         class: ToolClass::Tasks,
         annotations: Annotations::IDEMPOTENT_WRITE,
         input_schema: object_schema(

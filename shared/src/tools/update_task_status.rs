@@ -17,7 +17,7 @@ pub fn def() -> ToolDef {
         name: "update_task_status",
         title: "Update a task's status",
         description: "Mark a task todo, done or cancelled. Idempotent. The status is reconciled with the pages: a page dated later than this update still decides.",
-        scope: Scope::Write,
+        scope: Scope::Edit,
         class: ToolClass::Tasks,
         annotations: Annotations::IDEMPOTENT_WRITE,
         input_schema: object_schema(

@@ -388,6 +388,12 @@ mod tests {
             parse_scope(Some("read openid"), Scope::Read),
             Err(OAuthError::InvalidScope(_))
         ));
-        assert_eq!(scope_string(Scope::Write), "read write");
+        assert_eq!(scope_string(Scope::Write), "read edit write");
+        // "No deletes" sits below write; a grant made before it said "read write".
+        assert_eq!(scope_string(Scope::Edit), "read edit");
+        assert_eq!(
+            parse_scope(Some("read edit"), Scope::Read).unwrap(),
+            Scope::Edit
+        );
     }
 }

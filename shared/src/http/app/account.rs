@@ -212,8 +212,8 @@ pub(super) async fn revoke_grant(
     }
 }
 
-/// `POST /app/account/tokens` (`label`, `preset`: read or write): the new token is shown once,
-/// in this answer.
+/// `POST /app/account/tokens` (`label`, `preset`: read, edit (no deletes) or write): the new
+/// token is shown once, in this answer.
 pub(super) async fn create_token(
     State(st): State<Arc<HttpState>>,
     headers: HeaderMap,
@@ -225,12 +225,13 @@ pub(super) async fn create_token(
     };
     let scope = match form.get("preset") {
         Some("read") => Scope::Read,
+        Some("edit") => Scope::Edit,
         Some("write") => Scope::Write,
         _ => {
             return message(
                 StatusCode::BAD_REQUEST,
                 "Choose what the token may do",
-                "A token can read the notebook, or read and write it. Nothing was created.",
+                "A token can read the notebook, read and write it without deleting, or read and write it. Nothing was created.",
             );
         }
     };
