@@ -327,6 +327,37 @@ async fn the_web_app_serves_its_owner(env: Env) {
         .collect();
     assert_eq!(token_ids.len(), 1, "{account}");
 
+    // The "no deletes" preset: a token that changes tasks but cannot delete.
+    let r = owner
+        .post(
+            "/app/account/tokens",
+            &account,
+            &[
+                ("label", "assistant"),
+                ("preset", "edit"),
+                ("back", "/app/account"),
+            ],
+        )
+        .await;
+    let shown = r.text().await.unwrap();
+    let editor = shown
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find(|w| w.starts_with("nib_live_"))
+        .expect("the new token is shown")
+        .to_owned();
+    let (status, challenge, _) = env
+        .call(&editor, "delete_page", json!({ "page_id": page_id }))
+        .await;
+    assert_eq!(status, 403, "{challenge}");
+    let (status, _, body) = env
+        .call(
+            &editor,
+            "create_task",
+            json!({ "target_date": "2026-06-20", "text": "from the no-deletes token" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
     // An OAuth connection: listed with its unverified name and host, revoked, refused.
     let (_, tokens) = env.tokens().await;
     let access = tokens["access_token"].as_str().unwrap();
