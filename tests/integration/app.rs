@@ -692,12 +692,7 @@ async fn the_owner_connects_and_disconnects_notion_through_the_functions() {
     let (_, listed) = app
         .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
         .await;
-    let names: Vec<&str> = listed["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = crate::helpers::tool_names(&listed);
     assert!(!names.iter().any(|n| n.starts_with("notion_")), "{names:?}");
     let (_, called) = app
         .rpc(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",

@@ -381,6 +381,16 @@ impl TestApp {
     }
 }
 
+/// The tool names of a `tools/list` answer, in its order.
+pub fn tool_names(listed: &Value) -> Vec<String> {
+    listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {listed}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 pub fn initialize(version: &str) -> Value {
     json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -458,14 +458,7 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
     let app = TestApp::spawn().await;
     let read = app.token_for("default", Scope::Read).await;
     let write = app.token_for("default", Scope::Write).await;
-    let names = |body: &Value| -> Vec<String> {
-        body["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let names = crate::helpers::tool_names;
     let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
     let (_, body) = app.rpc_with(&read, list.clone()).await;
     // In catalog order, each tool its scope allows.
