@@ -358,7 +358,7 @@ test-infra: tools-python tools-infra ## terraform fmt -check, checkov and the IA
 # infra's architecture changed to match). cargo-lambda and ziglang, its cross linker, come from
 # PyPI into .venv (tests/tools/requirements.txt); the first arm64 build adds rustup's
 # aarch64-unknown-linux-gnu target.
-FUNCTIONS := mcp pages tasks ingest oauth
+FUNCTIONS := mcp pages tasks ingest oauth account
 LAMBDA_ARCH ?= --arm64
 CARGO_LAMBDA := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/cargo-lambda lambda
 # ingest is built apart: it alone enables nib-shared's `textract` feature, and one cargo
@@ -386,12 +386,14 @@ lambda-watch: tools-python ## run the functions locally under cargo lambda watch
 
 # One fixture per function: the class functions get a tool invocation as the front sends it,
 # mcp and oauth an API Gateway v2 event (tools/list without a token: the 401 challenge; the
-# protected resource metadata), ingest the S3 event of the page dev_env.py uploaded.
+# protected resource metadata), ingest the S3 event of the page dev_env.py uploaded, account a
+# deletion of the user `nobody`, who does not exist (it answers not found and deletes nothing).
 INVOKE_FIXTURE_mcp := apigw-v2-mcp-tools-list.json
 INVOKE_FIXTURE_pages := pages-list-pages.json
 INVOKE_FIXTURE_tasks := tasks-list-tasks.json
 INVOKE_FIXTURE_ingest := s3-object-created.json
 INVOKE_FIXTURE_oauth := apigw-v2-well-known.json
+INVOKE_FIXTURE_account := account-delete-account.json
 invoke-%: ## invoke-<function>: send the function its fixture (needs `make lambda-watch` running)
 	$(CARGO_LAMBDA) invoke $* --invoke-address 127.0.0.1 --invoke-port 9000 \
 		--data-file tests/data/lambda/$(INVOKE_FIXTURE_$*) --output-format json

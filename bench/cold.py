@@ -32,6 +32,7 @@ FIXTURES = {
     "tasks": "tasks-list-tasks.json",
     "ingest": "s3-object-created.json",
     "oauth": "apigw-v2-well-known.json",
+    "account": "account-delete-account.json",
 }
 
 

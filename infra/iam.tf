@@ -7,7 +7,9 @@
 #   session); oauth only CLIENT#, CODE#, RT#, GRANT#, USER# (sign-in accounts), SESSION#
 #   (created at sign-in, read at /oauth/authorize, deleted at sign-out), the one item SECRET#oauth (its CSRF key's secret) and the counters of its own rate limits
 #   (RL#login#, RL#oauth-register#, RL#oauth-addr#: sign-ins per user name, registrations,
-#   everything per client address); the class functions only user partitions (U#).
+#   everything per client address); the class functions only user partitions (U#); account
+#   what a deletion removes: U#, USER#, TOK#, GRANT#, RT#, SESSION#, CLIENT# (approvals of
+#   clients), and on the index only the user's credential partitions.
 #   No other role reaches SECRET#. No role may Scan (a Scan has no leading key, so the condition
 #   would not hold it back). Each list is exactly the partitions the function's code reaches
 #   (nib::functions::PARTITIONS, compared with this file by a Rust test).
@@ -17,6 +19,8 @@
 #   no user's key is wrapped with. mcp has no statement on it.
 # - The storage key is usable by a role only through the service that encrypts with it
 #   (kms:ViaService): a role can read an encrypted item or object, never decrypt on its own.
+# - account lists object versions under u/, uploads/ and exports/ and deletes them, nothing
+#   else of the bucket, and uses no KMS key of its own (deleting reads nothing sealed).
 # - tasks and oauth have no S3 permission. pages may read page images (u/) and re-tag them by
 #   copying them onto themselves (the trash), and write and read exports (exports/: the archive
 #   export_notebook writes and hands out as a presigned GET, which S3 authorises as pages). ingest reads uploads/ and writes u/. mcp may only
@@ -24,7 +28,7 @@
 #   authorises as mcp's role (and encrypts with the storage key through S3 on its behalf).
 # - Only ingest may call Textract, and only textract:DetectDocumentText (the page goes in the
 #   request, so Textract reads nothing of the bucket and needs no S3 permission).
-# - Only mcp may invoke pages and tasks (no other role has lambda:InvokeFunction, and no
+# - Only mcp may invoke pages, tasks and account (no other role has lambda:InvokeFunction, and no
 #   resource-based permission lets anything else in, API Gateway included).
 # - Each role writes only to its own log group.
 
@@ -159,7 +163,7 @@ data "aws_iam_policy_document" "mcp" {
     sid       = "ForwardToClassFunctions"
     effect    = "Allow"
     actions   = ["lambda:InvokeFunction"]
-    resources = [local.function_arns.pages, local.function_arns.tasks]
+    resources = [local.function_arns.pages, local.function_arns.tasks, local.function_arns.account]
   }
 }
 
@@ -505,13 +509,88 @@ data "aws_iam_policy_document" "oauth" {
   }
 }
 
+# ---------------------------------------------------------------------------------------------
+# account: the web app's "delete my account" (Accounts::delete, as `nib user delete`), invoked
+# by mcp only. Removes the user's items in every partition they live in, found by key or
+# through the user's index partitions; destroys the data key by overwriting its wrapped copies
+# (no KMS call); deletes every version of the user's objects.
+
+data "aws_iam_policy_document" "account" {
+  statement {
+    sid    = "WhatADeletionRemoves"
+    effect = "Allow"
+    # Query: the user's partitions (U#{user}, its postings, USER#{user}); GetItem and
+    # BatchGetItem: whether the user exists; PutItem: the deletion marker and the key's
+    # tombstones; DeleteItem (in transactions): everything else. No UpdateItem, no Scan.
+    actions = [
+      "dynamodb:BatchGetItem",
+      "dynamodb:DeleteItem",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+    ]
+    resources = local.table_arns
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["U#*", "USER#*", "TOK#*", "GRANT#*", "RT#*", "SESSION#*", "CLIENT#*"]
+    }
+  }
+
+  # The credentials kept outside the user's partitions are found through the user's index
+  # partitions (account::credential_partitions): Query on the index, only those.
+  statement {
+    sid       = "FindTheUsersCredentials"
+    effect    = "Allow"
+    actions   = ["dynamodb:Query"]
+    resources = local.index_arns
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["U#*#TOKENS", "U#*#GRANTS", "U#*#RT", "U#*#SESSIONS", "U#*#APPROVED"]
+    }
+  }
+
+  statement {
+    sid       = "DeleteUsersObjects"
+    effect    = "Allow"
+    actions   = ["s3:DeleteObject", "s3:DeleteObjectVersion"]
+    resources = [local.pages_objects, local.upload_objects, local.export_objects]
+  }
+
+  statement {
+    sid       = "ListUsersObjects"
+    effect    = "Allow"
+    actions   = ["s3:ListBucketVersions"]
+    resources = [aws_s3_bucket.pages.arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["u/*", "uploads/*", "exports/*"]
+    }
+  }
+
+  statement {
+    sid       = "TableEncryptionThroughDynamoDB"
+    effect    = "Allow"
+    actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*"]
+    resources = [aws_kms_key.storage.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["dynamodb.${local.region}.amazonaws.com"]
+    }
+  }
+}
+
 locals {
   function_policies = {
-    mcp    = data.aws_iam_policy_document.mcp.json
-    pages  = data.aws_iam_policy_document.pages.json
-    tasks  = data.aws_iam_policy_document.tasks.json
-    ingest = data.aws_iam_policy_document.ingest.json
-    oauth  = data.aws_iam_policy_document.oauth.json
+    mcp     = data.aws_iam_policy_document.mcp.json
+    pages   = data.aws_iam_policy_document.pages.json
+    tasks   = data.aws_iam_policy_document.tasks.json
+    ingest  = data.aws_iam_policy_document.ingest.json
+    oauth   = data.aws_iam_policy_document.oauth.json
+    account = data.aws_iam_policy_document.account.json
   }
 }
 

@@ -22,12 +22,17 @@ locals {
   #           15-minute maximum fits a 100-page notebook; the memory holds a rendered PDF page
   #           and its PNG (a few MB each) with room, and buys CPU for rendering and encoding.
   #   oauth:  argon2 password hashing on sign-in wants memory (and the CPU that comes with it).
+  #   account: the web app's "delete my account", invoked by mcp only. Small requests, many of
+  #           them for a large notebook: its timeout outlasts mcp's wait, so a deletion the
+  #           front stopped waiting for still finishes (and a re-run, or `nib user delete`,
+  #           finishes one that failed).
   default_settings = {
-    mcp    = { memory_mb = 256, timeout_seconds = 29, reserved_concurrency = 10 }
-    pages  = { memory_mb = 512, timeout_seconds = 25, reserved_concurrency = 10 }
-    tasks  = { memory_mb = 256, timeout_seconds = 25, reserved_concurrency = 5 }
-    ingest = { memory_mb = 1536, timeout_seconds = 900, reserved_concurrency = 2 }
-    oauth  = { memory_mb = 512, timeout_seconds = 15, reserved_concurrency = 5 }
+    mcp     = { memory_mb = 256, timeout_seconds = 29, reserved_concurrency = 10 }
+    pages   = { memory_mb = 512, timeout_seconds = 25, reserved_concurrency = 10 }
+    tasks   = { memory_mb = 256, timeout_seconds = 25, reserved_concurrency = 5 }
+    ingest  = { memory_mb = 1536, timeout_seconds = 900, reserved_concurrency = 2 }
+    oauth   = { memory_mb = 512, timeout_seconds = 15, reserved_concurrency = 5 }
+    account = { memory_mb = 256, timeout_seconds = 300, reserved_concurrency = 2 }
   }
 
   functions = {
@@ -71,6 +76,7 @@ locals {
     mcp = {
       NIB_PAGES_FUNCTION     = local.functions.pages.function_name
       NIB_TASKS_FUNCTION     = local.functions.tasks.function_name
+      NIB_ACCOUNT_FUNCTION   = local.functions.account.function_name
       NIB_SIGNING_KEY_ID     = aws_kms_key.signing.arn
       NIB_SIGNING_PUBLIC_KEY = data.aws_kms_public_key.signing.public_key_pem
     }
@@ -85,5 +91,6 @@ locals {
       NIB_SIGNING_KEY_ID     = aws_kms_key.signing.arn
       NIB_SIGNING_PUBLIC_KEY = data.aws_kms_public_key.signing.public_key_pem
     }
+    account = {}
   }
 }

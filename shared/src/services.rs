@@ -111,7 +111,8 @@ pub enum Role {
     /// The `oauth` function: the authorization server (the OAuth secret and signing key). No
     /// notebook.
     OAuth,
-    /// A class function: the notebook (the tasks function's also pushes tasks to Notion).
+    /// A class function: the notebook (the tasks function's also pushes tasks to Notion; the
+    /// account function's only deletes accounts with it).
     Class(ToolClass),
     /// The `ingest` function: the notebook, reading ink with the configured engine.
     Ingest,
@@ -691,7 +692,6 @@ impl Services {
             web_sessions: self.web_sessions(),
             notebook: Some(self.notebook().clone()),
             upload_signer: self.upload_signer(),
-            accounts: Some(self.accounts()),
         });
         crate::http::router(state)
     }
@@ -790,6 +790,7 @@ mod tests {
             Role::Admin,
             Role::Class(ToolClass::Pages),
             Role::Class(ToolClass::Tasks),
+            Role::Class(ToolClass::Account),
             Role::Ingest,
         ] {
             let services = open(role).await;
@@ -799,6 +800,7 @@ mod tests {
         }
         assert!(Role::Class(ToolClass::Tasks).pushes_to_notion());
         assert!(!Role::Class(ToolClass::Pages).pushes_to_notion());
+        assert!(!Role::Class(ToolClass::Account).pushes_to_notion());
         assert!(!Role::Ingest.pushes_to_notion());
     }
 

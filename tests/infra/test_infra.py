@@ -20,7 +20,7 @@ import pytest
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 
-FUNCTIONS = {"mcp", "pages", "tasks", "ingest", "oauth"}
+FUNCTIONS = {"mcp", "pages", "tasks", "ingest", "oauth", "account"}
 CLASS_FUNCTIONS = {"pages", "tasks", "ingest"}
 
 # The partition-key prefixes (DESIGN §5) each role may reach, through dynamodb:LeadingKeys.
@@ -35,6 +35,9 @@ LEADING_KEYS = {
     "pages": {"U#*"},
     "tasks": {"U#*"},
     "ingest": {"U#*"},
+    # What a deletion removes (account::Accounts::delete): the user's partitions and postings,
+    # the sign-in partition, and the credentials kept outside them (CLIENT#: approvals).
+    "account": {"U#*", "USER#*", "TOK#*", "GRANT#*", "RT#*", "SESSION#*", "CLIENT#*"},
 }
 
 # Index partitions (gsi1pk) a role may Query beyond its own items, each in an index-only
@@ -43,6 +46,8 @@ LEADING_KEYS = {
 INDEX_KEYS = {
     "mcp": {"U#*#GRANTS", "U#*#TOKENS"},
     "oauth": {"U#*#SESSIONS"},
+    # account::credential_partitions: where a deletion finds the user's credentials.
+    "account": {"U#*#TOKENS", "U#*#GRANTS", "U#*#RT", "U#*#SESSIONS", "U#*#APPROVED"},
 }
 
 DATA_KEY_ACTIONS = {"kms:GenerateDataKey", "kms:Decrypt"}
@@ -259,6 +264,29 @@ def test_no_role_can_scan(role_statements) -> None:
             assert "dynamodb:PartiQLSelect" not in s.actions, f"{fn} may PartiQLSelect: {s}"
 
 
+def test_account_reaches_what_a_deletion_removes_and_nothing_else(role_statements) -> None:
+    # account::Accounts::delete gets, queries, puts (the marker, the key's tombstones) and
+    # deletes; it never updates a counter, and it opens nothing sealed: no KMS key of its own,
+    # only DynamoDB's use of the storage key for it.
+    for s in role_statements["account"]:
+        if s.touches("dynamodb"):
+            if index_only(s):
+                assert s.actions == ["dynamodb:Query"], s
+            else:
+                assert set(s.actions) == {
+                    "dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
+                    "dynamodb:PutItem", "dynamodb:Query"}, s
+                assert s.resources == ["${aws_dynamodb_table.main.arn}"], s
+        if s.touches("kms"):
+            assert s.resources == ["${aws_kms_key.storage.arn}"], s
+        if s.touches("s3") and s.actions == ["s3:ListBucketVersions"]:
+            assert s.resources == ["${aws_s3_bucket.pages.arn}"], s
+            assert set(s.condition("StringLike", "s3:prefix") or []) == {
+                "u/*", "uploads/*", "exports/*"}, s
+        elif s.touches("s3"):
+            assert set(s.actions) == {"s3:DeleteObject", "s3:DeleteObjectVersion"}, s
+
+
 # ---------------------------------------------------------------------------------------------
 # KMS: the data key only for the class functions, only under the user_id context
 
@@ -353,7 +381,7 @@ def test_storage_key_is_used_only_through_services(role_statements) -> None:
                 assert services, f"{fn}: storage key without kms:ViaService: {s}"
                 for v in services:
                     assert re.fullmatch(r"(dynamodb|s3|sqs)\.\$\{local\.region\}\.amazonaws\.com", v)
-    for s in role_statements["tasks"] + role_statements["oauth"]:
+    for s in role_statements["tasks"] + role_statements["oauth"] + role_statements["account"]:
         if s.touches("kms") and s.on("aws_kms_key.storage"):
             assert s.condition("StringEquals", "kms:ViaService") == [
                 "dynamodb.${local.region}.amazonaws.com"
@@ -398,8 +426,10 @@ def test_s3_grants_are_per_prefix(role_statements) -> None:
     # pages reads page images and re-tags them by copying them onto themselves (the trash),
     # and writes and reads exports (export_notebook's archive and its presigned GET); ingest reads uploads and writes page images; mcp only signs the web app's uploads (S3
     # authorises a presigned POST as its signer), so it may put objects under uploads/ and
-    # nothing else: it reads no upload and no page image. Nothing lists, deletes, or touches
-    # the bucket itself.
+    # nothing else: it reads no upload and no page image. account only deletes (every version)
+    # under the three prefixes a user's objects live in, and lists versions only there
+    # (test_account_reaches_what_a_deletion_removes_and_nothing_else). Nothing else lists,
+    # deletes, or touches the bucket itself.
     expected = {
         "mcp": {
             ("s3:PutObject", "${aws_s3_bucket.pages.arn}/uploads/*"),
@@ -416,6 +446,11 @@ def test_s3_grants_are_per_prefix(role_statements) -> None:
             ("s3:GetObject", "${aws_s3_bucket.pages.arn}/uploads/*"),
             ("s3:PutObject", "${aws_s3_bucket.pages.arn}/u/*"),
         },
+        "account": {
+            (action, "${aws_s3_bucket.pages.arn}/" + prefix)
+            for action in ("s3:DeleteObject", "s3:DeleteObjectVersion")
+            for prefix in ("u/*", "uploads/*", "exports/*")
+        } | {("s3:ListBucketVersions", "${aws_s3_bucket.pages.arn}")},
     }
     for fn, grants in expected.items():
         got = {(a, r) for s in role_statements[fn] if s.touches("s3")
@@ -439,9 +474,12 @@ def test_pages_writes_page_images_only_as_copies_of_page_images(role_statements)
 def test_exports_are_kept_a_day_only(infra: Infra, role_statements) -> None:
     # export_notebook's archives: only pages writes them, only under exports/, and the bucket
     # deletes them a day later (and their noncurrent versions a day after that). The operator
-    # may only delete them (test_the_operator_reaches_only_page_images_and_uploads).
+    # and the account function may only delete them
+    # (test_the_operator_reaches_only_page_images_and_uploads, test_s3_grants_are_per_prefix).
     for fn, statements_ in role_statements.items():
         for s in statements_:
+            if fn == "account":
+                continue
             if any("/exports/" in r for r in s.resources):
                 assert fn == "pages", (fn, s)
                 assert set(s.actions) == {"s3:GetObject", "s3:PutObject"}, s
@@ -545,9 +583,10 @@ def test_only_mcp_may_invoke_the_class_functions(infra: Infra, role_statements) 
                 assert set(s.resources) == {
                     "${local.function_arns.pages}",
                     "${local.function_arns.tasks}",
+                    "${local.function_arns.account}",
                 }, s
     # Resource-based permissions: API Gateway may invoke mcp and oauth, S3 ingest; nothing
-    # names pages or tasks.
+    # names pages, tasks or account (and no API route leads to them: test_api_routes_and_stage).
     targets = {}
     for name, perm in infra.resources.get("aws_lambda_permission", {}).items():
         m = re.fullmatch(r'\$\{aws_lambda_function\.fn\["([a-z]+)"\]\.function_name\}',
@@ -633,6 +672,8 @@ def test_every_function_has_settings(infra: Infra) -> None:
     assert settings["mcp"]["timeout_seconds"] < 30
     for name in ("pages", "tasks"):
         assert settings[name]["timeout_seconds"] < settings["mcp"]["timeout_seconds"]
+    # A deletion the front stops waiting for still runs to its end.
+    assert settings["account"]["timeout_seconds"] > settings["mcp"]["timeout_seconds"]
 
 
 def test_environment_names_the_rust_side_reads(infra: Infra) -> None:
@@ -642,8 +683,9 @@ def test_environment_names_the_rust_side_reads(infra: Infra) -> None:
     assert infra.locals["common_environment"]["NIB_LOG_FORMAT"] == "json"
     extra = infra.locals["extra_environment"]
     assert set(extra) == FUNCTIONS
-    assert {"NIB_PAGES_FUNCTION", "NIB_TASKS_FUNCTION", "NIB_SIGNING_KEY_ID",
-            "NIB_SIGNING_PUBLIC_KEY"} <= set(extra["mcp"])
+    assert {"NIB_PAGES_FUNCTION", "NIB_TASKS_FUNCTION", "NIB_ACCOUNT_FUNCTION",
+            "NIB_SIGNING_KEY_ID", "NIB_SIGNING_PUBLIC_KEY"} <= set(extra["mcp"])
+    assert extra["account"] == {}
     assert {"NIB_SIGNING_KEY_ID", "NIB_SIGNING_PUBLIC_KEY"} <= set(extra["oauth"])
 
 

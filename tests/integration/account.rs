@@ -14,7 +14,7 @@ use nib::auth::Scope;
 use nib::config::AwsConfig;
 use nib::crypto::Vault;
 use nib::domain::UserId;
-use nib::ports::{Item, Query, QueryPage, Store, StoreError, Write};
+use nib::ports::{Index, Item, Query, QueryPage, Store, StoreError, Write};
 use nib::services::{LocalOptions, Services};
 use nib_testkit::emulator::Faults;
 
@@ -97,7 +97,7 @@ async fn setup(aws: bool) -> (Services, Under) {
 }
 
 /// Turns versioning on, as infra/ does: a deleted object stays as a noncurrent version.
-async fn version_bucket(config: &AwsConfig) {
+pub(crate) async fn version_bucket(config: &AwsConfig) {
     use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
     AwsClients::connect(config)
         .await
@@ -114,15 +114,18 @@ async fn version_bucket(config: &AwsConfig) {
         .unwrap();
 }
 
+/// Whether a key, attribute or path names the user `name`.
+fn names(s: &str, name: &str) -> bool {
+    s.contains(&format!("U#{name}"))
+        || s.contains(&format!("USER#{name}"))
+        || s.contains(&format!("\"{name}\""))
+        || s.contains(&format!("/{name}/"))
+}
+
 /// Every key of the store and every asset, as text, that names `name`: an item's or index
 /// entry's keys, a live DynamoDB item's attributes (bodies as lossy text), an asset's path.
 async fn remains(app: Services, under: &Under, name: &str) -> Vec<String> {
-    let needle = |s: &str| {
-        s.contains(&format!("U#{name}"))
-            || s.contains(&format!("USER#{name}"))
-            || s.contains(&format!("\"{name}\""))
-            || s.contains(&format!("/{name}/"))
-    };
+    let needle = |s: &str| names(s, name);
     let mut found = Vec::new();
     match under {
         Under::Local { dir } => {
@@ -140,65 +143,73 @@ async fn remains(app: Services, under: &Under, name: &str) -> Vec<String> {
                 }
             }
         }
-        Under::Aws { config } => {
-            let clients = AwsClients::connect(config).await;
-            let now = app.clock.unix();
-            let mut start = None;
-            loop {
-                let out = clients
-                    .dynamodb
-                    .scan()
-                    .table_name(&config.table)
-                    .consistent_read(true)
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await
-                    .unwrap();
-                for item in out.items.unwrap_or_default() {
-                    // moto does not run TTL deletion: an expired item is gone to nib.
-                    let expired = item
-                        .get("expires_at")
-                        .and_then(|v| v.as_n().ok())
-                        .and_then(|n| n.parse::<i64>().ok())
-                        .is_some_and(|at| at <= now);
-                    let text: Vec<String> = item
-                        .values()
-                        .map(|v| match (v.as_s(), v.as_b()) {
-                            (Ok(s), _) => s.clone(),
-                            (_, Ok(b)) => String::from_utf8_lossy(b.as_ref()).into_owned(),
-                            _ => String::new(),
-                        })
-                        .collect();
-                    if !expired && text.iter().any(|t| needle(t)) {
-                        found.push(text.join(" | "));
-                    }
-                }
-                start = out.last_evaluated_key;
-                if start.is_none() {
-                    break;
-                }
-            }
-            // Every version and delete marker, not only the current objects.
-            let listed = clients
-                .s3
-                .list_object_versions()
-                .bucket(&config.bucket)
-                .send()
-                .await
-                .unwrap();
-            let keys = listed
-                .versions()
-                .iter()
-                .map(|v| v.key())
-                .chain(listed.delete_markers().iter().map(|m| m.key()));
-            for key in keys {
-                let key = key.unwrap_or_default();
-                if needle(&format!("/{key}")) {
-                    found.push(key.to_owned());
-                }
+        Under::Aws { config } => found = aws_remains(config, app.clock.unix(), name).await,
+    }
+    found
+}
+
+/// [`remains`] on the emulator's table and bucket (items expired by `now` are gone to nib).
+pub(crate) async fn aws_remains(config: &AwsConfig, now: i64, name: &str) -> Vec<String> {
+    let needle = |s: &str| names(s, name);
+    let mut found = Vec::new();
+    let clients = AwsClients::connect(config).await;
+    let mut start = None;
+    loop {
+        let out = clients
+            .dynamodb
+            .scan()
+            .table_name(&config.table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .unwrap();
+        for item in out.items.unwrap_or_default() {
+            // By attribute name, so that two scans of the same item read the same.
+            let item: std::collections::BTreeMap<_, _> = item.into_iter().collect();
+            // moto does not run TTL deletion: an expired item is gone to nib.
+            let expired = item
+                .get("expires_at")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse::<i64>().ok())
+                .is_some_and(|at| at <= now);
+            let text: Vec<String> = item
+                .values()
+                .map(|v| match (v.as_s(), v.as_b()) {
+                    (Ok(s), _) => s.clone(),
+                    (_, Ok(b)) => String::from_utf8_lossy(b.as_ref()).into_owned(),
+                    _ => String::new(),
+                })
+                .collect();
+            if !expired && text.iter().any(|t| needle(t)) {
+                found.push(text.join(" | "));
             }
         }
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            break;
+        }
     }
+    // Every version and delete marker, not only the current objects.
+    let listed = clients
+        .s3
+        .list_object_versions()
+        .bucket(&config.bucket)
+        .send()
+        .await
+        .unwrap();
+    let keys = listed
+        .versions()
+        .iter()
+        .map(|v| v.key())
+        .chain(listed.delete_markers().iter().map(|m| m.key()));
+    for key in keys {
+        let key = key.unwrap_or_default();
+        if needle(&format!("/{key}")) {
+            found.push(key.to_owned());
+        }
+    }
+    found.sort();
     found
 }
 
@@ -351,6 +362,100 @@ fn crashing_accounts(app: &Services, fail_at: usize) -> (Accounts, Arc<Crashing>
         app.clock.clone(),
     );
     (accounts, store)
+}
+
+/// A store fenced as the account function's role is (`infra/iam.tf`): items only in
+/// `functions::ACCOUNT_PARTITIONS`, the index only in its `INDEX_PARTITIONS` patterns (IAM's
+/// `StringLike`, one `*` each); anything else fails as AccessDenied would, and is recorded.
+struct Fenced {
+    inner: Arc<dyn Store>,
+    refused: std::sync::Mutex<Vec<String>>,
+}
+
+impl Fenced {
+    fn check(&self, what: &str, pk: &str, index: Index) -> Result<(), StoreError> {
+        let allowed = match index {
+            Index::Table => nib::functions::ACCOUNT_PARTITIONS
+                .iter()
+                .any(|p| p.contains(pk)),
+            Index::Gsi1 => nib::functions::INDEX_PARTITIONS
+                .iter()
+                .filter(|(f, _)| *f == "account")
+                .flat_map(|(_, patterns)| patterns.iter())
+                .any(|pattern| {
+                    let (head, tail) = pattern.split_once('*').unwrap();
+                    pk.len() >= head.len() + tail.len()
+                        && pk.starts_with(head)
+                        && pk.ends_with(tail)
+                }),
+        };
+        if allowed {
+            return Ok(());
+        }
+        let entry = format!("{what} {pk} ({index:?})");
+        self.refused.lock().unwrap().push(entry.clone());
+        Err(StoreError::Unavailable(
+            format!("AccessDenied: {entry}").into(),
+        ))
+    }
+}
+
+#[async_trait]
+impl Store for Fenced {
+    async fn get(&self, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
+        self.check("GetItem", pk, Index::Table)?;
+        self.inner.get(pk, sk).await
+    }
+    async fn batch_get(&self, keys: &[(String, String)]) -> Result<Vec<Option<Item>>, StoreError> {
+        for (pk, _) in keys {
+            self.check("BatchGetItem", pk, Index::Table)?;
+        }
+        self.inner.batch_get(keys).await
+    }
+    async fn query(&self, query: &Query) -> Result<QueryPage, StoreError> {
+        self.check("Query", &query.partition, query.index)?;
+        self.inner.query(query).await
+    }
+    async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        for w in &writes {
+            self.check("TransactWriteItems", w.key().0, Index::Table)?;
+        }
+        self.inner.transact(writes).await
+    }
+    async fn increment(
+        &self,
+        pk: &str,
+        sk: &str,
+        by: u64,
+        expires_at: i64,
+    ) -> Result<u64, StoreError> {
+        self.check("UpdateItem", pk, Index::Table)?;
+        self.inner.increment(pk, sk, by, expires_at).await
+    }
+}
+
+/// A whole deletion stays within what the account function's role allows (the lists the Rust
+/// and Python policy tests hold `infra/iam.tf` to): the emulator enforces no IAM, so a
+/// partition missing from the role would otherwise first show as AccessDenied on AWS.
+#[tokio::test]
+async fn a_deletion_reaches_only_the_account_functions_partitions() {
+    let (app, under) = setup(false).await;
+    let store = Arc::new(Fenced {
+        inner: app.store.clone(),
+        refused: Default::default(),
+    });
+    let accounts = Accounts::new(
+        store.clone(),
+        app.assets.clone(),
+        app.vault().clone(),
+        app.clock.clone(),
+    );
+    let done = accounts.delete(&user("default"), |_| {}).await;
+    assert_eq!(*store.refused.lock().unwrap(), Vec::<String>::new());
+    assert!(done.unwrap().items > 0);
+    // The embedded store is opened again to scan it: nothing may hold it.
+    drop((accounts, store));
+    assert_eq!(remains(app, &under, "default").await, Vec::<String>::new());
 }
 
 /// Crashes the deletion at each of `points` (the n-th store write), then runs it again.

@@ -627,6 +627,100 @@ async fn an_owner_deletes_the_account_after_typing_the_user_name() {
     assert!(!listed["pages"].as_array().unwrap().is_empty());
 }
 
+/// "Delete my account" on AWS: the front, after the same checks, invokes the `account`
+/// function (the app operation `delete_account`, which no MCP client reaches). The same answer
+/// as `nib serve`'s; then the session and the token are refused, nothing of the user is left in
+/// the emulator's table or bucket (every object version included), and another user's items
+/// are exactly as they were.
+#[tokio::test]
+async fn an_owner_deletes_the_account_through_the_functions() {
+    let env = Env::around(TestApp::spawn_with(Options::lambda()).await);
+    let app = &env.app;
+    let config = app.aws_config.clone().unwrap();
+    crate::account::version_bucket(&config).await;
+    with_password(app, "carol").await;
+    let carol = UserId::parse("carol").unwrap();
+    let (pages, _) = nib::notebook::group_dir(&crate::helpers::sample_dir()).unwrap();
+    let inked = pages.iter().find(|p| p.pdf.is_some()).unwrap();
+    app.app
+        .notebook()
+        .import_files(&carol, inked)
+        .await
+        .unwrap();
+    let carol_token = app.token_for("carol", nib::auth::Scope::Write).await;
+    let (status, _, created) = env
+        .call(
+            &carol_token,
+            "create_task",
+            json!({ "target_date": "2026-07-01", "text": "Water the plants" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let now = app.app.clock.unix();
+    let carols = crate::account::aws_remains(&config, now, "carol").await;
+    assert!(
+        carols.iter().any(|k| k.starts_with("u/carol/")),
+        "carol's page image is in the bucket: {carols:?}"
+    );
+    let defaults = crate::account::aws_remains(&config, now, "default").await;
+    assert!(!defaults.is_empty());
+
+    // The operation is the web app's alone: a token cannot call it over MCP.
+    let (_, _, called) = env.call(&carol_token, "delete_account", json!({})).await;
+    assert!(
+        called.get("error").is_some() || called["result"]["isError"] == true,
+        "{called}"
+    );
+    let browser = Browser::sign_in(&app.base, "carol").await;
+    let account = browser.screen("/app/account").await;
+    assert!(account.contains("id=\"delete-account\""), "{account}");
+    let r = browser
+        .post(
+            "/app/account/delete",
+            &account,
+            &[("back", "/app/account"), ("confirm", "default")],
+        )
+        .await;
+    assert_eq!(r.status(), 400, "another name deletes nothing");
+    let (status, _, listed) = env.call(&carol_token, "list_pages", json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        listed["result"]["structuredContent"]["pages"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "the inked page and the task's day: {listed}"
+    );
+
+    let r = browser
+        .post(
+            "/app/account/delete",
+            &account,
+            &[("back", "/app/account"), ("confirm", "carol")],
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert!(set_cookie(&r, "nib_session").is_some_and(|c| c.contains("Max-Age=0")));
+    let said = unescape(&r.text().await.unwrap());
+    assert!(said.contains("Your account is deleted"), "{said}");
+    assert_eq!(browser.get("/app").await.0, 303, "the session is gone");
+    assert_eq!(env.call(&carol_token, "list_pages", json!({})).await.0, 401);
+    assert_eq!(
+        crate::account::aws_remains(&config, now, "carol").await,
+        Vec::<String>::new(),
+        "nothing of carol in the table or the bucket"
+    );
+    let users = app.app.accounts().list().await.unwrap();
+    assert!(!users.iter().any(|u| u.user.as_str() == "carol"));
+    // The default user's items and objects are as they were, and still open.
+    assert_eq!(
+        crate::account::aws_remains(&config, now, "default").await,
+        defaults
+    );
+    let listed = app.call("list_pages", json!({})).await;
+    assert!(!listed["pages"].as_array().unwrap().is_empty());
+}
+
 /// The Notion connection in the web app, through the functions (the tasks function holds the
 /// Notion client; the stand-in is Notion): a wrong token is refused with Notion's own reason and
 /// nothing is stored; the right one connects and tasks are pushed; disconnect forgets it. The

@@ -1,7 +1,7 @@
 //! The serverless deployment end to end, on this machine (DESIGN §3):
 //!
 //! - [`LambdaStack`]: `cargo lambda watch --only-lambda-apis` (cargo-lambda's Lambda runtime API
-//!   and Invoke API emulator, installed by `make tools-python`) with the five function binaries
+//!   and Invoke API emulator, installed by `make tools-python`) with the six function binaries
 //!   polling it, configured as on AWS (`infra/locals.tf`), against moto's DynamoDB, S3 and KMS.
 //!   The `mcp` front reaches the class functions through the real Lambda `Invoke` API of the
 //!   emulator (`AWS_ENDPOINT_URL_LAMBDA`).
@@ -42,12 +42,13 @@ use crate::helpers::{LATEST_LEGACY, Options, TestApp, nib_exe, sample_dir};
 
 /// The functions and how many instances of each poll the emulator (more than one where the
 /// tests send concurrent requests).
-const FUNCTIONS: [(&str, usize); 5] = [
+const FUNCTIONS: [(&str, usize); 6] = [
     ("mcp", 2),
     ("pages", 2),
     ("tasks", 2),
     ("ingest", 1),
     ("oauth", 1),
+    ("account", 1),
 ];
 
 fn workspace_root() -> PathBuf {
@@ -195,6 +196,7 @@ impl LambdaStack {
         if name == "mcp" {
             cmd.env("NIB_PAGES_FUNCTION", "pages")
                 .env("NIB_TASKS_FUNCTION", "tasks")
+                .env("NIB_ACCOUNT_FUNCTION", "account")
                 .env("AWS_ENDPOINT_URL_LAMBDA", &self.endpoint);
         }
         if matches!(name, "mcp" | "oauth") {
@@ -638,6 +640,32 @@ async fn class_functions_run_only_their_own_tools_for_the_principal_they_are_giv
         )
         .await;
     assert!(reply.get("result").is_none(), "{reply}");
+    let listed = app.call("list_pages", json!({})).await;
+    // The account function runs the web app's deletion and nothing else: no tool, and not
+    // for a principal that is not the web app's; its fixture names a user that does not exist.
+    let (_, reply) = stack
+        .invoke(
+            "account",
+            &json!({ "principal": principal("admin"), "tool": "list_pages" }),
+        )
+        .await;
+    assert_eq!(reply["error"]["kind"], "unknown_tool", "{reply}");
+    let (_, reply) = stack
+        .invoke(
+            "account",
+            &json!({ "principal": principal("write"), "tool": "delete_account" }),
+        )
+        .await;
+    assert_eq!(reply["error"]["kind"], "unknown_tool", "{reply}");
+    let (_, reply) = stack
+        .invoke("account", &fixture("account-delete-account.json"))
+        .await;
+    assert_eq!(reply["error"]["kind"], "not_found", "{reply}");
+    assert_eq!(
+        app.call("list_pages", json!({})).await["pages"],
+        listed["pages"],
+        "the default user is untouched"
+    );
 }
 
 #[tokio::test]

@@ -77,6 +77,7 @@ def main():
         "NIB_PUBLIC_URL": PUBLIC_URL,
         "NIB_PAGES_FUNCTION": "pages",
         "NIB_TASKS_FUNCTION": "tasks",
+        "NIB_ACCOUNT_FUNCTION": "account",
         "RUST_LOG": "info",
     }
     with open(args.out, "w") as f:

@@ -7,9 +7,10 @@
 //!
 //! | function | builds | reaches |
 //! |---|---|---|
-//! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth, browser sessions (page views, the web app), the web app's upload signer | `TOK#`, `RL#`, `GRANT#`, `SESSION#` items; the index partitions `U#*#GRANTS`, `U#*#TOKENS` (Query only); Invoke of pages and tasks; signs POSTs to `uploads/` |
+//! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth, browser sessions (page views, the web app), the web app's upload signer | `TOK#`, `RL#`, `GRANT#`, `SESSION#` items; the index partitions `U#*#GRANTS`, `U#*#TOKENS` (Query only); Invoke of pages, tasks and account; signs POSTs to `uploads/` |
 //! | `pages`, `tasks` | a notebook and the in-process handlers of their [`ToolClass`] (tasks: with the Notion client) | `U#` items, the data key (user context), S3 (pages only); tasks: HTTPS to Notion |
 //! | `ingest` | a notebook and [`ingest::Ingest`] | `U#` items, the data key, `uploads/` and `u/` in S3 |
+//! | `account` | a notebook and the in-process handler of [`ToolClass::Account`] (the web app's `delete_account`) | `U#`, `USER#`, `TOK#`, `GRANT#`, `RT#`, `SESSION#`, `CLIENT#` items (a deletion removes the user's items in each); the user's index partitions of credentials (Query only); S3 list and delete under `u/`, `uploads/`, `exports/`; no KMS key of its own |
 //! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SESSION#`, `SECRET#oauth`, `RL#login#`, `RL#oauth-register#`, `RL#oauth-addr#`; the index partition `U#*#SESSIONS` (Query only, sign out everywhere); kms:Sign |
 //!
 //! The "reaches" column is [`PARTITIONS`], and each role's `dynamodb:LeadingKeys` in
@@ -25,7 +26,7 @@ pub mod ingest;
 
 use std::sync::Arc;
 
-use crate::adapters::aws::LambdaDispatch;
+use crate::adapters::aws::{ClassFunctions, LambdaDispatch};
 use crate::adapters::rate_limit::COUNTER_PREFIX;
 use crate::auth::oauth::authorize::CODE_PREFIX;
 use crate::auth::oauth::clients::CLIENT_PREFIX;
@@ -90,8 +91,12 @@ pub const OAUTH_PARTITIONS: &[Partition] = &[
 /// key: token ids and grant ids), grants (revocation checks), browser sessions (read and
 /// refreshed by a page view; no delete); the class functions and ingest:
 /// users' partitions (the access records the class functions write are `U#{user}` items, and
-/// the grant's client name comes with the principal, so they reach no `GRANT#`).
-pub const PARTITIONS: [(&str, &[Partition]); 5] = [
+/// the grant's client name comes with the principal, so they reach no `GRANT#`). account: what
+/// [`crate::account::Accounts::delete`] removes: the user's partitions and postings (`U#`), the
+/// sign-in partition (`USER#`: password, deletion marker), and the credentials kept outside
+/// them, found through the user's index partitions ([`INDEX_PARTITIONS`]): tokens, grants,
+/// refresh tokens, browser sessions and approvals of clients (`CLIENT#{client}` items).
+pub const PARTITIONS: [(&str, &[Partition]); 6] = [
     (
         "mcp",
         &[
@@ -105,15 +110,39 @@ pub const PARTITIONS: [(&str, &[Partition]); 5] = [
     ("tasks", &[Partition::Prefix("U#")]),
     ("ingest", &[Partition::Prefix("U#")]),
     ("oauth", OAUTH_PARTITIONS),
+    ("account", ACCOUNT_PARTITIONS),
+];
+
+/// The account function's partitions (see [`PARTITIONS`]).
+pub const ACCOUNT_PARTITIONS: &[Partition] = &[
+    Partition::Prefix("U#"),
+    Partition::Prefix("USER#"),
+    Partition::Prefix("TOK#"),
+    Partition::Prefix(GRANT_PREFIX),
+    Partition::Prefix(REFRESH_KEY_PREFIX),
+    Partition::Prefix(SESSION_PREFIX),
+    Partition::Prefix(CLIENT_PREFIX),
 ];
 
 /// The index partitions (`gsi1pk`) a function queries beyond [`PARTITIONS`], as
 /// `dynamodb:LeadingKeys` patterns of an index-only statement: the mcp front lists a user's
 /// grants and tokens for the web app's connections screen, the oauth function finds a user's
-/// sessions for "sign out everywhere". No other index partition (a user's notebook) is in reach.
-pub const INDEX_PARTITIONS: [(&str, &[&str]); 2] = [
+/// sessions for "sign out everywhere", the account function every credential partition of the
+/// user ([`crate::account::credential_partitions`]). No other index partition (a user's
+/// notebook) is in reach.
+pub const INDEX_PARTITIONS: [(&str, &[&str]); 3] = [
     ("mcp", &["U#*#GRANTS", "U#*#TOKENS"]),
     ("oauth", &["U#*#SESSIONS"]),
+    (
+        "account",
+        &[
+            "U#*#TOKENS",
+            "U#*#GRANTS",
+            "U#*#RT",
+            "U#*#SESSIONS",
+            "U#*#APPROVED",
+        ],
+    ),
 ];
 
 /// The variables of the functions beyond [`AwsConfig`].
@@ -123,6 +152,7 @@ pub const INDEX_PARTITIONS: [(&str, &[&str]); 2] = [
 /// | `NIB_PUBLIC_URL` | the connector's base URL (OAuth issuer; `/mcp` is the resource) | mcp, oauth |
 /// | `NIB_PAGES_FUNCTION` | name or ARN of the pages function | mcp |
 /// | `NIB_TASKS_FUNCTION` | name or ARN of the tasks function | mcp |
+/// | `NIB_ACCOUNT_FUNCTION` | name or ARN of the account function | mcp |
 /// | `NIB_RATE_PER_MINUTE`, `NIB_RATE_PER_HOUR`, `NIB_WRITE_RATE_PER_MINUTE`, `NIB_WRITE_RATE_PER_HOUR` | per-credential limits on `/mcp`, 0 = off (as `nib serve`'s flags) | mcp (60, 1000, 0, 0) |
 /// Parsed once at cold start (part of [`Settings`]): a bad value stops the function there,
 /// naming the variable.
@@ -132,6 +162,7 @@ pub struct FunctionEnv {
     pub public_url: Option<String>,
     pub pages_function: Option<String>,
     pub tasks_function: Option<String>,
+    pub account_function: Option<String>,
     pub rate_limits: RateLimits,
 }
 
@@ -143,6 +174,7 @@ impl Default for FunctionEnv {
             public_url: None,
             pages_function: None,
             tasks_function: None,
+            account_function: None,
             rate_limits: RateLimits::DEFAULT,
         }
     }
@@ -184,6 +216,7 @@ impl FunctionEnv {
             public_url,
             pages_function: get("NIB_PAGES_FUNCTION"),
             tasks_function: get("NIB_TASKS_FUNCTION"),
+            account_function: get("NIB_ACCOUNT_FUNCTION"),
             rate_limits,
         })
     }
@@ -200,20 +233,20 @@ impl FunctionEnv {
 pub fn front(services: &Services) -> Result<axum::Router, ServicesError> {
     let env = &services.settings.function;
     let public_url = env.public_url()?;
-    let pages = env
-        .pages_function
-        .clone()
-        .ok_or(ConfigError::Missing("NIB_PAGES_FUNCTION"))?;
-    let tasks = env
-        .tasks_function
-        .clone()
-        .ok_or(ConfigError::Missing("NIB_TASKS_FUNCTION"))?;
+    let named = |name: &Option<String>, variable: &'static str| {
+        name.clone().ok_or(ConfigError::Missing(variable))
+    };
+    let functions = ClassFunctions {
+        pages: named(&env.pages_function, "NIB_PAGES_FUNCTION")?,
+        tasks: named(&env.tasks_function, "NIB_TASKS_FUNCTION")?,
+        account: named(&env.account_function, "NIB_ACCOUNT_FUNCTION")?,
+    };
     let lambda = services
         .aws
         .as_ref()
         .map(|clients| clients.lambda.clone())
         .ok_or(ConfigError::Missing("NIB_TABLE"))?;
-    let dispatch = Arc::new(LambdaDispatch::new(lambda, pages, tasks));
+    let dispatch = Arc::new(LambdaDispatch::new(lambda, functions));
     let mut http = HttpConfig::deployed(public_url, env.rate_limits);
     http.asset_origin = services.asset_origin();
     let mut mcp = NibMcp::new(dispatch.clone());
@@ -242,7 +275,6 @@ fn http_state(
     Ok(Arc::new(HttpState {
         notebook: None,
         upload_signer,
-        accounts: None,
         tokens: services.tokens.clone(),
         mcp,
         dispatch: dispatch.map(|d| d as Arc<dyn crate::tools::Dispatch>),
@@ -352,7 +384,8 @@ mod tests {
     }
 
     /// The index patterns name exactly the partitions the code queries: each user's grants and
-    /// tokens (mcp) and sessions (oauth), never the user's notebook partition.
+    /// tokens (mcp), sessions (oauth) and every credential partition (account), never the
+    /// user's notebook partition nor the user index.
     #[test]
     fn index_partitions_are_the_ones_the_code_queries() {
         let alice = crate::domain::UserId::parse("alice").unwrap();
@@ -376,9 +409,14 @@ mod tests {
             "oauth",
             &crate::auth::web_sessions::sessions_partition(&alice)
         ));
-        for f in ["mcp", "oauth"] {
+        // Every partition a deletion queries for the user's credentials, and no other.
+        for partition in crate::account::credential_partitions(&alice) {
+            assert!(reaches("account", &partition), "{partition}");
+        }
+        for f in ["mcp", "oauth", "account"] {
             assert!(!reaches(f, "U#alice"), "{f}");
             assert!(!reaches(f, "U#alice#PAGES"), "{f}");
+            assert!(!reaches(f, crate::account::USERS_PARTITION), "{f}");
         }
         assert!(!reaches("mcp", "U#alice#SESSIONS"));
     }

@@ -204,9 +204,6 @@ pub struct HttpState {
     pub notebook: Option<Arc<crate::notebook::Notebook>>,
     /// Signs the web app's presigned POST uploads (the mcp function on AWS).
     pub upload_signer: Option<crate::adapters::aws::S3Assets>,
-    /// Account deletion for the web app's "delete my account" (`nib serve`; no function
-    /// reaches everything a deletion removes, so on AWS it stays `nib user delete`).
-    pub accounts: Option<crate::account::Accounts>,
 }
 
 /// Everything, for `nib serve`: `/mcp`, the well-known documents, the authorization server

@@ -165,6 +165,17 @@ impl Notebook {
         &self.config
     }
 
+    /// Account deletion over this notebook's store, assets and keys (the web app's
+    /// `delete_account`, which runs wherever the notebook does).
+    pub fn accounts(&self) -> crate::account::Accounts {
+        crate::account::Accounts::new(
+            self.store.clone(),
+            self.assets.clone(),
+            self.vault.clone(),
+            self.clock.clone(),
+        )
+    }
+
     /// The OCR engine ink-only pages are read with on import (`import_draft`).
     pub fn with_ocr(mut self, ocr: Arc<dyn crate::ports::Ocr>) -> Self {
         self.ocr = Some(ocr);

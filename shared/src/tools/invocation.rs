@@ -79,7 +79,7 @@ pub enum ReplyErrorKind {
 }
 
 /// What a [`ToolError::NotFound`] names, as it crosses between functions.
-const NOT_FOUND_KINDS: [&str; 4] = ["page", "task", "resource", "page image"];
+const NOT_FOUND_KINDS: [&str; 5] = ["page", "task", "resource", "page image", "account"];
 
 /// The internal error a class function reported (its cause is in that function's log).
 #[derive(Debug, thiserror::Error)]

@@ -2,6 +2,7 @@
 //! input and output schemas, handler). It is the single source for `tools/list`, routing and
 //! scope checks; the MCP layer only renders it.
 
+mod account_app;
 mod args;
 mod create_task;
 mod cursor;
@@ -97,15 +98,19 @@ pub enum ToolClass {
     Pages,
     /// list_tasks, create_task, update_task_status, delete_task, restore_task.
     Tasks,
+    /// No tool: the web app's `delete_account`, in the one function that reaches every
+    /// partition and object a deletion removes.
+    Account,
 }
 
 impl ToolClass {
-    pub const ALL: [ToolClass; 2] = [ToolClass::Pages, ToolClass::Tasks];
+    pub const ALL: [ToolClass; 3] = [ToolClass::Pages, ToolClass::Tasks, ToolClass::Account];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ToolClass::Pages => "pages",
             ToolClass::Tasks => "tasks",
+            ToolClass::Account => "account",
         }
     }
 }
@@ -173,10 +178,11 @@ static APP_OPERATIONS: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         notion_app::connect_def(),
         notion_app::status_def(),
         notion_app::disconnect_def(),
+        account_app::delete_def(),
     ]
 });
 
-/// What only the owner's web app calls (the Notion connection): run like tools, by the class
+/// What only the owner's web app calls (the Notion connection, deleting the account): run like tools, by the class
 /// function that owns them, but never listed or callable over MCP (`find` does not see them).
 pub fn app_operations() -> &'static [ToolDef] {
     &APP_OPERATIONS
@@ -298,8 +304,9 @@ impl InProcess {
 }
 
 /// The tools whose calls are not recorded: they open no notebook content (the access record
-/// itself is not the notebook).
-const UNRECORDED: &[&str] = &["list_access"];
+/// itself is not the notebook). `delete_account` opens none either, and its record would be an
+/// item of the user written after the deletion.
+const UNRECORDED: &[&str] = &["list_access", "delete_account"];
 
 /// The pages and tasks a call opened, in the order its result names them.
 #[derive(Debug, Default, PartialEq)]

@@ -43,32 +43,31 @@ pub enum DispatchError {
     },
 }
 
-/// Forwards tool calls to the class functions.
+/// Forwards tool calls (and the web app's operations) to the class functions.
 #[derive(Debug, Clone)]
 pub struct LambdaDispatch {
     client: aws_sdk_lambda::Client,
-    pages_function: String,
-    tasks_function: String,
+    functions: ClassFunctions,
+}
+
+/// The names (or ARNs) of the functions the front invokes, one per [`ToolClass`].
+#[derive(Debug, Clone)]
+pub struct ClassFunctions {
+    pub pages: String,
+    pub tasks: String,
+    pub account: String,
 }
 
 impl LambdaDispatch {
-    /// `pages_function` / `tasks_function`: the names (or ARNs) of the class functions.
-    pub fn new(
-        client: aws_sdk_lambda::Client,
-        pages_function: impl Into<String>,
-        tasks_function: impl Into<String>,
-    ) -> Self {
-        LambdaDispatch {
-            client,
-            pages_function: pages_function.into(),
-            tasks_function: tasks_function.into(),
-        }
+    pub fn new(client: aws_sdk_lambda::Client, functions: ClassFunctions) -> Self {
+        LambdaDispatch { client, functions }
     }
 
     fn function(&self, class: ToolClass) -> &str {
         match class {
-            ToolClass::Pages => &self.pages_function,
-            ToolClass::Tasks => &self.tasks_function,
+            ToolClass::Pages => &self.functions.pages,
+            ToolClass::Tasks => &self.functions.tasks,
+            ToolClass::Account => &self.functions.account,
         }
     }
 

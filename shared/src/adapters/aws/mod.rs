@@ -52,7 +52,7 @@ use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
 pub use calls::{CallCounter, CallCounts};
 pub use dynamo::DynamoStore;
 pub use kms::KmsKeys;
-pub use lambda::LambdaDispatch;
+pub use lambda::{ClassFunctions, LambdaDispatch};
 pub use presigned_post::{MAX_UPLOAD_BYTES, PresignedPost};
 pub use s3::S3Assets;
 #[cfg(feature = "textract")]

@@ -52,8 +52,6 @@ struct AccountScreen {
     tokens: Vec<TokenRow>,
     /// A token just created: its secret, shown this once.
     new_token: Option<String>,
-    /// Whether this server deletes accounts itself (`nib serve`); on AWS the operator does.
-    can_delete: bool,
     password_action: &'static str,
     password_csrf: String,
 }
@@ -159,7 +157,6 @@ async fn screen(st: &HttpState, v: &Visitor, new_token: Option<String>) -> Respo
             grants,
             tokens,
             new_token,
-            can_delete: st.accounts.is_some(),
             password_action: crate::http::pages::PASSWORD_PATH,
             password_csrf: v.password_csrf(),
         },
@@ -289,9 +286,10 @@ pub(super) async fn revoke_token(
 }
 
 /// `POST /app/account/delete` (`confirm`: the user name, typed): the account and everything in
-/// it, as `nib user delete` does (the data key destroyed first, then every item and image). The
-/// session ends with the account (its credentials are deleted first), so the answer clears
-/// the cookies.
+/// it, as `nib user delete` does (the data key destroyed first, then every item and image),
+/// through the dispatch as the app operation `delete_account`: in process on `nib serve`, the
+/// `account` function on AWS. The session ends with the account (its credentials are deleted
+/// first), so the answer clears the cookies.
 pub(super) async fn delete_account(
     State(st): State<Arc<HttpState>>,
     headers: HeaderMap,
@@ -301,13 +299,6 @@ pub(super) async fn delete_account(
         Ok(found) => found,
         Err(r) => return r,
     };
-    let Some(accounts) = &st.accounts else {
-        return message(
-            StatusCode::NOT_FOUND,
-            "Ask your operator",
-            "On this server accounts are deleted by its operator (nib user delete).",
-        );
-    };
     if form.get("confirm").map(str::trim) != Some(v.user.as_str()) {
         return message(
             StatusCode::BAD_REQUEST,
@@ -315,12 +306,12 @@ pub(super) async fn delete_account(
             "Type your user name exactly to delete your account.",
         );
     }
-    match accounts.delete(&v.user, |_| {}).await {
+    match call(&st, &v, "delete_account", json!({})).await {
         Ok(done) => {
             tracing::info!(
                 user = v.user.as_str(),
-                items = done.items,
-                assets = done.assets,
+                items = done["items"].as_u64(),
+                assets = done["assets"].as_u64(),
                 "account deleted in the web app"
             );
             let mut r = message(
@@ -346,11 +337,13 @@ pub(super) async fn delete_account(
             }
             r
         }
+        // Each step is idempotent: the same form again (or `nib user delete`, once the
+        // credentials are gone and with them this session) finishes what was begun.
         Err(e) => failure(
             &e,
             "account deletion failed",
             StatusCode::INTERNAL_SERVER_ERROR,
-            "The deletion stopped halfway: send the form again to finish it",
+            "The deletion stopped halfway: send the form again to finish it, or ask your operator to (nib user delete)",
         ),
     }
 }
