@@ -341,6 +341,7 @@ pub fn read_page_with(
             pdf: pdf_modified,
             png: png_modified,
         },
+        png_rendered: false,
     })
 }
 
