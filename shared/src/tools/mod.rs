@@ -24,6 +24,7 @@ pub mod scan;
 mod search;
 mod search_pages;
 mod update_task_status;
+mod upload_app;
 
 use std::sync::{Arc, LazyLock};
 
@@ -173,10 +174,11 @@ static APP_OPERATIONS: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         notion_app::connect_def(),
         notion_app::status_def(),
         notion_app::disconnect_def(),
+        upload_app::result_def(),
     ]
 });
 
-/// What only the owner's web app calls (the Notion connection): run like tools, by the class
+/// What only the owner's web app calls (the Notion connection, an upload's result): run like tools, by the class
 /// function that owns them, but never listed or callable over MCP (`find` does not see them).
 pub fn app_operations() -> &'static [ToolDef] {
     &APP_OPERATIONS
