@@ -151,7 +151,8 @@ data "aws_iam_policy_document" "mcp" {
   # The web app's uploads (`/app`): the browser posts a page file straight to S3 with a
   # presigned POST this role signs, so S3 authorises the upload as this role. Only new objects
   # under uploads/ (the ingest function imports them from there); the POST policy pins each
-  # one's exact key (uploads/{user}/{file}) and Content-Type and bounds its size.
+  # one's exact key (uploads/{user}/{file}) and Content-Type and bounds its size, or (the
+  # upload form without JavaScript) the user's prefix uploads/{user}/ and one Content-Type.
   statement {
     sid       = "SignBrowserUploads"
     effect    = "Allow"

@@ -18,7 +18,8 @@ document.querySelectorAll('button.copy[data-copy]').forEach((button) => {
 
 // Upload: drag and drop, one request per file with its progress bar and its own result.
 // Without this script the form posts every chosen file at once (locally) and the answer
-// lists the results.
+// lists the results, or (on AWS) one file straight to storage, which sends the browser back
+// to a page of ours that shows its result.
 (function () {
   const form = document.getElementById('upload-form');
   if (!form || !window.FormData || !window.XMLHttpRequest) return;
@@ -26,8 +27,10 @@ document.querySelectorAll('button.copy[data-copy]').forEach((button) => {
   const input = document.getElementById('files');
   const list = document.getElementById('upload-results');
   const drop = document.getElementById('drop');
-  const token = form.querySelector('input[name="csrf_token"]').value;
+  const token = form.dataset.csrf;
   drop.querySelector('.drop-hint').hidden = false;
+  // Without the script the form on AWS sends one file; with it every chosen file goes.
+  input.multiple = true;
 
   function row(file) {
     const li = document.createElement('li');
@@ -86,9 +89,18 @@ document.querySelectorAll('button.copy[data-copy]').forEach((button) => {
     }
   }
 
+  // The pages of `date` and, with `name`, what the ingest function recorded for that file's
+  // upload since `since` (a refusal with its reason, or the page it made).
+  async function statusOf(date, name, since) {
+    const q = new URLSearchParams();
+    if (date) q.set('date', date);
+    if (name) { q.set('name', name); q.set('since', String(since)); }
+    const r = await fetch(`/app/upload/status?${q}`, { credentials: 'same-origin' });
+    return r.ok ? await r.json() : { pages: [], result: null };
+  }
+
   async function pagesOf(date) {
-    const r = await fetch(`/app/upload/status?date=${date}`, { credentials: 'same-origin' });
-    return r.ok ? (await r.json()).pages : [];
+    return (await statusOf(date)).pages;
   }
 
   // The first bytes a page file of each kind starts with (storage cannot look inside; the
@@ -129,12 +141,12 @@ document.querySelectorAll('button.copy[data-copy]').forEach((button) => {
     }
     r.li.className = 'upload reading';
     r.outcome.textContent = 'reading';
-    if (!date) return finish(r, { outcome: 'new', message: 'sent: it appears in your pages once read' });
     const seen = new Map(before.map((p) => [p.page_id, p.revision]));
     for (let i = 0; i < 300; i++) {
       await new Promise((ok) => setTimeout(ok, 1000));
-      const now = await pagesOf(date);
-      const page = now.find((p) => !seen.has(p.page_id) || seen.get(p.page_id) !== p.revision);
+      const now = await statusOf(date, file.name, signed.signed_at);
+      if (now.result) return finish(r, now.result);
+      const page = now.pages.find((p) => !seen.has(p.page_id) || seen.get(p.page_id) !== p.revision);
       if (page) {
         const outcome = seen.has(page.page_id) ? 'updated' : 'new';
         return finish(r, { outcome, message: outcome === 'new' ? 'new page' : 'page updated', page_id: page.page_id });

@@ -9,6 +9,7 @@
 //!   adapter both pass.
 //! - [`notion_standin`]: a local Notion (the three endpoints nib calls, their documented shapes
 //!   and errors).
+//! - [`pdf`]: small PDFs that parse, for tests that need ink.
 //! - [`textract_standin`]: a local Amazon Textract `DetectDocumentText` (moto's reads no text).
 //!
 //! The tests of nib-shared that need one of these are this crate's `tests/library/`; the
@@ -16,5 +17,6 @@
 
 pub mod emulator;
 pub mod notion_standin;
+pub mod pdf;
 pub mod store_suite;
 pub mod textract_standin;

@@ -817,3 +817,228 @@ async fn the_web_app_serves_its_owner_locally() {
 async fn the_web_app_serves_its_owner_through_the_functions() {
     the_web_app_serves_its_owner(Env::around(TestApp::spawn_with(Options::lambda()).await)).await;
 }
+
+/// A form of `html` that posts to S3 (its `id`): its action and its hidden fields in order,
+/// and whether the file field comes after them.
+pub(crate) fn storage_form(html: &str, id: &str) -> (String, Vec<(String, String)>, bool) {
+    let start = html.find(&format!("id=\"{id}\"")).expect("the form");
+    let start = html[..start].rfind("<form").unwrap();
+    let form = &html[start..start + html[start..].find("</form>").unwrap()];
+    let action = attributes(form, "action").remove(0);
+    let mut fields = Vec::new();
+    for (at, _) in form.match_indices("<input type=\"hidden\"") {
+        let input = &form[at..at + form[at..].find('>').unwrap()];
+        fields.push((
+            attributes(input, "name").remove(0),
+            attributes(input, "value").remove(0),
+        ));
+    }
+    let file_last = form.rfind("type=\"hidden\"") < form.find("name=\"file\"");
+    (action, fields, file_last)
+}
+
+/// Posts the form's `fields`, then the file `name` last, to `action` as a browser does
+/// (`multipart/form-data`, the file part with its own type); S3's answer, redirects not
+/// followed. moto stores the form's `key` as it comes, so the `${filename}` in it is replaced
+/// with the file's name here, as S3 does (S3's "Browser-Based Uploads Using POST").
+pub(crate) async fn post_to_storage(
+    action: &str,
+    fields: &[(String, String)],
+    name: &str,
+    bytes: &[u8],
+) -> reqwest::Response {
+    let fields: Vec<(String, String)> = fields
+        .iter()
+        .map(|(k, v)| (k.clone(), v.replace("${filename}", name)))
+        .collect();
+    let boundary = "nib-test-boundary-3e9a41";
+    let mut body = Vec::new();
+    for (k, v) in &fields {
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n")
+                .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(action)
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Upload with JavaScript off through the functions: the upload page's form posts one file
+/// straight to S3 (a presigned POST for any name under the owner's prefix, its CSP allowing
+/// the bucket as a form target), S3 sends the browser back to the app with the object's key,
+/// and the page shows "being read" until the ingest function has imported it, then the new
+/// page. A PDF that does not parse is refused by ingest with its reason and makes no page
+/// (before, ingest kept it as ink without text); a file that is no page file is refused on the
+/// page back and ingest leaves it alone.
+#[tokio::test]
+async fn files_uploaded_without_javascript_on_aws_go_to_storage_and_show_their_result() {
+    let env = Env::around(
+        TestApp::spawn_with(Options {
+            import_sample: false,
+            ..Options::lambda()
+        })
+        .await,
+    );
+    let app = &env.app;
+    with_password(app, "default").await;
+    let stack = app.lambda.clone().unwrap();
+    let config = app.aws_config.clone().unwrap();
+    let owner = Browser::sign_in(&app.base, "default").await;
+    let r = owner
+        .http
+        .get(format!("{}/app/upload", app.base))
+        .header("cookie", format!("{}; {}", owner.session, owner.strict))
+        .send()
+        .await
+        .unwrap();
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let page = r.text().await.unwrap();
+    let (action, fields, file_last) = storage_form(&page, "upload-form");
+    let endpoint = config.endpoint_url.clone().unwrap();
+    assert_eq!(action, format!("{endpoint}/{}", config.bucket));
+    let origin = endpoint.trim_end_matches('/');
+    assert!(
+        csp.contains(&format!("form-action 'self' {origin}")),
+        "{csp}"
+    );
+    assert!(file_last, "the file goes after the signed fields: {page}");
+    let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names[..3],
+        ["key", "Content-Type", "success_action_redirect"],
+        "{names:?}"
+    );
+    assert!(!names.contains(&"csrf_token"), "S3 refuses unsigned fields");
+    assert_eq!(fields[0].1, "uploads/default/${filename}");
+
+    // A page's text: sent, being read, then the new page.
+    let r = post_to_storage(
+        &action,
+        &fields,
+        "2026-07-01.md",
+        b"## Monday\n- [ ] Call the plumber\n",
+    )
+    .await;
+    assert_eq!(r.status(), 303, "{:?}", r.text().await);
+    let back = r.headers()["location"].to_str().unwrap().to_owned();
+    let back = back.strip_prefix(&app.base).expect("back to the app");
+    assert!(back.starts_with("/app/upload/sent?"), "{back}");
+    let reading = unescape(&owner.screen(back).await);
+    assert!(reading.contains("sent, and being read"), "{reading}");
+    let again = unescape(
+        &attributes(&reading, "href")
+            .into_iter()
+            .find(|h| h.starts_with("/app/upload/sent?"))
+            .expect("a link to look again"),
+    );
+    let key = "uploads/default/2026-07-01.md";
+    let (_, reply) = stack
+        .invoke("ingest", &crate::lambda::s3_event(&config.bucket, key))
+        .await;
+    assert_eq!(reply["imported"], 1, "{reply}");
+    let done = unescape(&owner.screen(&again).await);
+    assert!(
+        done.contains("upload new") && done.contains("new page"),
+        "{done}"
+    );
+    assert!(done.contains("href=\"/app/pages/"), "{done}");
+
+    // A PDF that does not parse: refused by ingest, with its reason, and no page.
+    let r = post_to_storage(
+        &action,
+        &fields,
+        "2026-07-02.pdf",
+        b"%PDF-1.7\n1 0 obj << /Type /Catalog >> broken",
+    )
+    .await;
+    assert_eq!(r.status(), 303);
+    let back = r.headers()["location"].to_str().unwrap().to_owned();
+    let (_, reply) = stack
+        .invoke(
+            "ingest",
+            &crate::lambda::s3_event(&config.bucket, "uploads/default/2026-07-02.pdf"),
+        )
+        .await;
+    assert_eq!(
+        reply,
+        json!({ "imported": 0, "rejected": 1, "superseded": 0 })
+    );
+    let refused = unescape(&owner.screen(back.strip_prefix(&app.base).unwrap()).await);
+    assert!(
+        refused.contains("refused: the PDF cannot be read"),
+        "{refused}"
+    );
+    // The script's status says the same for an upload made since it signed, and nothing for
+    // an upload made later than the one recorded (an earlier upload's result is not this one's).
+    let (status, said) = owner
+        .get("/app/upload/status?name=2026-07-02.pdf&since=0")
+        .await;
+    assert_eq!(status, 200, "{said}");
+    let said: serde_json::Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(said["result"]["outcome"], "refused", "{said}");
+    assert!(
+        said["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("PDF cannot be read"),
+        "{said}"
+    );
+    let later = (std::time::SystemTime::now() + std::time::Duration::from_secs(3600))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let (_, said) = owner
+        .get(&format!(
+            "/app/upload/status?name=2026-07-02.pdf&since={later}"
+        ))
+        .await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&said).unwrap()["result"],
+        json!(null)
+    );
+
+    // Not a page file: S3 takes it (the policy cannot know the name), the page back refuses
+    // it, and ingest leaves it alone.
+    let r = post_to_storage(&action, &fields, "report.docx", b"PK\x03\x04").await;
+    assert_eq!(r.status(), 303);
+    let back = r.headers()["location"].to_str().unwrap().to_owned();
+    let refused = unescape(&owner.screen(back.strip_prefix(&app.base).unwrap()).await);
+    assert!(refused.contains("refused: not a page file"), "{refused}");
+    let (_, reply) = stack
+        .invoke(
+            "ingest",
+            &crate::lambda::s3_event(&config.bucket, "uploads/default/report.docx"),
+        )
+        .await;
+    assert_eq!(
+        reply,
+        json!({ "imported": 0, "rejected": 0, "superseded": 0 })
+    );
+
+    let listed = app.call("list_pages", json!({})).await;
+    let pages = listed["pages"].as_array().unwrap();
+    assert_eq!(pages.len(), 1, "{listed}");
+    assert_eq!(pages[0]["date"], "2026-07-01");
+}

@@ -9,7 +9,7 @@ use std::io::{Cursor, Read};
 use nib::domain::UserId;
 use serde_json::{Value, json};
 
-use crate::app::{Browser, token_before, unescape, with_password};
+use crate::app::{Browser, post_to_storage, storage_form, token_before, unescape, with_password};
 use crate::helpers::{Options, TestApp};
 
 impl Browser {
@@ -279,8 +279,11 @@ async fn the_web_app_export_is_a_presigned_download_through_the_functions() {
     let owner = Browser::sign_in(&app.base, "default").await;
     let data = owner.screen("/app/data").await;
     assert!(data.contains("href=\"/app/data/export?format=bundle\""));
-    // The mcp front imports nothing: the screen says how, and the form's route refuses.
-    assert!(data.contains("id=\"import-cli\"") && !data.contains("action=\"/app/data/import\""));
+    // The mcp front imports nothing itself: the screen's form posts to S3 (below), and the
+    // local form's route refuses.
+    assert!(
+        data.contains("id=\"import-storage\"") && !data.contains("action=\"/app/data/import\"")
+    );
     assert_eq!(owner.import(None, b"PK").await.status(), 404);
 
     // The export: a redirect to a short-lived presigned GET under exports/default/.
@@ -363,4 +366,80 @@ async fn the_web_app_export_is_a_presigned_download_through_the_functions() {
         .filter(|n| n.ends_with(".md"))
         .count();
     assert_eq!(json!(md), out["pages"]);
+}
+
+/// A bundle sent from "Your data" through S3, as a browser without script posts the form.
+/// The answer of the page S3 sends the browser back to.
+async fn send_bundle(app: &TestApp, b: &Browser, bundle: &[u8]) -> String {
+    let data = b.screen("/app/data").await;
+    let (action, fields, file_last) = storage_form(&data, "import-storage");
+    assert!(file_last, "{data}");
+    let key = fields[0].1.clone();
+    assert!(
+        key.starts_with("uploads/default/bundles/") && key.ends_with(".zip"),
+        "{key}"
+    );
+    let r = post_to_storage(&action, &fields, "notebook.nib.zip", bundle).await;
+    assert_eq!(r.status(), 303, "{:?}", r.text().await);
+    let back = r.headers()["location"].to_str().unwrap().to_owned();
+    let back = back
+        .strip_prefix(&b.base)
+        .expect("back to the app")
+        .to_owned();
+    assert!(back.starts_with("/app/data/import/sent?id="), "{back}");
+    let stack = app.lambda.as_ref().unwrap();
+    let bucket = &app.aws_config.as_ref().unwrap().bucket;
+    let (status, _) = stack
+        .invoke("ingest", &crate::lambda::s3_event(bucket, &key))
+        .await;
+    assert_eq!(status, 200);
+    let (_, html) = b.get(&back).await;
+    unescape(&html)
+}
+
+/// Bundle import from the browser through the functions: the data screen's form posts the
+/// bundle to S3 (a presigned POST for its exact key under `uploads/{user}/bundles/`), the
+/// ingest function imports it with `nib import --bundle`'s code and records the outcome, and
+/// the page S3 sends the browser back to shows it. A damaged bundle changes nothing and says
+/// why; the whole bundle, exported through the functions, makes the empty notebook hold the
+/// same pages and tasks. Before, the screen only named `nib import --bundle --backend aws`.
+#[tokio::test]
+async fn the_web_app_imports_a_bundle_through_storage_and_the_ingest_function() {
+    let source = TestApp::spawn_with(Options::lambda()).await;
+    with_password(&source, "default").await;
+    let owner = Browser::sign_in(&source.base, "default").await;
+    let r = owner.fetch("/app/data/export?format=bundle", true).await;
+    assert_eq!(r.status(), 303);
+    let url = r.headers()["location"].to_str().unwrap().to_owned();
+    let bundle = reqwest::get(&url)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    let (pages, tasks) = contents(&source).await;
+    assert!(pages.len() > 5);
+
+    let target = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::lambda()
+    })
+    .await;
+    with_password(&target, "default").await;
+    let b = Browser::sign_in(&target.base, "default").await;
+    let damaged = bundle[..bundle.len() / 2].to_vec();
+    let said = send_bundle(&target, &b, &damaged).await;
+    assert!(
+        said.contains("Nothing was imported: the bundle is damaged"),
+        "{said}"
+    );
+    assert_eq!(contents(&target).await, (vec![], vec![]));
+
+    let said = send_bundle(&target, &b, &bundle).await;
+    assert!(
+        said.contains(&format!("Imported {} pages", pages.len())),
+        "{said}"
+    );
+    assert_eq!(contents(&target).await, (pages, tasks));
 }

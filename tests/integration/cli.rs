@@ -149,7 +149,14 @@ fn import_reports_bad_files_by_name_and_goes_on() {
         "---\ndate: 2026-13-40\n---\nhi\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("2026-01-05.pdf"), b"%PDF-1.4\n").unwrap();
+    std::fs::write(
+        dir.path().join("2026-01-05.pdf"),
+        nib_testkit::pdf::one_page("a scan"),
+    )
+    .unwrap();
+    // A PDF's header with nothing after it that parses: refused, as the web app and the
+    // ingest function refuse it.
+    std::fs::write(dir.path().join("2026-01-06.pdf"), b"%PDF-1.4\n").unwrap();
     std::fs::write(dir.path().join("notes.docx"), b"whatever").unwrap();
     let out = nib(data.path())
         .arg("import")
@@ -163,6 +170,7 @@ fn import_reports_bad_files_by_name_and_goes_on() {
         ("2026-01-03.png", "not a PNG"),
         ("2026-01-04.txt", "not UTF-8"),
         ("bad-front-matter.md", "2026-13-40"),
+        ("2026-01-06.pdf", "PDF cannot be read"),
     ] {
         assert!(
             stderr
@@ -174,7 +182,7 @@ fn import_reports_bad_files_by_name_and_goes_on() {
     assert!(stderr.contains("skipped:") && stderr.contains("notes.docx"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("imported 2 pages (2 new, 0 updated)") && stdout.contains("4 failed"),
+        stdout.contains("imported 2 pages (2 new, 0 updated)") && stdout.contains("5 failed"),
         "{stdout}"
     );
 
@@ -183,6 +191,7 @@ fn import_reports_bad_files_by_name_and_goes_on() {
     std::fs::remove_file(dir.path().join("2026-01-03.png")).unwrap();
     std::fs::remove_file(dir.path().join("2026-01-04.txt")).unwrap();
     std::fs::remove_file(dir.path().join("bad-front-matter.md")).unwrap();
+    std::fs::remove_file(dir.path().join("2026-01-06.pdf")).unwrap();
     let out = nib(data.path())
         .arg("import")
         .arg(dir.path())
@@ -207,7 +216,7 @@ async fn import_of_ink_alone_or_an_older_file_keeps_the_pages_text_and_tasks() {
     let md = dir.path().join("2026-01-02.md");
     let pdf = dir.path().join("2026-01-02.pdf");
     std::fs::write(&md, "## Tasks\n- [ ] Call the printer\n").unwrap();
-    std::fs::write(&pdf, b"%PDF-1.4 first").unwrap();
+    std::fs::write(&pdf, nib_testkit::pdf::one_page("first")).unwrap();
     let import = || {
         let out = nib(data.path())
             .arg("import")
@@ -224,7 +233,7 @@ async fn import_of_ink_alone_or_an_older_file_keeps_the_pages_text_and_tasks() {
     assert!(import().contains("(1 new, 0 updated)"));
 
     std::fs::remove_file(&md).unwrap();
-    std::fs::write(&pdf, b"%PDF-1.4 second").unwrap();
+    std::fs::write(&pdf, nib_testkit::pdf::one_page("second")).unwrap();
     assert!(import().contains("(0 new, 1 updated)"));
 
     std::fs::write(&md, "## Notes\n- an older draft\n").unwrap();

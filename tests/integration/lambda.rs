@@ -36,6 +36,7 @@ use nib::adapters::aws::AwsClients;
 use nib::config::AwsConfig;
 use nib::http::RateLimits;
 use nib_testkit::emulator::venv_dir;
+use nib_testkit::pdf::one_page;
 use serde_json::{Value, json};
 
 use crate::helpers::{LATEST_LEGACY, Options, TestApp, nib_exe, sample_dir};
@@ -810,7 +811,7 @@ async fn an_ink_upload_alone_keeps_the_pages_text_and_tasks() {
         "uploads/default/2026-06-19.pdf",
     );
     upload(&s3, &config, md, PAGE_MD).await;
-    upload(&s3, &config, pdf, b"%PDF-1.4 first scan").await;
+    upload(&s3, &config, pdf, &one_page("first scan")).await;
     for key in [md, pdf] {
         let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
         assert_eq!((status, &reply["imported"]), (200, &json!(1)), "{reply}");
@@ -833,7 +834,7 @@ async fn an_ink_upload_alone_keeps_the_pages_text_and_tasks() {
         .send()
         .await
         .unwrap();
-    upload(&s3, &config, pdf, b"%PDF-1.4 second scan").await;
+    upload(&s3, &config, pdf, &one_page("second scan")).await;
     let (_, reply) = stack.invoke("ingest", &s3_event(&config.bucket, pdf)).await;
     assert_eq!(
         reply,
@@ -846,7 +847,7 @@ async fn an_ink_upload_alone_keeps_the_pages_text_and_tasks() {
     }
     let done = app.call("list_tasks", json!({ "status": "done" })).await;
     assert_eq!(done["tasks"][0]["task_link_id"], task, "{done}");
-    assert_eq!(ink(&app, &after["pdf_url"]).await, b"%PDF-1.4 second scan");
+    assert_eq!(ink(&app, &after["pdf_url"]).await, one_page("second scan"));
 }
 
 /// Trigger (b) through the ingest function: an event whose objects are older than what the
@@ -869,8 +870,8 @@ async fn an_older_upload_never_replaces_what_the_page_took() {
     let newer = tempfile::tempdir().unwrap();
     let later = std::time::SystemTime::now() + Duration::from_secs(3600);
     for (name, bytes) in [
-        ("2026-06-19.md", PAGE_MD),
-        ("2026-06-19.pdf", b"%PDF-1.4 newer scan".as_slice()),
+        ("2026-06-19.md", PAGE_MD.to_vec()),
+        ("2026-06-19.pdf", one_page("newer scan")),
     ] {
         let path = newer.path().join(name);
         std::fs::write(&path, bytes).unwrap();
@@ -897,7 +898,7 @@ async fn an_older_upload_never_replaces_what_the_page_took() {
         &s3,
         &config,
         "uploads/default/2026-06-19.pdf",
-        b"%PDF-1.4 older scan",
+        &one_page("older scan"),
     )
     .await;
     for _ in 0..2 {
@@ -915,7 +916,7 @@ async fn an_older_upload_never_replaces_what_the_page_took() {
     let after = app.call("get_page", json!({ "page_id": page_id })).await;
     assert_eq!(after["ocr_markdown"], before["ocr_markdown"]);
     assert_eq!(after["structure_json"], before["structure_json"]);
-    assert_eq!(ink(&app, &after["pdf_url"]).await, b"%PDF-1.4 newer scan");
+    assert_eq!(ink(&app, &after["pdf_url"]).await, one_page("newer scan"));
     assert_eq!(
         ink(&app, &after["png_url"]).await,
         b"\x89PNG\r\n\x1a\n a photo"
@@ -953,7 +954,7 @@ pub fn deliver_upload_events(
     })
 }
 
-fn s3_event(bucket: &str, key: &str) -> Value {
+pub(crate) fn s3_event(bucket: &str, key: &str) -> Value {
     let mut event = fixture("s3-object-created.json");
     let record = &mut event["Records"][0]["s3"];
     record["bucket"]["name"] = json!(bucket);

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 use nib::domain::UserId;
 use nib::services::{LocalOptions, Services};
+use nib_testkit::pdf::one_page;
 use serde_json::{Value, json};
 
 use crate::helpers::{Options, TestApp, nib_exe};
@@ -271,8 +272,6 @@ async fn a_legacy_statistics_record_is_read_and_then_folded_into_the_counters() 
 
 const PAGE_MD: &str =
     "## Tasks\n- [ ] Call the printer about the proofs\n## Notes\n- Met with Dana\n";
-const PDF_1: &[u8] = b"%PDF-1.4 the first scan";
-const PDF_2: &[u8] = b"%PDF-1.4 the second scan";
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n a photo";
 
 /// Writes `name` in `dir`, last modified at `modified`.
@@ -323,7 +322,12 @@ async fn ink_alone_changes_only_the_ink(app: TestApp) {
     let now = std::time::SystemTime::now();
     let first = tempfile::tempdir().unwrap();
     write_at(first.path(), "2026-06-19.md", PAGE_MD.as_bytes(), now);
-    write_at(first.path(), "2026-06-19.pdf", PDF_1, now);
+    write_at(
+        first.path(),
+        "2026-06-19.pdf",
+        &one_page("the first scan"),
+        now,
+    );
     import_dir(&app, first.path()).await;
     let tasks = app.call("list_tasks", json!({ "status": "open" })).await;
     let task = tasks["tasks"][0]["task_link_id"].clone();
@@ -333,10 +337,18 @@ async fn ink_alone_changes_only_the_ink(app: TestApp) {
     )
     .await;
     let before = the_page(&app).await;
-    assert_eq!(ink(&app, &before["pdf_url"]).await, PDF_1);
+    assert_eq!(
+        ink(&app, &before["pdf_url"]).await,
+        one_page("the first scan")
+    );
 
     let later = tempfile::tempdir().unwrap();
-    write_at(later.path(), "2026-06-19.pdf", PDF_2, now);
+    write_at(
+        later.path(),
+        "2026-06-19.pdf",
+        &one_page("the second scan"),
+        now,
+    );
     let saved = import_dir(&app, later.path()).await;
     assert!(!saved[0].created && !saved[0].superseded, "{saved:?}");
 
@@ -354,7 +366,11 @@ async fn ink_alone_changes_only_the_ink(app: TestApp) {
     let done = app.call("list_tasks", json!({ "status": "done" })).await;
     assert_eq!(done["tasks"].as_array().unwrap().len(), 1, "{done}");
     assert_eq!(done["tasks"][0]["task_link_id"], task, "the same task");
-    assert_eq!(ink(&app, &after["pdf_url"]).await, PDF_2, "the ink changed");
+    assert_eq!(
+        ink(&app, &after["pdf_url"]).await,
+        one_page("the second scan"),
+        "the ink changed"
+    );
 }
 
 /// Trigger (b) for `nib import`: a file older (by its mtime) than the one a page part was taken
@@ -365,7 +381,12 @@ async fn an_older_file_does_not_replace_a_newer_one(app: TestApp) {
     let hour_ago = now - std::time::Duration::from_secs(3600);
     let newer = tempfile::tempdir().unwrap();
     write_at(newer.path(), "2026-06-19.md", PAGE_MD.as_bytes(), now);
-    write_at(newer.path(), "2026-06-19.pdf", PDF_2, now);
+    write_at(
+        newer.path(),
+        "2026-06-19.pdf",
+        &one_page("the second scan"),
+        now,
+    );
     import_dir(&app, newer.path()).await;
     let before = the_page(&app).await;
 
@@ -376,7 +397,12 @@ async fn an_older_file_does_not_replace_a_newer_one(app: TestApp) {
         b"## Notes\n- an older draft\n",
         hour_ago,
     );
-    write_at(older.path(), "2026-06-19.pdf", PDF_1, hour_ago);
+    write_at(
+        older.path(),
+        "2026-06-19.pdf",
+        &one_page("the first scan"),
+        hour_ago,
+    );
     let saved = import_dir(&app, older.path()).await;
     assert!(saved[0].superseded, "{saved:?}");
     write_at(older.path(), "2026-06-19.png", PNG, hour_ago);
@@ -386,7 +412,10 @@ async fn an_older_file_does_not_replace_a_newer_one(app: TestApp) {
     let after = the_page(&app).await;
     assert_eq!(after["ocr_markdown"], before["ocr_markdown"]);
     assert_eq!(after["structure_json"], before["structure_json"]);
-    assert_eq!(ink(&app, &after["pdf_url"]).await, PDF_2);
+    assert_eq!(
+        ink(&app, &after["pdf_url"]).await,
+        one_page("the second scan")
+    );
     assert_eq!(ink(&app, &after["png_url"]).await, PNG);
     assert_eq!(
         app.call("list_tasks", json!({ "status": "open" })).await["tasks"]

@@ -15,8 +15,16 @@
 //! ink (the OCR upload expired after 7 days) updates the ink and keeps the page's OCR, lines
 //! and tasks.
 //!
-//! Outcomes: a bad page (not a PDF, no date, not UTF-8) is [`IngestOutcome::Rejected`], logged
-//! and not retried (it would fail the same way); a failure to read S3 or write the store is an
+//! A bundle the web app sent (`uploads/{user}/bundles/{id}.zip`, [`parse_bundle_key`]; never a
+//! page file's key, which has no folder below the user's) is imported whole with
+//! `Notebook::import_bundle`, as `nib import --bundle` does.
+//!
+//! What became of each upload is recorded for the web app (`Notebook::record_upload_result`:
+//! the outcome, the page, a refusal's reason), which shows it to the browser that sent it.
+//!
+//! Outcomes: a bad page (not a PDF, a PDF that does not parse, no date, not UTF-8) or a
+//! refused bundle is [`IngestOutcome::Rejected`], logged and not retried (it would fail the
+//! same way); a failure to read S3 or write the store is an
 //! [`IngestError`], which fails the invocation so that Lambda retries it and, after the retries,
 //! sends the event to the dead-letter queue. Log lines carry the user, the page id and the
 //! file's extension, never the key ([`Ingest::record`]).
@@ -31,7 +39,8 @@ use serde::Serialize;
 
 use crate::domain::UserId;
 use crate::notebook::{
-    ImportFailure, Notebook, NotebookError, PAGE_EXTENSIONS, PageFiles, SavedPage, read_page_with,
+    BundleError, BundleImport, ImportFailure, Notebook, NotebookError, PAGE_EXTENSIONS, PageFiles,
+    SavedPage, UploadResult, read_page_with,
 };
 
 /// The prefix the bucket notification fires on.
@@ -50,6 +59,12 @@ pub enum IngestError {
     },
     #[error("cannot store the page")]
     Store(#[source] NotebookError),
+    #[error("cannot import the bundle of user {user}")]
+    Bundle {
+        user: UserId,
+        #[source]
+        source: BundleError,
+    },
 }
 
 /// What became of one object.
@@ -58,7 +73,10 @@ pub enum IngestOutcome {
     /// The pages were written (one per page of a multi-page PDF), or (`superseded`) already
     /// held newer versions of every file.
     Imported(Vec<SavedPage>),
-    /// The page's files are not a valid page; the reason names the file.
+    /// A bundle (`uploads/{user}/bundles/{id}.zip`) was imported into the user's notebook.
+    Bundle(BundleImport),
+    /// The page's files are not a valid page (the reason names the file), or the bundle was
+    /// refused (not a bundle, damaged, the notebook not empty, a page in the trash).
     Rejected(ImportFailure),
     /// Not ours to import (another bucket, outside `uploads/{user}/`, not a page file).
     Ignored(&'static str),
@@ -100,7 +118,9 @@ impl Ingest {
         tally: &mut Tally,
     ) -> Result<(), IngestError> {
         let decoded = decode_event_key(key);
-        let ids = parse_upload_key(&decoded).map(|(user, _, ext)| (user, ext));
+        let ids = parse_upload_key(&decoded)
+            .map(|(user, _, ext)| (user, ext))
+            .or_else(|| parse_bundle_key(&decoded).map(|(user, _)| (user, "zip")));
         let user = ids.as_ref().map(|(u, _)| u.as_str()).unwrap_or("-");
         let ext = ids.as_ref().map(|(_, e)| *e).unwrap_or("-");
         match self.object(bucket, key).await {
@@ -114,6 +134,17 @@ impl Ingest {
                         tracing::info!(user, ext, page_id = %page.page_id, created = page.created, "page imported");
                     }
                 }
+            }
+            Ok(IngestOutcome::Bundle(report)) => {
+                tally.imported += 1;
+                tracing::info!(
+                    user,
+                    pages = report.pages,
+                    tasks = report.tasks,
+                    pages_present = report.pages_present,
+                    tasks_present = report.tasks_present,
+                    "bundle imported"
+                );
             }
             Ok(IngestOutcome::Rejected(failure)) => {
                 tally.rejected += 1;
@@ -145,6 +176,9 @@ impl Ingest {
             return Ok(IngestOutcome::Ignored("not this function's bucket"));
         }
         let key = decode_event_key(key);
+        if let Some((user, _)) = parse_bundle_key(&key) {
+            return self.bundle(&user, &key).await;
+        }
         let Some((user, stem, _ext)) = parse_upload_key(&key) else {
             return Ok(IngestOutcome::Ignored(
                 "not uploads/{user}/{stem}.{pdf|png|jpg|jpeg|md|markdown|txt}",
@@ -178,6 +212,14 @@ impl Ingest {
                 objects.insert(PathBuf::from(sibling), object);
             }
         }
+        // When this upload was made: its result is told apart from an earlier upload's of the
+        // same name by it (the web app's upload status).
+        let uploaded_at = objects
+            .get(std::path::Path::new(&key))
+            .and_then(|(_, modified)| *modified)
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .and_then(|d| i64::try_from(d.as_millis()).ok())
+            .unwrap_or_else(|| self.notebook_now_millis());
         let draft = match read_page_with(&files, |path| {
             objects
                 .get(path)
@@ -185,7 +227,10 @@ impl Ingest {
                 .ok_or_else(|| std::io::ErrorKind::NotFound.into())
         }) {
             Ok(draft) => draft,
-            Err(failure) => return Ok(IngestOutcome::Rejected(failure)),
+            Err(failure) => {
+                self.tell(&user, &key, uploaded_at, Err(&failure)).await?;
+                return Ok(IngestOutcome::Rejected(failure));
+            }
         };
         // Through the OCR step: ink alone is read (Textract on AWS), a PDF of several pages is
         // several pages, each PDF-only page gets a PNG.
@@ -197,14 +242,177 @@ impl Ingest {
             .import_page(&user, draft)
             .await
             .map(|s| vec![s]);
-        match saved {
-            Ok(saved) => Ok(IngestOutcome::Imported(saved)),
+        let outcome = match saved {
+            Ok(saved) => IngestOutcome::Imported(saved),
             // The page is in the trash: it stays there (a delivery that must not be retried).
             Err(NotebookError::Invalid(reason) | NotebookError::InTrash(reason)) => {
-                Ok(IngestOutcome::Rejected(ImportFailure::refused(key, reason)))
+                IngestOutcome::Rejected(ImportFailure::refused(&key, reason))
             }
-            Err(e) => Err(IngestError::Store(e)),
+            Err(e) => return Err(IngestError::Store(e)),
+        };
+        match &outcome {
+            IngestOutcome::Imported(saved) => {
+                self.tell(&user, &key, uploaded_at, Ok(saved)).await?
+            }
+            IngestOutcome::Rejected(failure) => {
+                self.tell(&user, &key, uploaded_at, Err(failure)).await?;
+            }
+            IngestOutcome::Bundle(_) | IngestOutcome::Ignored(_) => {}
         }
+        Ok(outcome)
+    }
+
+    /// Imports the bundle at `key` into `user`'s notebook with `Notebook::import_bundle`, as
+    /// `nib import --bundle` does (the same checks, nothing written unless all of it can be),
+    /// from a temporary file (the import seeks in the ZIP), and records the outcome for the
+    /// web app (under the key's name below the user's prefix, `bundles/{id}.zip`). A
+    /// redelivered event of an upload whose result is recorded changes nothing.
+    async fn bundle(&self, user: &UserId, key: &str) -> Result<IngestOutcome, IngestError> {
+        let fail = |source: Box<dyn std::error::Error + Send + Sync>| IngestError::Fetch {
+            user: user.clone(),
+            ext: "zip",
+            source,
+        };
+        let name = bundle_result_name(key);
+        let out = self
+            .s3
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| fail(Box::new(e)))?;
+        let uploaded_at = out
+            .last_modified
+            .and_then(|t| SystemTime::try_from(t).ok())
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .and_then(|d| i64::try_from(d.as_millis()).ok())
+            .unwrap_or_else(|| self.notebook_now_millis());
+        let recorded = self
+            .notebook
+            .upload_result(user, name)
+            .await
+            .map_err(IngestError::Store)?;
+        if recorded.is_some_and(|r| r.uploaded_at == uploaded_at) {
+            return Ok(IngestOutcome::Ignored(
+                "this bundle upload was imported before",
+            ));
+        }
+        // To a file in the function's /tmp chunk by chunk: a bundle may be larger than is
+        // worth holding in memory beside the import.
+        let mut file = tempfile::tempfile().map_err(|e| fail(Box::new(e)))?;
+        let mut body = out.body;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| fail(Box::new(e)))?;
+            std::io::Write::write_all(&mut file, &chunk).map_err(|e| fail(Box::new(e)))?;
+        }
+        std::io::Seek::rewind(&mut file).map_err(|e| fail(Box::new(e)))?;
+        let imported = self
+            .notebook
+            .import_bundle(user, std::io::BufReader::new(file), &|| {})
+            .await;
+        let (outcome, result) = match imported {
+            Ok(report) => {
+                let message = format!(
+                    "Imported {} pages and {} tasks; {} pages and {} tasks were there already.",
+                    report.pages, report.tasks, report.pages_present, report.tasks_present
+                );
+                (IngestOutcome::Bundle(report), ("new", message))
+            }
+            Err(
+                e @ (BundleError::Foreign(_)
+                | BundleError::Damaged(_)
+                | BundleError::NotEmpty(_)
+                | BundleError::InTrash(_)),
+            ) => {
+                let message = format!("Nothing was imported: {e}.");
+                (
+                    IngestOutcome::Rejected(ImportFailure::refused(key, e.to_string())),
+                    ("refused", message),
+                )
+            }
+            Err(source) => {
+                return Err(IngestError::Bundle {
+                    user: user.clone(),
+                    source,
+                });
+            }
+        };
+        let (kind, message) = result;
+        self.notebook
+            .record_upload_result(
+                user,
+                name,
+                &UploadResult {
+                    uploaded_at,
+                    outcome: kind.to_owned(),
+                    page_id: None,
+                    reason: Some(message),
+                },
+            )
+            .await
+            .map_err(IngestError::Store)?;
+        Ok(outcome)
+    }
+
+    /// Records what became of the upload `key` for the web app's upload status
+    /// (`Notebook::record_upload_result`), under the file's name. A refusal caused by another
+    /// file of the page (a sibling) names that file.
+    async fn tell(
+        &self,
+        user: &UserId,
+        key: &str,
+        uploaded_at: i64,
+        outcome: Result<&[SavedPage], &ImportFailure>,
+    ) -> Result<(), IngestError> {
+        let name = key.rsplit('/').next().unwrap_or_default();
+        let result = match outcome {
+            Ok(saved) => {
+                let first = saved.first();
+                let outcome = match first {
+                    None => "unchanged",
+                    Some(_) if saved.iter().all(|p| p.superseded) => "unchanged",
+                    Some(_) if saved.iter().any(|p| p.created) => "new",
+                    Some(_) => "updated",
+                };
+                UploadResult {
+                    uploaded_at,
+                    outcome: outcome.to_owned(),
+                    page_id: first.map(|p| p.page_id.clone()),
+                    reason: None,
+                }
+            }
+            Err(failure) => {
+                let at_fault = failure
+                    .path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default();
+                let reason = if at_fault == name || at_fault.is_empty() {
+                    failure.reason.clone()
+                } else {
+                    format!("{at_fault}: {}", failure.reason)
+                };
+                UploadResult {
+                    uploaded_at,
+                    outcome: "refused".to_owned(),
+                    page_id: None,
+                    reason: Some(reason),
+                }
+            }
+        };
+        self.notebook
+            .record_upload_result(user, name, &result)
+            .await
+            .map_err(IngestError::Store)
+    }
+
+    fn notebook_now_millis(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| i64::try_from(d.as_millis()).ok())
+            .unwrap_or(0)
     }
 
     /// The object's bytes and `LastModified`; `None` when it does not exist and `required` is
@@ -265,6 +473,39 @@ pub fn parse_upload_key(key: &str) -> Option<(UserId, &str, &str)> {
     (!stem.is_empty() && ext_known).then_some((user, stem, ext))
 }
 
+/// The folder under a user's upload prefix that bundles go to: `uploads/{user}/bundles/`.
+/// Page files are never there (their keys have no folder below the user's).
+pub const BUNDLE_FOLDER: &str = "bundles";
+
+/// The key a bundle uploaded from the browser gets: `uploads/{user}/bundles/{id}.zip`.
+pub fn bundle_key(user: &UserId, id: &str) -> String {
+    format!("{UPLOAD_PREFIX}{user}/{BUNDLE_FOLDER}/{id}.zip")
+}
+
+/// `(user, id)` of `uploads/{user}/bundles/{id}.zip`, `id` of 1 to 64 letters, digits, `-`
+/// and `_`; `None` for anything else.
+pub fn parse_bundle_key(key: &str) -> Option<(UserId, &str)> {
+    let rest = key.strip_prefix(UPLOAD_PREFIX)?;
+    let (user, rest) = rest.split_once('/')?;
+    let user = UserId::parse(user).ok()?;
+    let id = rest
+        .strip_prefix(BUNDLE_FOLDER)?
+        .strip_prefix('/')?
+        .strip_suffix(".zip")?;
+    let ok = (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    ok.then_some((user, id))
+}
+
+/// The name a bundle upload's result is recorded under (`Notebook::record_upload_result`):
+/// its key below the user's prefix, `bundles/{id}.zip`, which no page file's name can be.
+pub fn bundle_result_name(key: &str) -> &str {
+    key.find(&format!("/{BUNDLE_FOLDER}/"))
+        .map_or(key, |at| &key[at + 1..])
+}
+
 /// S3 event keys are URL-encoded the form way: `+` is a space, `%XX` a byte.
 pub fn decode_event_key(key: &str) -> String {
     let bytes = key.as_bytes();
@@ -312,6 +553,31 @@ mod tests {
         ] {
             assert!(parse_upload_key(key).is_none(), "{key}");
         }
+    }
+
+    #[test]
+    fn bundle_keys_are_told_apart_from_page_files() {
+        let alice = UserId::parse("alice").unwrap();
+        let key = bundle_key(&alice, "0b6f-41c2_9");
+        assert_eq!(key, "uploads/alice/bundles/0b6f-41c2_9.zip");
+        let (user, id) = parse_bundle_key(&key).unwrap();
+        assert_eq!((user.as_str(), id), ("alice", "0b6f-41c2_9"));
+        assert!(parse_upload_key(&key).is_none(), "never a page file");
+        assert_eq!(bundle_result_name(&key), "bundles/0b6f-41c2_9.zip");
+        for key in [
+            "uploads/alice/bundles/.zip",
+            "uploads/alice/bundles/a b.zip",
+            "uploads/alice/bundles/x.pdf",
+            "uploads/alice/bundles/sub/x.zip",
+            "uploads/alice/x.zip",
+            "uploads/Alice/bundles/x.zip",
+            "uploads/bundles/x.zip",
+        ] {
+            assert!(parse_bundle_key(key).is_none(), "{key}");
+        }
+        assert!(
+            parse_bundle_key(&format!("uploads/alice/bundles/{}.zip", "a".repeat(65))).is_none()
+        );
     }
 
     #[test]

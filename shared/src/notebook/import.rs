@@ -207,6 +207,9 @@ fn stem_date(stem: &str) -> Option<Date> {
     }
 }
 
+/// Why a PDF that does not parse is refused.
+pub const UNREADABLE_PDF: &str = "the PDF cannot be read (damaged, or not a PDF)";
+
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 const PDF_MAGIC: &[u8] = b"%PDF-";
 const JPEG_MAGIC: &[u8] = &[0xFF, 0xD8, 0xFF];
@@ -289,6 +292,14 @@ pub fn read_page_with(
         Ok((Some(bytes), modified))
     };
     let (pdf, pdf_modified) = ink(&files.pdf, PDF_MAGIC, "PDF")?;
+    // A PDF that does not parse would be kept as ink nothing can show or read: refused here,
+    // so `nib import`, the web app and the ingest function all refuse it the same way.
+    #[cfg(feature = "ocr")]
+    if let (Some(path), Some(bytes)) = (&files.pdf, &pdf)
+        && crate::ocr::raster::pdf_page_count(bytes) == 0
+    {
+        return Err(fail(path, FailureKind::BadImage, UNREADABLE_PDF));
+    }
     let (mut png, mut png_modified) = ink(&files.png, PNG_MAGIC, "PNG")?;
     if png.is_none()
         && let Some(path) = &files.jpg
@@ -341,6 +352,7 @@ pub fn read_page_with(
             pdf: pdf_modified,
             png: png_modified,
         },
+        png_rendered: false,
     })
 }
 

@@ -26,6 +26,7 @@ mod search;
 mod search_index;
 mod tasks;
 mod trash;
+mod uploads;
 mod vectors;
 
 use std::sync::Arc;
@@ -52,6 +53,7 @@ pub use search::{
 };
 pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
 pub use trash::{Restored, TRASH_DAYS, TrashEntry, TrashKind, Trashed, trash_cursor_key};
+pub use uploads::{UPLOAD_RESULT_TTL_SECS, UploadResult};
 pub use vectors::ReindexReport;
 pub use vectors::{Block, Entry, MAX_CHUNKS};
 

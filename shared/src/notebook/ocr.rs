@@ -140,6 +140,7 @@ impl Notebook {
                     .max(record.sources.pdf),
                 ..record.sources
             },
+            png_rendered: false,
         };
         self.import_page_as(user, draft, Some((page_id.clone(), record.stem.clone())))
             .await
@@ -264,6 +265,7 @@ fn expand(draft: PageDraft) -> Result<Vec<(PageDraft, Option<PageImage>)>, Noteb
         if draft.png.is_none() {
             draft.png = Some(raster::to_png(&image));
             draft.sources.png = draft.sources.pdf;
+            draft.png_rendered = true;
         }
         return Ok(vec![(draft, Some(image))]);
     }
@@ -291,6 +293,7 @@ fn expand(draft: PageDraft) -> Result<Vec<(PageDraft, Option<PageImage>)>, Noteb
             if d.png.is_none() {
                 d.png = Some(raster::to_png(&image));
                 d.sources.png = d.sources.pdf;
+                d.png_rendered = true;
             }
             (d, Some(image))
         })

@@ -32,6 +32,10 @@ pub struct PageDraft {
     pub png: Option<Vec<u8>>,
     /// When each of those files was written.
     pub sources: PageSources,
+    /// The PNG was rendered from the PDF (`Notebook::import_draft`), not a file of its own: the
+    /// page takes it only with the PDF, so an older PDF that the page does not take gives it no
+    /// picture either.
+    pub png_rendered: bool,
 }
 
 /// What an import did.
@@ -60,10 +64,13 @@ impl Take {
     fn of(draft: &PageDraft, page: Option<&LoadedPage>) -> Take {
         let taken = page.map(|p| p.record.sources).unwrap_or_default();
         let newer = PageSources::newer_or_same;
+        let pdf = draft.pdf.is_some() && newer(draft.sources.pdf, taken.pdf);
         Take {
             ocr: draft.ocr.is_some() && newer(draft.sources.ocr, taken.ocr),
-            pdf: draft.pdf.is_some() && newer(draft.sources.pdf, taken.pdf),
-            png: draft.png.is_some() && newer(draft.sources.png, taken.png),
+            pdf,
+            png: draft.png.is_some()
+                && newer(draft.sources.png, taken.png)
+                && (pdf || !draft.png_rendered),
         }
     }
 
@@ -1049,6 +1056,7 @@ mod tests {
                 pdf: pdf.map(|(_, at)| at),
                 png: png.map(|(_, at)| at),
             },
+            png_rendered: false,
         }
     }
 

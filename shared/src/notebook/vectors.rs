@@ -540,6 +540,7 @@ mod reindex_tests {
                         pdf: None,
                         png: None,
                         sources: PageSources::default(),
+                        png_rendered: false,
                     },
                 )
                 .await

@@ -25,6 +25,7 @@ pub mod scan;
 mod search;
 mod search_pages;
 mod update_task_status;
+mod upload_app;
 
 use std::sync::{Arc, LazyLock};
 
@@ -179,10 +180,12 @@ static APP_OPERATIONS: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         notion_app::status_def(),
         notion_app::disconnect_def(),
         account_app::delete_def(),
+        upload_app::result_def(),
     ]
 });
 
-/// What only the owner's web app calls (the Notion connection, deleting the account): run like tools, by the class
+/// What only the owner's web app calls (the Notion connection, deleting the account, an
+/// upload's result): run like tools, by the class
 /// function that owns them, but never listed or callable over MCP (`find` does not see them).
 pub fn app_operations() -> &'static [ToolDef] {
     &APP_OPERATIONS

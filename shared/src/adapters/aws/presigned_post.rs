@@ -7,6 +7,11 @@
 //! on the upload, so an upload outside them is refused before anything is stored. Ours pin the
 //! bucket, the exact key (`uploads/{user}/{file}`), the exact `Content-Type` and a
 //! `content-length-range` of 1 to [`MAX_UPLOAD_BYTES`]; a presigned PUT cannot bound the size.
+//! The upload page's form without script cannot know its file when the page is made: its
+//! policy takes any key under `uploads/{user}/` (the form's key is `uploads/{user}/${filename}`,
+//! which S3 fills in), one `Content-Type` ([`FORM_CONTENT_TYPE`]) and pins the
+//! `success_action_redirect` back to the app; the ingest function's checks refuse what is not
+//! a page file.
 //!
 //! The signature is SigV4's with the base64 of the policy as the string to sign: the signing
 //! key is the HMAC-SHA256 chain of `"AWS4" + secret` over the date, the region, `s3` and
@@ -30,6 +35,12 @@ use crate::functions::ingest::{UPLOAD_PREFIX, parse_upload_key};
 /// scanned notebook page is a few MB, a PDF of a whole notebook some tens.
 pub const MAX_UPLOAD_BYTES: u64 = 64 << 20;
 
+/// The largest bundle the web app uploads for the ingest function to import (256 MiB),
+/// enforced by S3 through the policy's `content-length-range`: ingest keeps the bundle in its
+/// /tmp (512 MB on Lambda by default) while it imports it. Larger bundles go through
+/// `nib import --bundle --backend aws`.
+pub const MAX_BUNDLE_UPLOAD_BYTES: u64 = 256 << 20;
+
 /// The longest file name an upload may have, in bytes (a file system's usual limit; S3 keys
 /// may be 1,024).
 pub const MAX_FILE_NAME_BYTES: usize = 255;
@@ -39,13 +50,21 @@ pub const MAX_POST_TTL_SECONDS: u64 = 7 * 24 * 3600;
 
 const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 
+/// What S3 replaces in a form's `key` with the name of the file the browser sends.
+pub const FILENAME: &str = "${filename}";
+
+/// The `Content-Type` of the form without script: one for every file, since S3 checks the
+/// form's field (not the file part's type) and a page without script cannot set it per file.
+pub const FORM_CONTENT_TYPE: &str = "application/octet-stream";
+
 /// A signed upload form: POST `fields` in this order to `url` as `multipart/form-data`, then
 /// the file as the last part (named `file`; S3 ignores any field after it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PresignedPost {
     /// The bucket's URL (path-style on an emulator, virtual-hosted on AWS).
     pub url: String,
-    /// The object key the upload will have, exactly (`uploads/{user}/{file}`).
+    /// The object key the upload will have (`uploads/{user}/{file}`; the form without script's
+    /// is `uploads/{user}/${filename}`).
     pub key: String,
     /// The form fields, in the order the browser must send them.
     pub fields: Vec<(String, String)>,
@@ -101,8 +120,16 @@ pub struct PostUpload<'a> {
     pub bucket: &'a str,
     /// The bucket's URL ([`bucket_url`]).
     pub url: &'a str,
-    /// The object key, exactly.
+    /// The object key: exactly this, or (with `key_prefix`) what the form's `key` field says,
+    /// S3 replacing `${filename}` in it with the chosen file's name.
     pub key: &'a str,
+    /// When set, the policy takes any key that starts with it (`["starts-with", "$key", ..]`)
+    /// instead of `key` exactly: the form without script, whose file is not known when the
+    /// page is made.
+    pub key_prefix: Option<&'a str>,
+    /// Where S3 sends the browser after the upload (`success_action_redirect`, with `bucket`,
+    /// `key` and `etag` added to its query), pinned by the policy.
+    pub redirect: Option<&'a str>,
     /// The `Content-Type` the form must send, exactly (S3 stores it with the object).
     pub content_type: &'a str,
     /// The largest file accepted, in bytes (the smallest is 1).
@@ -213,15 +240,24 @@ fn policy_document(
     amz_date: &str,
     session_token: Option<&str>,
 ) -> String {
+    let key = match upload.key_prefix {
+        Some(prefix) => serde_json::json!(["starts-with", "$key", prefix]),
+        None => serde_json::json!(["eq", "$key", upload.key]),
+    };
     let mut conditions = vec![
         serde_json::json!({ "bucket": upload.bucket }),
-        serde_json::json!(["eq", "$key", upload.key]),
+        key,
         serde_json::json!(["eq", "$Content-Type", upload.content_type]),
         serde_json::json!(["content-length-range", 1, upload.max_bytes]),
+    ];
+    if let Some(redirect) = upload.redirect {
+        conditions.push(serde_json::json!({ "success_action_redirect": redirect }));
+    }
+    conditions.extend([
         serde_json::json!({ "x-amz-algorithm": ALGORITHM }),
         serde_json::json!({ "x-amz-credential": credential }),
         serde_json::json!({ "x-amz-date": amz_date }),
-    ];
+    ]);
     if let Some(token) = session_token {
         conditions.push(serde_json::json!({ "x-amz-security-token": token }));
     }
@@ -250,10 +286,15 @@ pub fn presign_post(
     let mut fields = vec![
         ("key".to_owned(), upload.key.to_owned()),
         ("Content-Type".to_owned(), upload.content_type.to_owned()),
+    ];
+    if let Some(redirect) = upload.redirect {
+        fields.push(("success_action_redirect".to_owned(), redirect.to_owned()));
+    }
+    fields.extend([
         ("X-Amz-Algorithm".to_owned(), ALGORITHM.to_owned()),
         ("X-Amz-Credential".to_owned(), credential),
         ("X-Amz-Date".to_owned(), amz_date),
-    ];
+    ]);
     if let Some(token) = token {
         fields.push(("X-Amz-Security-Token".to_owned(), token.to_owned()));
     }
@@ -308,6 +349,8 @@ mod tests {
             bucket: "ink",
             url: "https://ink.s3.eu-west-1.amazonaws.com/",
             key,
+            key_prefix: None,
+            redirect: None,
             content_type: "application/pdf",
             max_bytes: MAX_UPLOAD_BYTES,
             signed_at: datetime!(2026-06-19 08:05:09 UTC),
@@ -416,6 +459,75 @@ mod tests {
         assert!(
             !shown.contains(EXAMPLE_SECRET) && !shown.contains("FQoG"),
             "{shown}"
+        );
+    }
+
+    /// The form without script: any name under the user's prefix (S3 fills `${filename}`),
+    /// one `Content-Type` for every file (S3 checks the form's field, which the form sets),
+    /// the size range, and the redirect back to the app, each pinned by the policy; every
+    /// field the form sends is in the policy, the file goes last.
+    #[test]
+    fn presign_the_form_without_script_takes_any_name_under_the_users_prefix() {
+        let redirect = "https://nib.example/app/upload/sent?since=1781856309000";
+        let post = presign_post(
+            &credentials(None),
+            "eu-west-1",
+            &PostUpload {
+                key_prefix: Some("uploads/alice/"),
+                redirect: Some(redirect),
+                content_type: FORM_CONTENT_TYPE,
+                ..upload("uploads/alice/${filename}")
+            },
+        );
+        let names: Vec<&str> = post.fields.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "key",
+                "Content-Type",
+                "success_action_redirect",
+                "X-Amz-Algorithm",
+                "X-Amz-Credential",
+                "X-Amz-Date",
+                "Policy",
+                "X-Amz-Signature"
+            ]
+        );
+        assert_eq!(field(&post, "key"), "uploads/alice/${filename}");
+        assert_eq!(field(&post, "Content-Type"), "application/octet-stream");
+        assert_eq!(field(&post, "success_action_redirect"), redirect);
+        let credential = "AKIAIOSFODNN7EXAMPLE/20260619/eu-west-1/s3/aws4_request";
+        assert_eq!(
+            decoded_policy(&post),
+            serde_json::json!({
+                "expiration": "2026-06-19T08:20:09.000Z",
+                "conditions": [
+                    {"bucket": "ink"},
+                    ["starts-with", "$key", "uploads/alice/"],
+                    ["eq", "$Content-Type", "application/octet-stream"],
+                    ["content-length-range", 1, 64 * 1024 * 1024],
+                    {"success_action_redirect": redirect},
+                    {"x-amz-algorithm": "AWS4-HMAC-SHA256"},
+                    {"x-amz-credential": credential},
+                    {"x-amz-date": "20260619T080509Z"},
+                ]
+            })
+        );
+        // The script's form keeps its exact key.
+        let exact = presign_post(
+            &credentials(None),
+            "eu-west-1",
+            &upload("uploads/alice/2026-06-19.pdf"),
+        );
+        assert_eq!(
+            decoded_policy(&exact)["conditions"][1],
+            serde_json::json!(["eq", "$key", "uploads/alice/2026-06-19.pdf"])
+        );
+        assert!(
+            exact
+                .fields
+                .iter()
+                .all(|(n, _)| n != "success_action_redirect")
         );
     }
 

@@ -38,9 +38,11 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{MetadataDirective, TaggingDirective};
 
 use super::presigned_post::{
-    self, MAX_POST_TTL_SECONDS, MAX_UPLOAD_BYTES, PostCredentials, PostUpload, PresignedPost,
+    self, MAX_BUNDLE_UPLOAD_BYTES, MAX_POST_TTL_SECONDS, MAX_UPLOAD_BYTES, PostCredentials,
+    PostUpload, PresignedPost,
 };
 use crate::domain::{PageId, UserId};
+use crate::functions::ingest::UPLOAD_PREFIX;
 use crate::ports::{AssetKind, Assets, AssetsError};
 
 /// The S3 bucket of page images.
@@ -219,6 +221,28 @@ impl S3Assets {
                 "the lifetime is outside 1 second..7 days",
             ));
         }
+        let (post, credentials) = self.post_credentials().await?;
+        let now = time::OffsetDateTime::now_utc();
+        let ttl = time::Duration::seconds(i64::try_from(ttl_seconds).unwrap_or(i64::MAX));
+        Ok(presigned_post::presign_post(
+            &credentials,
+            &post.region,
+            &PostUpload {
+                bucket: &self.bucket,
+                url: &post.bucket_url,
+                key: &key,
+                key_prefix: None,
+                redirect: None,
+                content_type,
+                max_bytes,
+                signed_at: now,
+                expires_at: now + ttl,
+            },
+        ))
+    }
+
+    /// The POST signing settings and the credentials to sign with now.
+    async fn post_credentials(&self) -> Result<(&PostSigning, PostCredentials), AssetsError> {
         let post = self
             .post
             .as_ref()
@@ -236,6 +260,36 @@ impl S3Assets {
             loaded.secret_access_key(),
             loaded.session_token().map(str::to_owned),
         );
+        Ok((post, credentials))
+    }
+
+    /// A presigned POST for one bundle upload from the web app's data screen: the exact key
+    /// `uploads/{user}/bundles/{id}.zip` (`functions::ingest::bundle_key`, which the ingest
+    /// function imports as a bundle), `Content-Type` `application/zip`, 1 byte to
+    /// [`MAX_BUNDLE_UPLOAD_BYTES`], then S3 sends the browser to `redirect`. `id` is the
+    /// caller's fresh id (letters, digits, `-`, `_`).
+    pub async fn presigned_bundle_post(
+        &self,
+        user: &UserId,
+        id: &str,
+        redirect: &str,
+        ttl_seconds: u64,
+    ) -> Result<PresignedPost, AssetsError> {
+        let key = crate::functions::ingest::bundle_key(user, id);
+        if crate::functions::ingest::parse_bundle_key(&key).is_none() {
+            return Err(AssetsError::InvalidUpload("not a bundle id"));
+        }
+        if !presigned_post::valid_content_type(redirect) {
+            return Err(AssetsError::InvalidUpload(
+                "the redirect is not printable ASCII of 1 to 255 bytes",
+            ));
+        }
+        if !(1..=MAX_POST_TTL_SECONDS).contains(&ttl_seconds) {
+            return Err(AssetsError::InvalidUpload(
+                "the lifetime is outside 1 second..7 days",
+            ));
+        }
+        let (post, credentials) = self.post_credentials().await?;
         let now = time::OffsetDateTime::now_utc();
         let ttl = time::Duration::seconds(i64::try_from(ttl_seconds).unwrap_or(i64::MAX));
         Ok(presigned_post::presign_post(
@@ -245,7 +299,60 @@ impl S3Assets {
                 bucket: &self.bucket,
                 url: &post.bucket_url,
                 key: &key,
-                content_type,
+                key_prefix: None,
+                redirect: Some(redirect),
+                content_type: "application/zip",
+                max_bytes: MAX_BUNDLE_UPLOAD_BYTES,
+                signed_at: now,
+                expires_at: now + ttl,
+            },
+        ))
+    }
+
+    /// A presigned POST for the upload form that works without script: one file, any name,
+    /// under `uploads/{user}/` (the form's key is `uploads/{user}/${filename}`, which S3 fills
+    /// with the chosen file's name; the policy takes any key under the prefix), stored as
+    /// `application/octet-stream` (S3 checks the form's `Content-Type` field, which a page
+    /// without script cannot set per file; ingest goes by the name's extension, and by the
+    /// bytes), 1 byte to `max_bytes`, then S3 sends the browser to `redirect`. What is not a
+    /// page file is refused by the ingest function's checks, as on the script's path.
+    pub async fn presigned_form_post(
+        &self,
+        user: &UserId,
+        redirect: &str,
+        max_bytes: u64,
+        ttl_seconds: u64,
+    ) -> Result<PresignedPost, AssetsError> {
+        if !presigned_post::valid_content_type(redirect) {
+            return Err(AssetsError::InvalidUpload(
+                "the redirect is not printable ASCII of 1 to 255 bytes",
+            ));
+        }
+        if !(1..=MAX_UPLOAD_BYTES).contains(&max_bytes) {
+            return Err(AssetsError::InvalidUpload(
+                "the size limit is outside 1 byte..MAX_UPLOAD_BYTES",
+            ));
+        }
+        if !(1..=MAX_POST_TTL_SECONDS).contains(&ttl_seconds) {
+            return Err(AssetsError::InvalidUpload(
+                "the lifetime is outside 1 second..7 days",
+            ));
+        }
+        let (post, credentials) = self.post_credentials().await?;
+        let prefix = format!("{UPLOAD_PREFIX}{user}/");
+        let key = format!("{prefix}{}", presigned_post::FILENAME);
+        let now = time::OffsetDateTime::now_utc();
+        let ttl = time::Duration::seconds(i64::try_from(ttl_seconds).unwrap_or(i64::MAX));
+        Ok(presigned_post::presign_post(
+            &credentials,
+            &post.region,
+            &PostUpload {
+                bucket: &self.bucket,
+                url: &post.bucket_url,
+                key: &key,
+                key_prefix: Some(&prefix),
+                redirect: Some(redirect),
+                content_type: presigned_post::FORM_CONTENT_TYPE,
                 max_bytes,
                 signed_at: now,
                 expires_at: now + ttl,

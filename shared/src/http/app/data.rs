@@ -14,7 +14,13 @@
 //! the file goes to a temporary file and through `Notebook::import_bundle`, as
 //! `nib import --bundle` does; the screen says what was imported or why the bundle was
 //! refused (not a bundle, damaged, the notebook not empty, a page or task in the trash). On
-//! AWS a bundle is imported with `nib import --bundle --backend aws` for now.
+//! AWS the mcp front has no notebook: the screen's form posts the bundle straight to S3 (a
+//! presigned POST for the exact key `uploads/{user}/bundles/{id}.zip`, up to
+//! `MAX_BUNDLE_UPLOAD_BYTES`, `S3Assets::presigned_bundle_post`), the ingest function imports
+//! it with the same `Notebook::import_bundle` and records the outcome, and S3 sends the
+//! browser to `/app/data/import/sent?id=`, which shows it (or that it is being imported, with
+//! a link to look again). No script is involved. Larger bundles: `nib import --bundle
+//! --backend aws`.
 
 use std::io::{Seek, Write};
 use std::sync::Arc;
@@ -76,6 +82,15 @@ struct ImportResult {
     message: String,
 }
 
+/// A presigned POST form's action and hidden fields, in order (the file goes last).
+struct BundlePost {
+    url: String,
+    fields: Vec<(String, String)>,
+}
+
+/// How long the bundle form on AWS may be used after the screen was made.
+const BUNDLE_FORM_TTL_SECONDS: u64 = 3600;
+
 #[derive(Template)]
 #[template(path = "app/data.html")]
 struct DataScreen {
@@ -84,6 +99,12 @@ struct DataScreen {
     /// Whether this process imports bundles from the browser (locally).
     import_here: bool,
     import_result: Option<ImportResult>,
+    /// On AWS: the form that posts a bundle straight to S3 for the ingest function to import.
+    bundle_post: Option<BundlePost>,
+    /// Where to look again while a bundle sent to S3 is being imported.
+    import_refresh: Option<String>,
+    /// The largest bundle the form on AWS takes, in MiB.
+    bundle_max_mb: u64,
     trash: Vec<TrashRow>,
     records: Vec<AccessRow>,
     next_records: Option<String>,
@@ -123,12 +144,93 @@ pub(super) async fn show(
     screen(&st, &v, &q.access_cursor, None).await
 }
 
+#[derive(Deserialize)]
+pub(super) struct SentQuery {
+    id: Option<String>,
+}
+
+/// `GET /app/data/import/sent?id=` (S3 adds `bucket`, `key` and `etag`): where S3 sends the
+/// browser after the bundle form on AWS uploaded a bundle. Shows what the ingest function
+/// recorded for it (`upload_result` of `bundles/{id}.zip`), or that it is being imported,
+/// with a link to look again. Each form has its own id, so a result is never an earlier
+/// upload's.
+pub(super) async fn import_sent(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    Query(q): Query<SentQuery>,
+) -> Response {
+    let v = match visitor(&st, &headers, "/app/data").await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let key = crate::functions::ingest::bundle_key(&v.user, q.id.as_deref().unwrap_or_default());
+    let Some((_, id)) = crate::functions::ingest::parse_bundle_key(&key) else {
+        return not_found();
+    };
+    let name = crate::functions::ingest::bundle_result_name(&key);
+    let found = match call(&st, &v, "upload_result", json!({ "name": name })).await {
+        Ok(f) => f,
+        Err(e) => return tool_failure(e, "upload_result"),
+    };
+    if found["found"] == true {
+        let result = ImportResult {
+            imported: found["outcome"] != "refused",
+            message: found["reason"].as_str().unwrap_or_default().to_owned(),
+        };
+        return screen_with(&st, &v, &None, Some(result), None).await;
+    }
+    let pending = ImportResult {
+        imported: true,
+        message: "The bundle was sent and is being imported.".into(),
+    };
+    let again = format!("/app/data/import/sent?id={id}");
+    screen_with(&st, &v, &None, Some(pending), Some(again)).await
+}
+
 /// The screen, with the result of an import when there was one.
 async fn screen(
     st: &HttpState,
     v: &Visitor,
     access_cursor: &Option<String>,
     import_result: Option<ImportResult>,
+) -> Response {
+    screen_with(st, v, access_cursor, import_result, None).await
+}
+
+/// The bundle form on AWS, signed now for a fresh bundle id: S3 sends the browser back to
+/// `/app/data/import/sent?id=`. `None` where the process imports itself, or signing failed
+/// (the screen then names the command line).
+async fn bundle_post(st: &HttpState, v: &Visitor) -> Option<BundlePost> {
+    let signer = match (&st.notebook, &st.upload_signer) {
+        (None, Some(signer)) => signer,
+        _ => return None,
+    };
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let redirect = format!(
+        "{}/app/data/import/sent?id={id}",
+        st.config.public_url.trim_end_matches('/')
+    );
+    match signer
+        .presigned_bundle_post(&v.user, &id, &redirect, BUNDLE_FORM_TTL_SECONDS)
+        .await
+    {
+        Ok(post) => Some(BundlePost {
+            url: post.url,
+            fields: post.fields,
+        }),
+        Err(e) => {
+            tracing::error!(error = %telemetry::chain(&e), "bundle form signing failed");
+            None
+        }
+    }
+}
+
+async fn screen_with(
+    st: &HttpState,
+    v: &Visitor,
+    access_cursor: &Option<String>,
+    import_result: Option<ImportResult>,
+    import_refresh: Option<String>,
 ) -> Response {
     let trash = match call(st, v, "list_trash", json!({ "limit": 200 })).await {
         Ok(t) => t,
@@ -213,6 +315,9 @@ async fn screen(
             here: "/app/data",
             import_here: st.notebook.is_some(),
             import_result,
+            bundle_post: bundle_post(st, v).await,
+            import_refresh,
+            bundle_max_mb: crate::adapters::aws::MAX_BUNDLE_UPLOAD_BYTES >> 20,
             trash,
             records,
             next_records: access["next_cursor"].as_str().map(str::to_owned),

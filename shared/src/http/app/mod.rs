@@ -108,12 +108,14 @@ pub(super) fn routes() -> Router<Arc<HttpState>> {
         .route("/app/account/delete", post(account::delete_account))
         .route("/app/data", get(data::show))
         .route("/app/data/export", get(data::export))
+        .route("/app/data/import/sent", get(data::import_sent))
         .route("/app/data/restore/{kind}/{id}", post(data::restore))
         .route("/app/data/notion/connect", post(data::notion_connect))
         .route("/app/data/notion/disconnect", post(data::notion_disconnect))
         .route("/app/upload", get(upload::show))
         .route("/app/upload/sign", post(upload::sign))
         .route("/app/upload/status", get(upload::status))
+        .route("/app/upload/sent", get(upload::sent))
         .route("/app/static/{file}", get(static_file))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
         .merge(
@@ -400,14 +402,16 @@ pub(super) fn tool_failure(e: ToolError, what: &str) -> Response {
 /// also from where page images are (S3's presigned URLs on AWS), forms to this server only.
 fn csp(st: &HttpState) -> String {
     let images = st.config.asset_origin.as_deref().unwrap_or("");
-    // On AWS the upload page's script posts files to the bucket (presigned POST).
+    // On AWS the upload page posts files to the bucket (presigned POST): its script, or its
+    // form when the script is off.
     let uploads = match (&st.notebook, &st.upload_signer) {
         (None, Some(signer)) => signer.upload_origin().unwrap_or_default(),
         _ => String::new(),
     };
     format!(
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' {images}; \
-         connect-src 'self' {uploads}; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+         connect-src 'self' {uploads}; form-action 'self' {uploads}; frame-ancestors 'none'; \
+         base-uri 'none'"
     )
 }
 

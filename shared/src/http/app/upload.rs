@@ -37,6 +37,9 @@ use crate::telemetry;
 
 /// How long a presigned POST may be used (a Lambda role's credentials outlive it).
 const POST_TTL_SECONDS: u64 = 900;
+/// How long the upload form without script may be used after the page was made (a page left
+/// open longer gets S3's refusal; reloading it signs a new form).
+const FORM_TTL_SECONDS: u64 = 3600;
 /// The most files one form may carry (the script sends one per request).
 pub(super) const MAX_FILES_PER_FORM: usize = 32;
 /// The largest upload request: one form's files.
@@ -72,6 +75,16 @@ struct UploadScreen {
     mode: &'static str,
     max_mb: u64,
     results: Vec<FileResult>,
+    /// On AWS: the form that posts one file straight to S3 without script (its action and
+    /// hidden fields, in order; the file goes last).
+    form_post: Option<FormPost>,
+    /// Where to look again for a result still being read (JavaScript off, on AWS).
+    refresh: Option<String>,
+}
+
+struct FormPost {
+    url: String,
+    fields: Vec<(String, String)>,
 }
 
 fn mode(st: &HttpState) -> Option<&'static str> {
@@ -85,6 +98,16 @@ fn mode(st: &HttpState) -> Option<&'static str> {
 }
 
 fn screen(st: &HttpState, v: &Visitor, results: Vec<FileResult>) -> Response {
+    screen_with(st, v, results, None, None)
+}
+
+fn screen_with(
+    st: &HttpState,
+    v: &Visitor,
+    results: Vec<FileResult>,
+    form_post: Option<FormPost>,
+    refresh: Option<String>,
+) -> Response {
     let Some(mode) = mode(st) else {
         return message(
             StatusCode::NOT_FOUND,
@@ -100,16 +123,110 @@ fn screen(st: &HttpState, v: &Visitor, results: Vec<FileResult>) -> Response {
             mode,
             max_mb: MAX_UPLOAD_BYTES >> 20,
             results,
+            form_post,
+            refresh,
         },
     )
+}
+
+/// The upload screen; on AWS with the form that posts to S3 without script, signed now for
+/// this visitor (`S3Assets::presigned_form_post`): S3 sends the browser back to
+/// `/app/upload/sent` with the object's key. Without it (signing failed) the form posts here,
+/// which says to turn the script on.
+async fn screen_for(
+    st: &HttpState,
+    v: &Visitor,
+    results: Vec<FileResult>,
+    refresh: Option<String>,
+) -> Response {
+    let form_post = match (&st.notebook, &st.upload_signer) {
+        (None, Some(signer)) => {
+            let since = st.clock.unix().saturating_mul(1000);
+            let redirect = format!(
+                "{}/app/upload/sent?since={since}",
+                st.config.public_url.trim_end_matches('/')
+            );
+            match signer
+                .presigned_form_post(&v.user, &redirect, MAX_UPLOAD_BYTES, FORM_TTL_SECONDS)
+                .await
+            {
+                Ok(post) => Some(FormPost {
+                    url: post.url,
+                    fields: post.fields,
+                }),
+                Err(e) => {
+                    tracing::error!(error = %telemetry::chain(&e), "upload form signing failed");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    screen_with(st, v, results, form_post, refresh)
 }
 
 /// `GET /app/upload`.
 pub(super) async fn show(State(st): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     match visitor(&st, &headers, "/app/upload").await {
-        Ok(v) => screen(&st, &v, Vec::new()),
+        Ok(v) => screen_for(&st, &v, Vec::new(), None).await,
         Err(r) => r,
     }
+}
+
+#[derive(Deserialize)]
+pub(super) struct SentQuery {
+    since: Option<i64>,
+    key: Option<String>,
+}
+
+/// `GET /app/upload/sent?since=&bucket=&key=&etag=`: where S3 sends the browser after the
+/// form without script uploaded a file (S3 adds `bucket`, `key` and `etag`). Shows what the
+/// ingest function made of the file when it is known, else that it is being read, with a link
+/// to look again; and the form, for the next file.
+pub(super) async fn sent(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    Query(q): Query<SentQuery>,
+) -> Response {
+    let v = match visitor(&st, &headers, "/app/upload").await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let since = q.since.unwrap_or(0);
+    // Only a key under this visitor's own prefix is asked about.
+    let prefix = format!("{}{}/", crate::functions::ingest::UPLOAD_PREFIX, v.user);
+    let Some(raw) = q
+        .key
+        .as_deref()
+        .and_then(|k| k.strip_prefix(&prefix))
+        .filter(|name| !name.contains('/'))
+    else {
+        return screen_for(&st, &v, Vec::new(), None).await;
+    };
+    let mut refresh = None;
+    let result = match page_file_name(raw) {
+        // Stored, but not a file ingest imports: it is left alone (and expires with
+        // `uploads/`).
+        Err(why) => FileResult::refused(raw, why),
+        Ok((name, _, _)) => match recorded_result(&st, &v, &name, since).await {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                let again: String = url::form_urlencoded::Serializer::new(String::new())
+                    .append_pair("since", &since.to_string())
+                    .append_pair("key", &format!("{prefix}{name}"))
+                    .finish();
+                refresh = Some(format!("/app/upload/sent?{again}"));
+                FileResult {
+                    name,
+                    outcome: "reading",
+                    page_id: None,
+                    message: "sent, and being read".to_owned(),
+                }
+            }
+            Err(e) => return super::tool_failure(e, "upload_result"),
+        },
+    };
+    screen_for(&st, &v, vec![result], refresh).await
 }
 
 /// The file's own name (a browser may send a path), when it is one a page can have:
@@ -412,6 +529,8 @@ pub(super) async fn sign(
         .await
     {
         Ok(post) => axum::Json(json!({
+            // The status tells this upload's result from an earlier one's by it.
+            "signed_at": st.clock.unix().saturating_mul(1000),
             "url": post.url,
             "key": post.key,
             "fields": post.fields,
@@ -435,11 +554,55 @@ pub(super) async fn sign(
 #[derive(Deserialize)]
 pub(super) struct StatusQuery {
     date: Option<String>,
+    /// A file's name: the result the ingest function recorded for its latest upload.
+    name: Option<String>,
+    /// Unix milliseconds (the sign answer's `signed_at`): an upload's result older than this
+    /// is an earlier upload's.
+    since: Option<i64>,
 }
 
-/// `GET /app/upload/status?date=YYYY-MM-DD`: the pages of that date with their revisions, as
-/// JSON `{pages: [{page_id, revision}]}`; the script compares them with what it saw before the
-/// upload to tell when the ingest function has read the file.
+/// The result the ingest function recorded for the latest upload of `name`, when it is of an
+/// upload made at `since` (unix milliseconds) or later: `{outcome, page_id, message}`.
+/// S3's `LastModified` has whole seconds, so `since` is taken to its second.
+async fn recorded_result(
+    st: &HttpState,
+    v: &Visitor,
+    name: &str,
+    since: i64,
+) -> Result<Option<FileResult>, crate::tools::ToolError> {
+    let found = call(st, v, "upload_result", json!({ "name": name })).await?;
+    let uploaded_at = found["uploaded_at"].as_i64().unwrap_or(i64::MIN);
+    if found["found"] != true || uploaded_at < since - since.rem_euclid(1000) {
+        return Ok(None);
+    }
+    let outcome = match found["outcome"].as_str() {
+        Some("new") => "new",
+        Some("updated") => "updated",
+        Some("unchanged") => "unchanged",
+        _ => "refused",
+    };
+    let message = match outcome {
+        "new" => "new page".to_owned(),
+        "updated" => "page updated".to_owned(),
+        "unchanged" => "the page already has these files".to_owned(),
+        _ => found["reason"]
+            .as_str()
+            .unwrap_or("the file could not be imported")
+            .to_owned(),
+    };
+    Ok(Some(FileResult {
+        name: name.to_owned(),
+        outcome,
+        page_id: found["page_id"].as_str().map(str::to_owned),
+        message,
+    }))
+}
+
+/// `GET /app/upload/status?date=YYYY-MM-DD&name=&since=`: the pages of that date with their
+/// revisions, as JSON `{pages: [{page_id, revision}], result}`; the script compares them with
+/// what it saw before the upload to tell when the ingest function has read the file. With a
+/// `name`, `result` is what the ingest function recorded for that file's upload made since
+/// `since` (a refusal and its reason included), or null while there is none.
 pub(super) async fn status(
     State(st): State<Arc<HttpState>>,
     headers: HeaderMap,
@@ -449,27 +612,42 @@ pub(super) async fn status(
         Ok(v) => v,
         Err(r) => return r,
     };
-    let Some(date) = q.date.filter(|d| Date::parse(d).is_ok()) else {
-        return json_error(StatusCode::BAD_REQUEST, "date is YYYY-MM-DD");
+    let result = match q.name.as_deref().map(page_file_name) {
+        Some(Ok((name, _, _))) => {
+            match recorded_result(&st, &v, &name, q.since.unwrap_or(0)).await {
+                Ok(found) => found,
+                Err(e) => return super::tool_failure(e, "upload_result"),
+            }
+        }
+        Some(Err(why)) => return json_error(StatusCode::BAD_REQUEST, why),
+        None => None,
     };
-    let listed = match call(&st, &v, "list_pages", json!({ "from": date, "to": date })).await {
-        Ok(l) => l,
-        Err(e) => return super::tool_failure(e, "list_pages"),
+    let date = match q.date {
+        Some(d) if Date::parse(&d).is_ok() => Some(d),
+        Some(_) => return json_error(StatusCode::BAD_REQUEST, "date is YYYY-MM-DD"),
+        None if q.name.is_some() => None,
+        None => return json_error(StatusCode::BAD_REQUEST, "date is YYYY-MM-DD"),
     };
     let mut pages = Vec::new();
-    for p in listed["pages"].as_array().into_iter().flatten() {
-        let id = p["page_id"].as_str().unwrap_or_default();
-        // The page's revision (a kept answer when nothing changed since the last read).
-        let read = call(&st, &v, "get_page", json!({ "page_id": id })).await;
-        if let Ok(page) = read {
-            pages.push(json!({
-                "page_id": id,
-                "revision": page["revision"],
-                "has_ocr": p["has_ocr"],
-            }));
+    if let Some(date) = date {
+        let listed = match call(&st, &v, "list_pages", json!({ "from": date, "to": date })).await {
+            Ok(l) => l,
+            Err(e) => return super::tool_failure(e, "list_pages"),
+        };
+        for p in listed["pages"].as_array().into_iter().flatten() {
+            let id = p["page_id"].as_str().unwrap_or_default();
+            // The page's revision (a kept answer when nothing changed since the last read).
+            let read = call(&st, &v, "get_page", json!({ "page_id": id })).await;
+            if let Ok(page) = read {
+                pages.push(json!({
+                    "page_id": id,
+                    "revision": page["revision"],
+                    "has_ocr": p["has_ocr"],
+                }));
+            }
         }
     }
-    axum::Json(json!({ "pages": pages })).into_response()
+    axum::Json(json!({ "pages": pages, "result": result })).into_response()
 }
 
 #[cfg(test)]
