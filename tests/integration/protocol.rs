@@ -115,7 +115,7 @@ async fn the_stateless_era_discovers_and_checks_headers_against_the_body() {
     assert_eq!(r.status(), 200);
     assert!(r.headers().get("mcp-session-id").is_none());
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 15);
+    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 18);
 
     // Mcp-Method that contradicts the body: 400 with the spec's header-mismatch code.
     let r = send(
@@ -546,7 +546,7 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
         .filter(|t| t.annotations.destructive)
         .map(|t| t.name)
         .collect();
-    assert_eq!(destructive, ["delete_page", "delete_task"]);
+    assert_eq!(destructive, ["delete_page", "delete_task", "link_tasks"]);
     assert_eq!(
         listed.len() + destructive.len(),
         nib::tools::catalog().len(),
@@ -557,6 +557,7 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
         "update_task_status",
         "restore_page",
         "restore_task",
+        "unlink_tasks",
     ] {
         assert!(listed.iter().any(|n| n == name), "{name} in {listed:?}");
     }

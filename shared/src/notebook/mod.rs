@@ -13,6 +13,7 @@ pub mod answers;
 mod bounded;
 mod bundle;
 mod import;
+mod links;
 mod notion;
 #[cfg(feature = "ocr")]
 mod ocr;
@@ -50,7 +51,8 @@ pub use search::{
     HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, SearchHit, SearchMode,
     SearchOptions, hybrid_score,
 };
-pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
+pub use links::{LinkActor, Linked};
+pub use tasks::{CreatedTask, TaskDetail, TaskFilter, TaskLine, TaskView, UpdatedTask};
 pub use trash::{Restored, TRASH_DAYS, TrashEntry, TrashKind, Trashed, trash_cursor_key};
 pub use vectors::ReindexReport;
 pub use vectors::{Block, Entry, MAX_CHUNKS};
