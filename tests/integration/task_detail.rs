@@ -98,11 +98,12 @@ fn history(task: &Value) -> Vec<String> {
         .map(|c| {
             let by = &c["by"];
             let detail = match by["kind"].as_str().unwrap() {
-                "tool" | "link" => format!(
+                "tool" => format!(
                     "{} {}",
                     by["tool"].as_str().unwrap(),
                     by["client"].as_str().unwrap_or("-")
                 ),
+                "link" => by["tool"].as_str().unwrap().to_owned(),
                 _ => by["date"].as_str().unwrap().to_owned(),
             };
             format!(
@@ -304,7 +305,7 @@ pub async fn linked_tasks_reconcile_as_one_and_unlinking_gives_back_two(app: &Te
         history(&task),
         [
             "todo page 2026-07-01",
-            "todo link link_tasks -",
+            "todo link link_tasks",
             "done page 2026-07-03"
         ]
     );
