@@ -1375,7 +1375,11 @@ async fn task_link(
 ) -> anyhow::Result<()> {
     let (user, a, b) = (user_id(user)?, task_id(a)?, task_id(b)?);
     let actor = nib::notebook::LinkActor {
-        tool: if linking { "nib task link" } else { "nib task unlink" },
+        tool: if linking {
+            "nib task link"
+        } else {
+            "nib task unlink"
+        },
         client: None,
     };
     let done = if linking {

@@ -349,7 +349,11 @@ async fn token_commands_create_list_and_revoke() {
 async fn task_show_prints_pages_and_history_and_task_link_merges() {
     let data = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("2026-07-01.md"), "## Tasks\n- [ ] call dentist\n").unwrap();
+    std::fs::write(
+        dir.path().join("2026-07-01.md"),
+        "## Tasks\n- [ ] call dentist\n",
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join("2026-07-03.md"),
         "## Tasks\n- [x] Call the dentist re: filling\n",

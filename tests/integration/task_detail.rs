@@ -75,7 +75,13 @@ async fn listed(app: &TestApp, texts: &[&str]) -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|t| texts.contains(&t["text"].as_str().unwrap()))
-        .map(|t| format!("{} {}", t["text"].as_str().unwrap(), t["status"].as_str().unwrap()))
+        .map(|t| {
+            format!(
+                "{} {}",
+                t["text"].as_str().unwrap(),
+                t["status"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -83,7 +89,11 @@ async fn listed(app: &TestApp, texts: &[&str]) -> Vec<String> {
 async fn labelled(app: &TestApp, scope: Scope, label: &str) -> String {
     app.app
         .tokens
-        .create(&UserId::parse("default").unwrap(), scope, Some(label.into()))
+        .create(
+            &UserId::parse("default").unwrap(),
+            scope,
+            Some(label.into()),
+        )
         .await
         .unwrap()
         .token
@@ -210,9 +220,7 @@ pub async fn the_history_says_who_changed_a_task_a_named_client_or_a_page(app: &
     let ferns = task_id(app, "Water the ferns").await;
     app.call("delete_page", json!({ "page_id": ticked })).await;
     app.call("restore_page", json!({ "page_id": ticked })).await;
-    let task = app
-        .call("get_task", json!({ "task_link_id": ferns }))
-        .await;
+    let task = app.call("get_task", json!({ "task_link_id": ferns })).await;
     assert_eq!(
         history(&task),
         [
@@ -324,7 +332,9 @@ pub async fn linked_tasks_reconcile_as_one_and_unlinking_gives_back_two(app: &Te
         two,
         ["Call the dentist re: filling done", "call dentist todo"]
     );
-    let back = app.call("get_task", json!({ "task_link_id": merged })).await;
+    let back = app
+        .call("get_task", json!({ "task_link_id": merged }))
+        .await;
     assert_eq!(
         pages(&back),
         ["2026-07-03 Call the dentist re: filling done"]

@@ -223,11 +223,7 @@ impl Notebook {
         let pk = user_pk(user);
         for attempt in 0..MAX_ATTEMPTS {
             let (item, mut keep) = self.live_task(user, id).await?;
-            let Some(at) = keep
-                .merged
-                .iter()
-                .position(|m| &m.task_link_id == same_as)
-            else {
+            let Some(at) = keep.merged.iter().position(|m| &m.task_link_id == same_as) else {
                 return Ok(Linked { changed: false });
             };
             let mut back = keep.merged.remove(at);

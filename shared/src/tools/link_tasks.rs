@@ -77,9 +77,7 @@ async fn run(ctx: Ctx<'_>, link: bool) -> Result<Output, ToolError> {
     };
     let user = &ctx.principal.user;
     let done = if link {
-        ctx.notebook
-            .link_tasks(user, &id, &same_as, &actor)
-            .await?
+        ctx.notebook.link_tasks(user, &id, &same_as, &actor).await?
     } else {
         ctx.notebook
             .unlink_tasks(user, &id, &same_as, &actor)
