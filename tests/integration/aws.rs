@@ -26,6 +26,10 @@ mod notebook {
     crate::notebook::notebook_tests!(crate::helpers::Options::aws());
 }
 
+mod task_detail {
+    crate::task_detail::task_detail_tests!(crate::helpers::Options::aws());
+}
+
 mod resources {
     crate::resources::resource_tests!(crate::helpers::Options::aws());
 }

@@ -351,3 +351,81 @@ async fn token_commands_create_list_and_revoke() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("tok_nope"));
 }
+
+/// `nib task show` prints a task's pages and history; `nib task link` / `unlink` make two
+/// tasks one and two again.
+#[tokio::test]
+async fn task_show_prints_pages_and_history_and_task_link_merges() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("2026-07-01.md"),
+        "## Tasks\n- [ ] call dentist\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("2026-07-03.md"),
+        "## Tasks\n- [x] Call the dentist re: filling\n",
+    )
+    .unwrap();
+    let out = nib(data.path())
+        .arg("import")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // The ids, read from the store (closed again before the next command opens it).
+    let ids: Vec<(String, String)> = {
+        let app = nib::services::Services::open_local(
+            data.path(),
+            nib::services::LocalOptions::default(),
+        )
+        .unwrap();
+        let user = nib::domain::UserId::parse("default").unwrap();
+        app.notebook()
+            .list_tasks(&user, nib::notebook::TaskFilter::All, None, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.text, t.task_link_id.to_string()))
+            .collect()
+    };
+    let id = |text: &str| ids.iter().find(|(t, _)| t == text).unwrap().1.clone();
+    let (a, b) = (id("call dentist"), id("Call the dentist re: filling"));
+
+    let run = |args: &[&str]| {
+        let out = nib(data.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let linked = run(&["task", "link", &a, &b]);
+    assert!(linked.contains("linked"), "{linked}");
+    let shown = run(&["task", "show", &a]);
+    for want in [
+        "text:       call dentist",
+        "status:     done",
+        "2026-07-01",
+        "call dentist",
+        "Call the dentist re: filling",
+        "nib task link with task",
+    ] {
+        assert!(shown.contains(want), "{want}: {shown}");
+    }
+    let json: Value = serde_json::from_str(&run(&["task", "show", &a, "--json"])).unwrap();
+    assert_eq!(json["pages"].as_array().unwrap().len(), 2, "{json}");
+    assert_eq!(json["status"], "done");
+
+    run(&["task", "unlink", &a, &b]);
+    let json: Value = serde_json::from_str(&run(&["task", "show", &a, "--json"])).unwrap();
+    assert_eq!(json["status"], "todo", "{json}");
+    assert_eq!(json["pages"].as_array().unwrap().len(), 1);
+    let missing = nib(data.path())
+        .args(["task", "show", "01890000-0000-7000-8000-000000000000"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("not found"),
+        "{missing:?}"
+    );
+}

@@ -152,6 +152,29 @@ pub async fn destructive_tools_ask_first_and_a_refusal_changes_nothing(app: &Tes
         "{message}"
     );
 
+    // link_tasks names both tasks' texts; declined, it links nothing.
+    let tasks = app.call("list_tasks", json!({ "limit": 2 })).await;
+    let (kept, merged) = (&tasks["tasks"][0], &tasks["tasks"][1]);
+    let args = json!({ "task_link_id": kept["task_link_id"], "same_as": merged["task_link_id"] });
+    let asked = call(app, true, "link_tasks", json!({ "arguments": args })).await["result"].clone();
+    let message = asked["inputRequests"]["confirm"]["params"]["message"]
+        .as_str()
+        .unwrap();
+    for t in [kept, merged] {
+        assert!(message.contains(t["text"].as_str().unwrap()), "{message}");
+    }
+    let declined = call(
+        app,
+        true,
+        "link_tasks",
+        json!({ "arguments": args, "inputResponses": answer("decline"), "requestState": asked["requestState"] }),
+    )
+    .await["result"]
+        .clone();
+    assert_eq!(declined["isError"], true, "{declined}");
+    let after = app.call("list_tasks", json!({ "limit": 2 })).await;
+    assert_eq!(after["tasks"], tasks["tasks"], "nothing was linked");
+
     // An id that names nothing is not asked about: the tool says not found.
     let r = call(
         app,

@@ -477,6 +477,10 @@ mod notebook {
     crate::notebook::notebook_tests!(crate::helpers::Options::lambda());
 }
 
+mod task_detail {
+    crate::task_detail::task_detail_tests!(crate::helpers::Options::lambda());
+}
+
 /// One trash round trip through the functions: delete_page and restore_page (pages function),
 /// the tasks reconciled without the page and back, list_trash.
 #[tokio::test]

@@ -27,5 +27,6 @@ mod ratelimit;
 mod resources;
 mod search;
 mod storage;
+mod task_detail;
 mod trash;
 mod watch;

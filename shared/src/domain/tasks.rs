@@ -172,6 +172,75 @@ impl History {
     }
 }
 
+/// How many status changes a task's change log keeps (`get_task` shows them); older ones are
+/// dropped and counted.
+pub const MAX_STATUS_CHANGES: usize = 100;
+
+/// Who or what changed a task's reconciled status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChangedBy {
+    /// A tool call (`update_task_status`; the web app calls the same tool), by the client
+    /// named on the credential (an OAuth client's name, a token's label, "web app").
+    Tool {
+        tool: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<String>,
+    },
+    /// A write of a page that shows the task (import, upload, OCR, a bundle, create_task):
+    /// reconciliation with that page's lines. The first entry of a new task says which page
+    /// wrote it first.
+    Page { page_id: PageId, date: Date },
+    /// The page was moved to the trash, and the task reconciled without it.
+    PageDeleted { page_id: PageId, date: Date },
+    /// The page came back from the trash, and the task reconciled with it again.
+    PageRestored { page_id: PageId, date: Date },
+    /// `link_tasks` merged another task into this one (its pages now count), or
+    /// `unlink_tasks` split it off again.
+    Link {
+        tool: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<String>,
+        other: super::TaskLinkId,
+    },
+}
+
+/// One change of a task's reconciled status (or its creation: the first entry).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusChange {
+    /// Unix seconds when it happened.
+    pub at: i64,
+    pub status: TaskStatus,
+    pub by: ChangedBy,
+}
+
+/// A task's status changes, newest last, bounded by [`MAX_STATUS_CHANGES`]: the oldest are
+/// dropped and counted in `dropped`, so a view can say the log is truncated. Sealed in the task
+/// item as one field (who changed it is the user's business).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusLog {
+    pub changes: Vec<StatusChange>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u64,
+}
+
+impl StatusLog {
+    /// Appends a change, dropping the oldest beyond [`MAX_STATUS_CHANGES`].
+    pub fn push(&mut self, change: StatusChange) {
+        self.push_capped(change, MAX_STATUS_CHANGES);
+    }
+
+    fn push_capped(&mut self, change: StatusChange, cap: usize) {
+        self.changes.push(change);
+        let cap = cap.max(1);
+        if self.changes.len() > cap {
+            let excess = self.changes.len() - cap;
+            self.changes.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+}
+
 /// The outcome of reconciliation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reconciled {
@@ -356,6 +425,51 @@ mod tests {
             None => r.status.as_str().to_owned(),
         };
         assert_eq!(actual, expect, "events: {events:?}");
+    }
+
+    fn change(at: i64) -> StatusChange {
+        StatusChange {
+            at,
+            status: TaskStatus::Done,
+            by: ChangedBy::Tool {
+                tool: "update_task_status".into(),
+                client: Some("Claude".into()),
+            },
+        }
+    }
+
+    #[test]
+    fn the_status_log_keeps_the_newest_changes_and_counts_the_dropped() {
+        let mut log = StatusLog::default();
+        for at in 0..(MAX_STATUS_CHANGES as i64 + 7) {
+            log.push(change(at));
+        }
+        assert_eq!(log.changes.len(), MAX_STATUS_CHANGES);
+        assert_eq!(log.dropped, 7);
+        assert_eq!(log.changes.first().unwrap().at, 7);
+        assert_eq!(
+            log.changes.last().unwrap().at,
+            MAX_STATUS_CHANGES as i64 + 6
+        );
+    }
+
+    #[test]
+    fn a_short_status_log_drops_nothing_and_round_trips() {
+        let mut log = StatusLog::default();
+        log.push_capped(change(1), 3);
+        log.push_capped(change(2), 3);
+        assert_eq!(log.dropped, 0);
+        let json = serde_json::to_string(&log).unwrap();
+        assert!(!json.contains("dropped"), "{json}");
+        assert_eq!(serde_json::from_str::<StatusLog>(&json).unwrap(), log);
+        for at in 3..=5 {
+            log.push_capped(change(at), 3);
+        }
+        assert_eq!(
+            log.changes.iter().map(|c| c.at).collect::<Vec<_>>(),
+            vec![3, 4, 5]
+        );
+        assert_eq!(log.dropped, 2);
     }
 
     #[test]

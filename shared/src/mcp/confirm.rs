@@ -166,6 +166,17 @@ impl NibMcp {
                     "Delete the task \"{text}\" from every page it is on? It can be restored for {TRASH_DAYS} days."
                 ))
             }
+            "link_tasks" => {
+                let text = |task: Value| -> Option<String> {
+                    let task: Value = serde_json::from_str(task["text"].as_str()?).ok()?;
+                    Some(task["text"].as_str()?.to_owned())
+                };
+                let kept = text(read(task_uri(&id("task_link_id")?)).await?)?;
+                let merged = text(read(task_uri(&id("same_as")?)).await?)?;
+                Some(format!(
+                    "Make \"{merged}\" the same task as \"{kept}\"? They become one task with one status across both pages (unlink_tasks splits them again)."
+                ))
+            }
             // A destructive tool without its own question still asks, by name.
             other => Some(format!("Run {other}? It changes your notebook.")),
         }

@@ -815,6 +815,10 @@ impl Notebook {
                     page_id: n.page_id,
                     url: records::seal(&keys, user, &pk, &sk, "notion_url", n.url.as_bytes()),
                 }),
+                // The status log stays with the notebook it was recorded in: a bundle carries
+                // the status and its update history, not who changed it.
+                status_log: None,
+                merged: Vec::new(),
             };
             let mut writes = vec![Write::put(
                 Item {

@@ -13,6 +13,7 @@ pub mod answers;
 mod bounded;
 mod bundle;
 mod import;
+mod links;
 mod notion;
 #[cfg(feature = "ocr")]
 mod ocr;
@@ -40,6 +41,7 @@ pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
     read_page, read_page_with,
 };
+pub use links::{LinkActor, Linked};
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
 pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
 pub use rank::{
@@ -51,7 +53,7 @@ pub use search::{
     HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, SearchHit, SearchMode,
     SearchOptions, hybrid_score,
 };
-pub use tasks::{CreatedTask, TaskFilter, TaskView, UpdatedTask};
+pub use tasks::{CreatedTask, TaskDetail, TaskFilter, TaskLine, TaskView, UpdatedTask};
 pub use trash::{Restored, TRASH_DAYS, TrashEntry, TrashKind, Trashed, trash_cursor_key};
 pub use uploads::{UPLOAD_RESULT_TTL_SECS, UploadResult};
 pub use vectors::ReindexReport;

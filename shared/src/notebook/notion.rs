@@ -471,8 +471,9 @@ impl Notebook {
         user: &UserId,
         id: &TaskLinkId,
         status: TaskStatus,
+        by: crate::domain::tasks::ChangedBy,
     ) -> Result<(UpdatedTask, bool), NotebookError> {
-        let updated = self.update_task_status(user, id, status).await?;
+        let updated = self.update_task_status_by(user, id, status, by).await?;
         if self.notion.is_none() {
             return Ok((updated, false));
         }

@@ -24,7 +24,7 @@ use super::records::{
 };
 use super::{NotebookError, notion};
 use crate::crypto::UserKeys;
-use crate::domain::tasks::{self, Appearance};
+use crate::domain::tasks::{self, Appearance, ChangedBy};
 use crate::domain::{Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
 use crate::ports::{Cond, Item, MAX_TRANSACTION_ITEMS, Write};
 
@@ -88,7 +88,7 @@ pub(super) fn resolve_keys(
         let creating = content.new_task.as_ref().is_some_and(|n| &n.key == key);
         let reusable = dedup
             .get(key)
-            .filter(|(_, id)| !creating && tasks.get(id).is_some_and(|(_, t)| &t.key == key));
+            .filter(|(_, id)| !creating && tasks.get(id).is_some_and(|(_, t)| t.answers_to(key)));
         if let Some((_, id)) = reusable {
             key_task.insert(key.clone(), id.clone());
             continue;
@@ -116,6 +116,8 @@ pub(super) fn resolve_keys(
             history: Default::default(),
             created_at: s.now,
             notion: None,
+            status_log: None,
+            merged: Vec::new(),
         };
         if let Some(lease) = content
             .new_task
@@ -181,13 +183,15 @@ pub(super) fn link_lines(
 
 /// Every affected task: its appearances on other pages plus those on this one, sorted, its
 /// first-seen date and status reconciled, written conditional on the version read. A task no
-/// page shows any more is deleted, with its dedup key when that still names it.
+/// page shows any more is deleted, with its dedup key when that still names it. A new task,
+/// and a task whose status this page changes, gets an entry in its status log saying `by`.
 pub(super) fn task_writes(
     s: &Scope,
     tasks: Tasks,
     mut appearances: HashMap<TaskLinkId, Vec<Appearance>>,
     dedup: &Dedup,
-) -> Vec<Write> {
+    by: &ChangedBy,
+) -> Result<Vec<Write>, NotebookError> {
     let pk = s.pk;
     let mut writes = Vec::new();
     for (id, (item, mut rec)) in tasks {
@@ -224,7 +228,12 @@ pub(super) fn task_writes(
         });
         rec.first_seen_date = apps[0].date;
         rec.appearances = apps;
-        rec.reconcile();
+        if item.is_none() {
+            rec.reconcile();
+            rec.log_status(s.keys, s.user, pk, s.now, by.clone())?;
+        } else {
+            rec.reconcile_logged(s.keys, s.user, pk, s.now, by.clone())?;
+        }
         let (cond, version) = match &item {
             Some(item) => (Cond::Version(item.version), item.version + 1),
             None => (Cond::NotExists, 1),
@@ -244,7 +253,7 @@ pub(super) fn task_writes(
             cond,
         ));
     }
-    writes
+    Ok(writes)
 }
 
 /// The page's blinded terms with their frequencies, and its length in terms.
@@ -486,6 +495,8 @@ mod tests {
             history: Default::default(),
             created_at: 0,
             notion: None,
+            status_log: None,
+            merged: Vec::new(),
         }
     }
 
@@ -664,7 +675,11 @@ mod tests {
         let appearances = HashMap::from([here(&shared), here(&new)]);
         let dedup: Dedup =
             HashMap::from([("g".into(), (item(&pk, &taskkey_sk("g"), 9), gone.clone()))]);
-        let writes = task_writes(&s, tasks, appearances, &dedup);
+        let by = ChangedBy::Page {
+            page_id: page.clone(),
+            date: date("2026-05-04"),
+        };
+        let writes = task_writes(&s, tasks, appearances, &dedup, &by).unwrap();
         let mut got = shape(&writes);
         got.sort();
         let mut want = vec![

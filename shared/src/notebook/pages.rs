@@ -13,7 +13,7 @@ use super::records::{
 };
 use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, page_plan, search};
 use crate::crypto::UserKeys;
-use crate::domain::tasks;
+use crate::domain::tasks::{self, ChangedBy};
 use crate::domain::{
     Date, Notation, PageId, PageStatus, StatusSource, TaskLinkId, TaskStatus, UserId, structure,
 };
@@ -596,12 +596,17 @@ impl Notebook {
         );
         let (appearances, line_tasks) =
             page_plan::link_lines(page_id, &mut content, &line_keys, &key_task);
+        let by = ChangedBy::Page {
+            page_id: page_id.clone(),
+            date: content.date,
+        };
         writes.extend(page_plan::task_writes(
             &scope,
             tasks_by_id,
             appearances,
             &dedup,
-        ));
+            &by,
+        )?);
         let (tf, doc_len) = page_plan::index_terms(keys, &content.lines);
         let rev: u32 = rand::random();
         writes.extend(page_plan::counter_writes(

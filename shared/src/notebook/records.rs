@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::NotebookError;
 use crate::crypto::{Aad, UserKeys};
-use crate::domain::tasks::{Appearance, History};
+use crate::domain::tasks::{Appearance, ChangedBy, History, StatusChange, StatusLog};
 use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
 
 pub fn user_pk(user: &UserId) -> String {
@@ -359,9 +359,84 @@ pub struct TaskRecord {
     /// The Notion page it was pushed as (`notebook::notion`); kept by every later commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notion: Option<NotionLink>,
+    /// Sealed field `status_log`: the [`StatusLog`] (who changed the status, and when),
+    /// bounded. Absent on tasks from before it existed, until their next change.
+    #[serde(with = "b64::opt", default, skip_serializing_if = "Option::is_none")]
+    pub status_log: Option<Vec<u8>>,
+    /// Tasks `link_tasks` merged into this one, each as it was when linked (its sealed fields
+    /// still bound to its own `TASK#` key, where `unlink_tasks` puts it back). Their dedup keys
+    /// name this task, so their text on any page reconciles here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<TaskRecord>,
 }
 
 impl TaskRecord {
+    /// The task's status changes, opened.
+    pub fn open_status_log(
+        &self,
+        keys: &UserKeys,
+        user: &UserId,
+        pk: &str,
+    ) -> Result<StatusLog, NotebookError> {
+        let Some(sealed) = &self.status_log else {
+            return Ok(StatusLog::default());
+        };
+        let plain = open(
+            keys,
+            user,
+            pk,
+            &task_sk(&self.task_link_id),
+            "status_log",
+            sealed,
+        )?;
+        serde_json::from_slice(&plain)
+            .map_err(|e| NotebookError::Corrupt(format!("status_log: {e}")))
+    }
+
+    /// Appends a change with the record's current status to its sealed log (bounded).
+    pub fn log_status(
+        &mut self,
+        keys: &UserKeys,
+        user: &UserId,
+        pk: &str,
+        at: i64,
+        by: ChangedBy,
+    ) -> Result<(), NotebookError> {
+        let mut log = self.open_status_log(keys, user, pk)?;
+        log.push(StatusChange {
+            at,
+            status: self.status,
+            by,
+        });
+        let plain = serde_json::to_vec(&log).expect("a status log serializes");
+        self.status_log = Some(seal(
+            keys,
+            user,
+            pk,
+            &task_sk(&self.task_link_id),
+            "status_log",
+            &plain,
+        ));
+        Ok(())
+    }
+
+    /// Reconciles, and logs the change when the status moved (`by` says why).
+    pub fn reconcile_logged(
+        &mut self,
+        keys: &UserKeys,
+        user: &UserId,
+        pk: &str,
+        at: i64,
+        by: ChangedBy,
+    ) -> Result<(), NotebookError> {
+        let before = self.status;
+        self.reconcile();
+        if self.status != before {
+            self.log_status(keys, user, pk, at, by)?;
+        }
+        Ok(())
+    }
+
     /// Recomputes `status` and `completed_date` from the appearances and the history.
     pub fn reconcile(&mut self) {
         let r = self.history.reconcile(&self.appearances);
@@ -373,6 +448,11 @@ impl TaskRecord {
     pub fn record_update(&mut self, today: Date, at: i64, status: TaskStatus) {
         self.history.record(&self.appearances, today, at, status);
         self.reconcile();
+    }
+
+    /// Whether `key` is this task's dedup key or that of a task linked into it.
+    pub fn answers_to(&self, key: &str) -> bool {
+        self.key == key || self.merged.iter().any(|m| m.key == key)
     }
 
     /// The newest explicit update's status, if any.

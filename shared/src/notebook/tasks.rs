@@ -10,7 +10,7 @@ use super::records::{
     task_gsi_sk, task_sk, taskkey_sk, tasks_partition, user_pk,
 };
 use super::{MAX_ATTEMPTS, MAX_TEXT_CHARS, Notebook, NotebookError, backoff, is_retryable};
-use crate::domain::tasks;
+use crate::domain::tasks::{self, ChangedBy};
 use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
 use crate::ports::{Cond, Item, Query, Write};
 
@@ -35,6 +35,32 @@ pub struct TaskView {
     pub completed_date: Option<Date>,
     pub source_page_id: PageId,
     pub notion_url: Option<String>,
+}
+
+/// One line showing a task, on one page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskLine {
+    pub page_id: PageId,
+    pub date: Date,
+    pub line_id: String,
+    /// The line's text as written (`None` if the page no longer has the line: a concurrent
+    /// write of it).
+    pub text: Option<String>,
+    /// The line's own status on its page.
+    pub page_status: PageStatus,
+}
+
+/// Everything `get_task` shows of one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskDetail {
+    pub task: TaskView,
+    /// Every line showing it, oldest page first.
+    pub lines: Vec<TaskLine>,
+    /// Its status changes, oldest first (bounded: `dropped` older ones are not kept).
+    pub changes: tasks::StatusLog,
+    /// The explicit updates folded into the reconciliation checkpoint (the status log keeps
+    /// its own bound).
+    pub dropped_updates: u64,
 }
 
 /// What `create_task` did.
@@ -175,6 +201,83 @@ impl Notebook {
             })
             .collect::<Result<Vec<_>, NotebookError>>()?;
         Ok((tasks, more))
+    }
+
+    /// One task with the lines that show it and its status changes. Another user's id, like a
+    /// missing one, is not found; a task in the trash says so.
+    pub async fn task_detail(
+        &self,
+        user: &UserId,
+        id: &TaskLinkId,
+    ) -> Result<TaskDetail, NotebookError> {
+        let pk = user_pk(user);
+        let sk = task_sk(id);
+        let Some(item) = self.store.get(&pk, &sk).await? else {
+            return Err(self
+                .task_in_trash(user, id)
+                .await?
+                .unwrap_or(NotebookError::NotFound("task")));
+        };
+        let t: TaskRecord = decode("task", &item.body)?;
+        let keys = self.vault.user_keys(user).await?;
+        let text = records::open_string(&keys, user, &pk, &sk, "text", &t.text)?;
+        let notion_url = match &t.notion {
+            Some(n) => Some(super::notion::open_url(user, &keys, id, n)?),
+            None => None,
+        };
+        let changes = t.open_status_log(&keys, user, &pk)?;
+
+        // The pages' lines, for the text each line shows (the task's text is the first one
+        // seen; another page may word it differently).
+        let page_ids: Vec<&PageId> = t
+            .appearances
+            .iter()
+            .map(|a| &a.page_id)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut line_texts: BTreeMap<(PageId, String), String> = BTreeMap::new();
+        for chunk in page_ids.chunks(100) {
+            let wanted: Vec<(String, String)> = chunk
+                .iter()
+                .map(|p| (pk.clone(), records::page_sk(p)))
+                .collect();
+            for page in self.store.batch_get(&wanted).await?.into_iter().flatten() {
+                let record: records::PageRecord = decode("page", &page.body)?;
+                for line in self.open_lines(user, &keys, &record)? {
+                    if line.task_link_id.as_ref() == Some(id) {
+                        line_texts.insert((record.page_id.clone(), line.line_id), line.text);
+                    }
+                }
+            }
+        }
+        let lines = t
+            .appearances
+            .iter()
+            .map(|a| TaskLine {
+                page_id: a.page_id.clone(),
+                date: a.date,
+                line_id: a.line_id.clone(),
+                text: line_texts
+                    .get(&(a.page_id.clone(), a.line_id.clone()))
+                    .cloned(),
+                page_status: a.page_status,
+            })
+            .collect();
+        Ok(TaskDetail {
+            task: TaskView {
+                task_link_id: t.task_link_id.clone(),
+                text,
+                status: t.status,
+                first_seen_date: t.first_seen_date,
+                completed_date: t.completed_date,
+                source_page_id: t.source_page_id.clone(),
+                notion_url,
+            },
+            lines,
+            changes,
+            dropped_updates: t.history.dropped_updates,
+        })
     }
 
     /// Adds a task line to the page of `date` (creating that page if needed), unless an open
@@ -338,11 +441,28 @@ impl Notebook {
     }
 
     /// Sets a task's status. Idempotent: setting the status it already has writes nothing.
+    /// The change is logged as `update_task_status` by no named client.
     pub async fn update_task_status(
         &self,
         user: &UserId,
         id: &TaskLinkId,
         status: TaskStatus,
+    ) -> Result<UpdatedTask, NotebookError> {
+        let by = ChangedBy::Tool {
+            tool: "update_task_status".into(),
+            client: None,
+        };
+        self.update_task_status_by(user, id, status, by).await
+    }
+
+    /// [`Notebook::update_task_status`], the change logged as made `by` (a tool call and its
+    /// client).
+    pub async fn update_task_status_by(
+        &self,
+        user: &UserId,
+        id: &TaskLinkId,
+        status: TaskStatus,
+        by: ChangedBy,
     ) -> Result<UpdatedTask, NotebookError> {
         let keys = self.vault.user_keys(user).await?;
         let pk = user_pk(user);
@@ -369,6 +489,9 @@ impl Notebook {
             // Appended with the next sequence number, so updates apply in the order they were
             // made (also within one second); the history stays bounded (`History`).
             t.record_update(self.clock.today(), self.clock.unix(), status);
+            if t.status != before {
+                t.log_status(&keys, user, &pk, self.clock.unix(), by.clone())?;
+            }
             let new = Item {
                 pk: pk.clone(),
                 sk: sk.clone(),

@@ -46,7 +46,7 @@ use super::records::{
 };
 use super::{MAX_ATTEMPTS, Notebook, NotebookError, backoff, is_retryable, search};
 use crate::crypto::UserKeys;
-use crate::domain::tasks::Appearance;
+use crate::domain::tasks::{Appearance, ChangedBy};
 use crate::domain::{Date, PageId, PageStatus, TaskLinkId, UserId};
 use crate::ports::{AssetKind, Cond, Item, MAX_TRANSACTION_ITEMS, Query, Write};
 
@@ -491,7 +491,16 @@ impl Notebook {
                 // Shown on other pages too: reconciled again without this page.
                 rec.appearances.retain(|a| a.page_id != page_id);
                 rec.first_seen_date = rec.appearances[0].date;
-                rec.reconcile();
+                rec.reconcile_logged(
+                    keys,
+                    user,
+                    &pk,
+                    now,
+                    ChangedBy::PageDeleted {
+                        page_id: page_id.clone(),
+                        date: record.date,
+                    },
+                )?;
                 writes.push(Write::put(
                     task_item(&pk, user, &rec, item.version + 1),
                     Cond::Version(item.version),
@@ -728,7 +737,16 @@ impl Notebook {
                     (a.date, &a.page_id, &a.line_id).cmp(&(b.date, &b.page_id, &b.line_id))
                 });
                 rec.first_seen_date = rec.appearances[0].date;
-                rec.reconcile();
+                rec.reconcile_logged(
+                    keys,
+                    user,
+                    &pk,
+                    self.clock.unix(),
+                    ChangedBy::PageRestored {
+                        page_id: page_id.clone(),
+                        date: record.date,
+                    },
+                )?;
                 writes.push(Write::put(
                     task_item(&pk, user, &rec, item.version + 1),
                     Cond::Version(item.version),

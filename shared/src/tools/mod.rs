@@ -11,7 +11,9 @@ mod delete_task;
 pub mod export_notebook;
 mod fetch;
 mod get_page;
+pub mod get_task;
 pub mod invocation;
+mod link_tasks;
 mod list_access;
 mod list_pages;
 mod list_tasks;
@@ -97,7 +99,8 @@ pub enum ToolClass {
     /// list_pages, get_page, search_pages, search, fetch, delete_page, restore_page,
     /// list_trash, export_notebook.
     Pages,
-    /// list_tasks, create_task, update_task_status, delete_task, restore_task.
+    /// list_tasks, get_task, create_task, update_task_status, delete_task, restore_task,
+    /// link_tasks, unlink_tasks.
     Tasks,
     /// No tool: the web app's `delete_account`, in the one function that reaches every
     /// partition and object a deletion removes.
@@ -147,6 +150,7 @@ static CATALOG: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         get_page::def(),
         search_pages::def(),
         list_tasks::def(),
+        get_task::def(),
         create_task::def(),
         update_task_status::def(),
         search::def(),
@@ -155,6 +159,8 @@ static CATALOG: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         restore_page::def(),
         delete_task::def(),
         restore_task::def(),
+        link_tasks::link_def(),
+        link_tasks::unlink_def(),
         list_trash::def(),
         list_access::def(),
         export_notebook::def(),

@@ -11,6 +11,7 @@ use super::{
 use crate::auth::Scope;
 use crate::domain::TaskLinkId;
 use crate::domain::TaskStatus;
+use crate::domain::tasks::ChangedBy;
 
 pub fn def() -> ToolDef {
     ToolDef {
@@ -50,7 +51,15 @@ async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     let id = ctx.args.task_link_id("task_link_id")?;
     let (t, notion_updated) = ctx
         .notebook
-        .update_task_status_pushed(&ctx.principal.user, &id, status)
+        .update_task_status_pushed(
+            &ctx.principal.user,
+            &id,
+            status,
+            ChangedBy::Tool {
+                tool: "update_task_status".into(),
+                client: ctx.principal.client.clone(),
+            },
+        )
         .await?;
     output(&Updated {
         task_link_id: &id,
