@@ -13,6 +13,7 @@ pub mod answers;
 mod bounded;
 mod bundle;
 mod import;
+mod notes;
 mod notion;
 #[cfg(feature = "ocr")]
 mod ocr;
@@ -39,8 +40,9 @@ pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
     read_page, read_page_with,
 };
+pub use notes::{AddedNote, MAX_TAGS, NOTES_SECTION, NoteView, normalize_tag};
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
-pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
+pub use pages::{LineOrigin, LineView, PageDraft, PageSummary, PageView, SavedPage};
 pub use rank::{
     Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex, merge, rank, rescored,
 };
@@ -149,6 +151,11 @@ impl Notebook {
             search_cache: Arc::default(),
             answers: Arc::default(),
         }
+    }
+
+    /// Today (UTC), for a tool's default date.
+    pub fn today(&self) -> crate::domain::Date {
+        self.clock.today()
     }
 
     /// Answers of reads kept by their revision token.

@@ -2,6 +2,7 @@
 //! input and output schemas, handler). It is the single source for `tools/list`, routing and
 //! scope checks; the MCP layer only renders it.
 
+mod add_note;
 mod args;
 mod create_task;
 mod cursor;
@@ -12,7 +13,9 @@ mod fetch;
 mod get_page;
 pub mod invocation;
 mod list_access;
+mod list_notes;
 mod list_pages;
+mod list_tags;
 mod list_tasks;
 mod list_trash;
 mod notion_app;
@@ -143,6 +146,9 @@ static CATALOG: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         list_tasks::def(),
         create_task::def(),
         update_task_status::def(),
+        add_note::def(),
+        list_notes::def(),
+        list_tags::def(),
         search::def(),
         fetch::def(),
         delete_page::def(),
