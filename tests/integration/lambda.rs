@@ -494,6 +494,10 @@ mod resources {
     crate::resources::resource_tests!(crate::helpers::Options::lambda());
 }
 
+mod notes {
+    crate::notes::notes_tests!(crate::helpers::Options::lambda());
+}
+
 mod confirm {
     crate::confirm::confirm_tests!(crate::helpers::Options::lambda());
 }

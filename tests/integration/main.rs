@@ -17,6 +17,7 @@ mod cli;
 mod confirm;
 mod lambda;
 mod notebook;
+mod notes;
 mod notion;
 mod oauth;
 mod ocr;

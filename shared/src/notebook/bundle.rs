@@ -978,6 +978,7 @@ impl Notebook {
             created_at: page.created_at,
             updated_at: page.updated_at,
             sources: page.sources,
+            notes: super::notes::count(&page.lines),
         };
         let mut writes = vec![Write::put(
             Item {

@@ -14,6 +14,7 @@ mod bounded;
 mod bundle;
 mod import;
 mod links;
+mod notes;
 mod notion;
 #[cfg(feature = "ocr")]
 mod ocr;
@@ -42,8 +43,9 @@ pub use import::{
     read_page, read_page_with,
 };
 pub use links::{LinkActor, Linked};
+pub use notes::{AddedNote, MAX_TAGS, NOTES_SECTION, NoteView, normalize_tag};
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
-pub use pages::{LineView, PageDraft, PageSummary, PageView, SavedPage};
+pub use pages::{LineOrigin, LineView, PageDraft, PageSummary, PageView, SavedPage};
 pub use rank::{
     Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex, merge, rank, rescored,
 };
@@ -153,6 +155,11 @@ impl Notebook {
             search_cache: Arc::default(),
             answers: Arc::default(),
         }
+    }
+
+    /// Today (UTC), for a tool's default date.
+    pub fn today(&self) -> crate::domain::Date {
+        self.clock.today()
     }
 
     /// Answers of reads kept by their revision token.

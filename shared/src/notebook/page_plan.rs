@@ -347,6 +347,7 @@ pub(super) fn page_writes(
         sources: sources
             .or_else(|| existing.map(|p| p.record.sources))
             .unwrap_or_default(),
+        notes: super::notes::count(&content.lines),
     };
     let (cond, version) = match existing {
         Some(p) => (Cond::Version(p.item.version), p.item.version + 1),
@@ -446,6 +447,9 @@ mod tests {
             page_status: None,
             task_link_id: None,
             digital: false,
+            tags: Vec::new(),
+            source_url: None,
+            added_at: None,
         }
     }
 
@@ -742,6 +746,7 @@ mod tests {
                 created_at: 0,
                 updated_at: 0,
                 sources: Default::default(),
+                notes: 0,
             },
         };
         assert_eq!(

@@ -139,6 +139,24 @@ pub struct LineView {
     pub task_link_id: Option<TaskLinkId>,
     /// For a line read from the ink by OCR: how sure the engine was (0..1). Below 0.75 the line is unsure: say you could not read it well rather than trusting every word.
     pub ocr_confidence: Option<f32>,
+    /// `typed`: added by add_note or create_task, not written on the page; `page`: from the page itself (its ink or its file).
+    pub origin: LineOrigin,
+    /// A typed note's tags (lower case).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Where a typed note came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_url: Option<String>,
+}
+
+/// Where a line of a page comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LineOrigin {
+    /// Written on the page: its ink (read by OCR) or its markdown/text file.
+    Page,
+    /// Typed in by a tool (add_note, create_task); kept when the page's ink is imported again.
+    Typed,
 }
 
 /// A whole page as `get_page` returns it.
@@ -305,6 +323,9 @@ impl Notebook {
                             page_status: l.page_status,
                             task_link_id: None,
                             digital: false,
+                            tags: Vec::new(),
+                            source_url: None,
+                            added_at: None,
                         })
                         .collect();
                     // Lines added by create_task are not in the files: keep them across
@@ -835,6 +856,13 @@ impl Notebook {
                     // A line whose task link is in the trash shows no link.
                     task_link_id: l.task_link_id.filter(|id| statuses.contains_key(id)),
                     ocr_confidence,
+                    origin: if l.digital {
+                        LineOrigin::Typed
+                    } else {
+                        LineOrigin::Page
+                    },
+                    tags: l.tags,
+                    source_url: l.source_url,
                 }
             })
             .collect();

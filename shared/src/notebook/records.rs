@@ -221,6 +221,14 @@ pub struct PageRecord {
     /// before (then any file is taken).
     #[serde(default)]
     pub sources: PageSources,
+    /// How many typed notes (`add_note`) the page holds, so that `list_notes` opens only the
+    /// pages that have some. A count, not content: it says no more than `has_pdf` does.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub notes: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Per part of a page (its OCR, each ink file), when the file it was taken from was written:
@@ -298,6 +306,8 @@ pub struct PageListing {
     pub has_pdf: bool,
     pub has_png: bool,
     pub ocr_kind: Option<OcrKind>,
+    #[serde(default)]
+    pub notes: u32,
 }
 
 /// What a page read needs of a task link item: its reconciled status, without the sealed text,
@@ -329,9 +339,26 @@ pub struct StoredLine {
     pub notation: Notation,
     pub page_status: Option<PageStatus>,
     pub task_link_id: Option<TaskLinkId>,
-    /// Added by `create_task` rather than written on the page; survives re-import.
+    /// Added by `create_task` or `add_note` rather than written on the page; survives
+    /// re-import (a newer ink file of the page never removes it).
     #[serde(default)]
     pub digital: bool,
+    /// A typed note's tags, normalised (`notes::normalize_tag`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Where a typed note came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_url: Option<String>,
+    /// When a typed note was added (unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_at: Option<i64>,
+}
+
+impl StoredLine {
+    /// A typed note (`add_note`): typed, in the page's notes section.
+    pub fn is_note(&self) -> bool {
+        self.digital && self.section.as_deref() == Some(super::notes::NOTES_SECTION)
+    }
 }
 
 /// A task link item's body.

@@ -401,6 +401,9 @@ impl Notebook {
                 page_status: Some(PageStatus::Open),
                 task_link_id: None,
                 digital: true,
+                tags: Vec::new(),
+                source_url: None,
+                added_at: None,
             });
             let content = PageContent {
                 date,

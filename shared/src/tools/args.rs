@@ -51,6 +51,27 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A list of strings; absent is empty.
+    pub fn str_list(&self, name: &str) -> Result<Vec<String>, ToolError> {
+        match self.get(name) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(ToolError::invalid(
+                        name,
+                        format!("must hold strings, not {}", type_name(other)),
+                    )),
+                })
+                .collect(),
+            Some(other) => Err(ToolError::invalid(
+                name,
+                format!("must be an array of strings, not {}", type_name(other)),
+            )),
+        }
+    }
+
     pub fn str(&self, name: &str) -> Result<&'a str, ToolError> {
         self.opt_str(name)?
             .ok_or_else(|| ToolError::invalid(name, "is required"))

@@ -27,6 +27,8 @@ pub enum Cursor {
     Access(AccessPosition),
     /// `list_trash`: after this entry (its sort key `{deleted_at:012}#{p|t}#{id}`).
     Trash(String),
+    /// `list_notes`: after this note (its page's date and id, its line id).
+    Note(Date, PageId, String),
 }
 
 /// A short fingerprint of a search query, so a cursor is not applied to another query.
@@ -49,6 +51,7 @@ impl Cursor {
             Cursor::Search { offset, query } => format!("v1|s|{offset}|{query}"),
             Cursor::Access(p) => format!("v1|a|{}", p.encode()),
             Cursor::Trash(key) => format!("v1|r|{key}"),
+            Cursor::Note(date, page, line) => format!("v1|n|{date}|{page}|{line}"),
         };
         URL_SAFE_NO_PAD.encode(plain)
     }
@@ -77,6 +80,16 @@ impl Cursor {
                 })
             }
             ["v1", "a", position] => AccessPosition::parse(position).map(Cursor::Access),
+            ["v1", "n", date, page, line]
+                if line.len() <= 32
+                    && line.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+            {
+                Some(Cursor::Note(
+                    Date::parse(date).ok()?,
+                    PageId::parse(page).ok()?,
+                    (*line).to_owned(),
+                ))
+            }
             ["v1", "r", key] => {
                 // `{deleted_at:012}#{p|t}#{id}`, each part parsed.
                 let mut parts = key.splitn(3, '#');
@@ -120,6 +133,15 @@ pub fn task(s: Option<&str>) -> Result<Option<(Date, TaskLinkId)>, ToolError> {
     match given(s) {
         None => Ok(None),
         Some(Some(Cursor::Task(date, id))) => Ok(Some((date, id))),
+        Some(_) => Err(refused()),
+    }
+}
+
+/// The `cursor` of `list_notes`.
+pub fn note(s: Option<&str>) -> Result<Option<(Date, PageId, String)>, ToolError> {
+    match given(s) {
+        None => Ok(None),
+        Some(Some(Cursor::Note(date, page, line))) => Ok(Some((date, page, line))),
         Some(_) => Err(refused()),
     }
 }

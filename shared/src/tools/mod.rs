@@ -3,6 +3,7 @@
 //! scope checks; the MCP layer only renders it.
 
 mod account_app;
+mod add_note;
 mod args;
 mod create_task;
 mod cursor;
@@ -15,7 +16,9 @@ pub mod get_task;
 pub mod invocation;
 mod link_tasks;
 mod list_access;
+mod list_notes;
 mod list_pages;
+mod list_tags;
 mod list_tasks;
 mod list_trash;
 mod notion_app;
@@ -153,6 +156,9 @@ static CATALOG: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         get_task::def(),
         create_task::def(),
         update_task_status::def(),
+        add_note::def(),
+        list_notes::def(),
+        list_tags::def(),
         search::def(),
         fetch::def(),
         delete_page::def(),

@@ -71,6 +71,13 @@ impl Annotations {
         idempotent: true,
         open_world: false,
     };
+    /// Writes that add: a second identical call adds again.
+    pub const WRITE: Annotations = Annotations {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: false,
+    };
     /// Writes that take something away (to the trash); a second identical call changes nothing.
     pub const DESTRUCTIVE: Annotations = Annotations {
         read_only: false,

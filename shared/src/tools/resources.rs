@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::ToolError;
 use crate::auth::{Principal, Scope};
 use crate::domain::{Notation, PageId, PageStatus, TaskLinkId};
-use crate::notebook::{LineView, Notebook, PageImage};
+use crate::notebook::{LineOrigin, LineView, Notebook, PageImage};
 
 /// The invocation "tool" name a class function reads resources under (never in the catalog).
 pub const READ_RESOURCE: &str = "resources/read";
@@ -87,11 +87,14 @@ pub async fn read(
             let p = notebook.get_page(user, &id).await.map_err(not_found)?;
             // As written when the page came as markdown (or was read by OCR); else its lines
             // as markdown (a text page, or a page create_task made), else its plain text.
-            let text = match p.ocr_markdown {
+            let (notes, lines): (Vec<LineView>, Vec<LineView>) =
+                p.lines.into_iter().partition(is_typed_note);
+            let mut text = match p.ocr_markdown {
                 Some(md) => md,
-                None if !p.lines.is_empty() => lines_markdown(&p.lines),
+                None if !lines.is_empty() => lines_markdown(&lines),
                 None => p.ocr_text.unwrap_or_default(),
             };
+            text.push_str(&notes_markdown(&notes));
             Ok(vec![json!({
                 "uri": uri,
                 "mimeType": "text/markdown",
@@ -131,6 +134,32 @@ pub async fn read(
             })])
         }
     }
+}
+
+fn is_typed_note(l: &LineView) -> bool {
+    l.origin == LineOrigin::Typed && l.section.as_deref() == Some(crate::notebook::NOTES_SECTION)
+}
+
+/// A page's typed notes as a markdown section of their own, after what was written on the
+/// page, so that typed text is never taken for the handwriting: each a list item with its tags
+/// and source. Empty without notes.
+fn notes_markdown(notes: &[LineView]) -> String {
+    if notes.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n\n## Typed notes\n");
+    for n in notes {
+        out.push_str("\n- ");
+        out.push_str(&n.text);
+        for t in &n.tags {
+            out.push_str(" #");
+            out.push_str(t);
+        }
+        if let Some(url) = &n.source_url {
+            out.push_str(&format!(" (source: <{url}>)"));
+        }
+    }
+    out
 }
 
 /// A page's lines as markdown, each task with its effective status.
