@@ -630,7 +630,7 @@ async fn class_functions_run_only_their_own_tools_for_the_principal_they_are_giv
         reply["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("write scope"),
+            .contains("edit scope"),
         "{reply}"
     );
     // Another user's pages are not this user's: the principal scopes every read.
