@@ -16,8 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::pages::PageContent;
-use super::records::{self, PageListing, StoredLine, decode, pages_partition, stem_sk, user_pk};
+use super::records::{self, PageListing, StoredLine, decode, pages_partition};
 use super::{MAX_ATTEMPTS, MAX_TEXT_CHARS, Notebook, NotebookError, backoff, is_retryable};
 use crate::domain::{Date, Notation, PageId, UserId};
 use crate::ports::Query;
@@ -124,53 +123,10 @@ impl Notebook {
             )));
         }
         let keys = self.vault.user_keys(user).await?;
-        let pk = user_pk(user);
         for attempt in 0..MAX_ATTEMPTS {
-            // The page of that date: an existing one (the first by id), or the page a later
-            // import of a file named after the date will update.
-            let mut q = Query::gsi1(pages_partition(user), format!("{date}#"));
-            q.limit = 1;
-            let (mut page_id, from_stem) = match self.store.query(&q).await?.items.first() {
-                Some(item) => (
-                    decode::<records::PageRecord>("page", &item.body)?.page_id,
-                    false,
-                ),
-                None => match self
-                    .store
-                    .get(&pk, &stem_sk(&keys.blind("stem", &date.to_string())))
-                    .await?
-                {
-                    Some(item) => (
-                        decode::<records::StemRecord>("stem", &item.body)?.page_id,
-                        true,
-                    ),
-                    None => (PageId::new(), false),
-                },
-            };
-            let mut existing = self.load_page(user, &keys, &page_id).await?;
-            // The date's page is in the trash: the note goes on a new page of the date.
-            let mut stem_free = true;
-            if from_stem
-                && existing.is_none()
-                && self.page_in_trash(user, &page_id).await?.is_some()
-            {
-                page_id = PageId::new();
-                existing = None;
-                stem_free = false;
-            }
-            let (mut lines, has_pdf, has_png, ocr) = match &existing {
-                Some(p) => (
-                    self.open_lines(user, &keys, &p.record)?,
-                    p.record.has_pdf,
-                    p.record.has_png,
-                    p.record
-                        .ocr_kind
-                        .zip(self.open_ocr(user, &keys, &p.record)?),
-                ),
-                None => (Vec::new(), false, false, None),
-            };
+            let (page_id, existing, mut content) = self.date_page(user, &keys, date).await?;
             let line_id = format!("ln_{}", &hex::encode(rand::random::<[u8; 6]>()));
-            lines.push(StoredLine {
+            content.lines.push(StoredLine {
                 line_id: line_id.clone(),
                 text: text.to_owned(),
                 section: Some(NOTES_SECTION.into()),
@@ -182,17 +138,6 @@ impl Notebook {
                 source_url: source_url.map(str::to_owned),
                 added_at: Some(self.clock.unix()),
             });
-            let content = PageContent {
-                date,
-                has_pdf,
-                has_png,
-                ocr,
-                lines,
-                stem: (existing.is_none() && stem_free)
-                    .then(|| keys.blind("stem", &date.to_string())),
-                new_task: None,
-                source_url: None,
-            };
             match self
                 .commit_page(user, &keys, &page_id, existing, content)
                 .await

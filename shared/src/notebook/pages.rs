@@ -470,6 +470,67 @@ impl Notebook {
         })
     }
 
+    /// The page a typed line of `date` goes on (`create_task`, `add_note`) and what it holds:
+    /// the date's page (the first by id), else the page under the date's file stem (which a
+    /// later import of a file named after the date updates), else a new page under that stem.
+    /// When the stem's page is in the trash, a new page without the stem (it stays with the
+    /// trashed page). The content has no `new_task` and no `source_url`; the caller adds its
+    /// line.
+    pub(super) async fn date_page(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        date: Date,
+    ) -> Result<(PageId, Option<LoadedPage>, PageContent), NotebookError> {
+        let pk = user_pk(user);
+        let mut q = Query::gsi1(pages_partition(user), format!("{date}#"));
+        q.limit = 1;
+        let (mut page_id, from_stem) = match self.store.query(&q).await?.items.first() {
+            Some(item) => (decode::<PageRecord>("page", &item.body)?.page_id, false),
+            None => match self
+                .store
+                .get(&pk, &stem_sk(&keys.blind("stem", &date.to_string())))
+                .await?
+            {
+                Some(item) => (
+                    decode::<records::StemRecord>("stem", &item.body)?.page_id,
+                    true,
+                ),
+                None => (PageId::new(), false),
+            },
+        };
+        let mut existing = self.load_page(user, keys, &page_id).await?;
+        let mut stem_free = true;
+        if from_stem && existing.is_none() && self.page_in_trash(user, &page_id).await?.is_some() {
+            page_id = PageId::new();
+            existing = None;
+            stem_free = false;
+        }
+        let content = match &existing {
+            Some(p) => PageContent {
+                date,
+                has_pdf: p.record.has_pdf,
+                has_png: p.record.has_png,
+                ocr: p.record.ocr_kind.zip(self.open_ocr(user, keys, &p.record)?),
+                lines: self.open_lines(user, keys, &p.record)?,
+                stem: None,
+                new_task: None,
+                source_url: None,
+            },
+            None => PageContent {
+                date,
+                has_pdf: false,
+                has_png: false,
+                ocr: None,
+                lines: Vec::new(),
+                stem: stem_free.then(|| keys.blind("stem", &date.to_string())),
+                new_task: None,
+                source_url: None,
+            },
+        };
+        Ok((page_id, existing, content))
+    }
+
     pub(super) async fn load_page(
         &self,
         user: &UserId,

@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::pages::{NewTask, PageContent};
+use super::pages::NewTask;
 use super::records::{
-    self, StoredLine, TaskKeyRecord, TaskRecord, decode, encode, pages_partition, stem_sk,
-    task_gsi_sk, task_sk, taskkey_sk, tasks_partition, user_pk,
+    self, StoredLine, TaskKeyRecord, TaskRecord, decode, encode, task_gsi_sk, task_sk, taskkey_sk,
+    tasks_partition, user_pk,
 };
 use super::{MAX_ATTEMPTS, MAX_TEXT_CHARS, Notebook, NotebookError, backoff, is_retryable};
 use crate::domain::tasks::{self, ChangedBy};
@@ -346,54 +346,9 @@ impl Notebook {
                 replaces = Some(owner.task_link_id);
             }
 
-            // The page of that date: an existing one (the first by id), or the page a later
-            // import of a file named after the date will update.
-            let mut q = Query::gsi1(pages_partition(user), format!("{date}#"));
-            q.limit = 1;
-            let (page_id, from_stem) = match self.store.query(&q).await?.items.first() {
-                Some(item) => (
-                    decode::<records::PageRecord>("page", &item.body)?.page_id,
-                    false,
-                ),
-                None => match self
-                    .store
-                    .get(&pk, &stem_sk(&keys.blind("stem", &date.to_string())))
-                    .await?
-                {
-                    Some(item) => (
-                        decode::<records::StemRecord>("stem", &item.body)?.page_id,
-                        true,
-                    ),
-                    None => (PageId::new(), false),
-                },
-            };
-            let mut existing = self.load_page(user, &keys, &page_id).await?;
-            let mut page_id = page_id;
-            // The date's page is in the trash: the task goes on a new page of the date (the
-            // date's file stem stays with the trashed page).
-            let mut stem_free = true;
-            if from_stem
-                && existing.is_none()
-                && self.page_in_trash(user, &page_id).await?.is_some()
-            {
-                page_id = PageId::new();
-                existing = None;
-                stem_free = false;
-            }
-            let (mut lines, has_pdf, has_png, ocr) = match &existing {
-                Some(p) => {
-                    let ocr = self.open_ocr(user, &keys, &p.record)?;
-                    (
-                        self.open_lines(user, &keys, &p.record)?,
-                        p.record.has_pdf,
-                        p.record.has_png,
-                        p.record.ocr_kind.zip(ocr),
-                    )
-                }
-                None => (Vec::new(), false, false, None),
-            };
+            let (page_id, existing, mut content) = self.date_page(user, &keys, date).await?;
             let line_id = format!("ln_{}", &hex::encode(rand::random::<[u8; 6]>()));
-            lines.push(StoredLine {
+            content.lines.push(StoredLine {
                 line_id: line_id.clone(),
                 text: text.to_owned(),
                 section: Some("tasks".into()),
@@ -405,21 +360,12 @@ impl Notebook {
                 source_url: None,
                 added_at: None,
             });
-            let content = PageContent {
-                date,
-                has_pdf,
-                has_png,
-                ocr,
-                lines,
-                stem: (existing.is_none() && stem_free)
-                    .then(|| keys.blind("stem", &date.to_string())),
-                new_task: Some(NewTask {
-                    key: key.clone(),
-                    replaces,
-                    notion_lease,
-                }),
-                source_url: source_url.map(str::to_owned),
-            };
+            content.new_task = Some(NewTask {
+                key: key.clone(),
+                replaces,
+                notion_lease,
+            });
+            content.source_url = source_url.map(str::to_owned);
             match self
                 .commit_page(user, &keys, &page_id, existing, content)
                 .await
