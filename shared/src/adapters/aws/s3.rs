@@ -118,6 +118,16 @@ fn presigning(ttl_seconds: u64) -> Result<PresigningConfig, AssetsError> {
     PresigningConfig::expires_in(Duration::from_secs(ttl_seconds)).map_err(unavailable)
 }
 
+/// What one presigned POST fixes, before it is signed ([`S3Assets::sign_post`]).
+struct PostFields<'a> {
+    key: &'a str,
+    key_prefix: Option<&'a str>,
+    redirect: Option<&'a str>,
+    content_type: &'a str,
+    max_bytes: u64,
+    ttl_seconds: u64,
+}
+
 impl S3Assets {
     /// Copies the object onto itself with its content type and `tags` (a query string,
     /// `""` for none), a new current version; `false` when there is no such object.
@@ -216,25 +226,39 @@ impl S3Assets {
                 "the size limit is outside 1 byte..MAX_UPLOAD_BYTES",
             ));
         }
-        if !(1..=MAX_POST_TTL_SECONDS).contains(&ttl_seconds) {
+        self.sign_post(PostFields {
+            key: &key,
+            key_prefix: None,
+            redirect: None,
+            content_type,
+            max_bytes,
+            ttl_seconds,
+        })
+        .await
+    }
+
+    /// Signs one POST of `fields` with the credentials of now, valid for its lifetime (1 second
+    /// to 7 days); the callers check their own key, type and size first.
+    async fn sign_post(&self, fields: PostFields<'_>) -> Result<PresignedPost, AssetsError> {
+        if !(1..=MAX_POST_TTL_SECONDS).contains(&fields.ttl_seconds) {
             return Err(AssetsError::InvalidUpload(
                 "the lifetime is outside 1 second..7 days",
             ));
         }
         let (post, credentials) = self.post_credentials().await?;
         let now = time::OffsetDateTime::now_utc();
-        let ttl = time::Duration::seconds(i64::try_from(ttl_seconds).unwrap_or(i64::MAX));
+        let ttl = time::Duration::seconds(i64::try_from(fields.ttl_seconds).unwrap_or(i64::MAX));
         Ok(presigned_post::presign_post(
             &credentials,
             &post.region,
             &PostUpload {
                 bucket: &self.bucket,
                 url: &post.bucket_url,
-                key: &key,
-                key_prefix: None,
-                redirect: None,
-                content_type,
-                max_bytes,
+                key: fields.key,
+                key_prefix: fields.key_prefix,
+                redirect: fields.redirect,
+                content_type: fields.content_type,
+                max_bytes: fields.max_bytes,
                 signed_at: now,
                 expires_at: now + ttl,
             },
@@ -284,29 +308,15 @@ impl S3Assets {
                 "the redirect is not printable ASCII of 1 to 255 bytes",
             ));
         }
-        if !(1..=MAX_POST_TTL_SECONDS).contains(&ttl_seconds) {
-            return Err(AssetsError::InvalidUpload(
-                "the lifetime is outside 1 second..7 days",
-            ));
-        }
-        let (post, credentials) = self.post_credentials().await?;
-        let now = time::OffsetDateTime::now_utc();
-        let ttl = time::Duration::seconds(i64::try_from(ttl_seconds).unwrap_or(i64::MAX));
-        Ok(presigned_post::presign_post(
-            &credentials,
-            &post.region,
-            &PostUpload {
-                bucket: &self.bucket,
-                url: &post.bucket_url,
-                key: &key,
-                key_prefix: None,
-                redirect: Some(redirect),
-                content_type: "application/zip",
-                max_bytes: MAX_BUNDLE_UPLOAD_BYTES,
-                signed_at: now,
-                expires_at: now + ttl,
-            },
-        ))
+        self.sign_post(PostFields {
+            key: &key,
+            key_prefix: None,
+            redirect: Some(redirect),
+            content_type: "application/zip",
+            max_bytes: MAX_BUNDLE_UPLOAD_BYTES,
+            ttl_seconds,
+        })
+        .await
     }
 
     /// A presigned POST for the upload form that works without script: one file, any name,
@@ -333,31 +343,17 @@ impl S3Assets {
                 "the size limit is outside 1 byte..MAX_UPLOAD_BYTES",
             ));
         }
-        if !(1..=MAX_POST_TTL_SECONDS).contains(&ttl_seconds) {
-            return Err(AssetsError::InvalidUpload(
-                "the lifetime is outside 1 second..7 days",
-            ));
-        }
-        let (post, credentials) = self.post_credentials().await?;
         let prefix = format!("{UPLOAD_PREFIX}{user}/");
         let key = format!("{prefix}{}", presigned_post::FILENAME);
-        let now = time::OffsetDateTime::now_utc();
-        let ttl = time::Duration::seconds(i64::try_from(ttl_seconds).unwrap_or(i64::MAX));
-        Ok(presigned_post::presign_post(
-            &credentials,
-            &post.region,
-            &PostUpload {
-                bucket: &self.bucket,
-                url: &post.bucket_url,
-                key: &key,
-                key_prefix: Some(&prefix),
-                redirect: Some(redirect),
-                content_type: presigned_post::FORM_CONTENT_TYPE,
-                max_bytes,
-                signed_at: now,
-                expires_at: now + ttl,
-            },
-        ))
+        self.sign_post(PostFields {
+            key: &key,
+            key_prefix: Some(&prefix),
+            redirect: Some(redirect),
+            content_type: presigned_post::FORM_CONTENT_TYPE,
+            max_bytes,
+            ttl_seconds,
+        })
+        .await
     }
 
     /// Puts a page file of an import folder under `uploads/{user}/{file_name}`, for the ingest
