@@ -191,21 +191,13 @@ impl Notebook {
             keep.reconcile();
             // Logged whether or not the status moved: the link changed what decides it.
             keep.log_status(&keys, user, &pk, self.clock.unix(), actor.by(same_as))?;
-            writes.push(Write::put(
-                task_item(&pk, user, &keep, item.version + 1),
-                Cond::Version(item.version),
-            ));
-            writes.push(records::revision_write(&pk));
-            match self.store.transact(writes).await {
-                Ok(()) => return Ok(Linked { changed: true }),
-                Err(e) => {
-                    let e = NotebookError::from(e);
-                    if !is_retryable(&e) {
-                        return Err(e);
-                    }
-                    backoff(attempt).await;
-                }
+            if self
+                .commit_link(&pk, user, &keep, item.version, writes)
+                .await?
+            {
+                return Ok(Linked { changed: true });
             }
+            backoff(attempt).await;
         }
         Err(NotebookError::Contention)
     }
@@ -311,22 +303,39 @@ impl Notebook {
                     )),
                 }
             }
-            writes.push(Write::put(
-                task_item(&pk, user, &keep, item.version + 1),
-                Cond::Version(item.version),
-            ));
-            writes.push(records::revision_write(&pk));
-            match self.store.transact(writes).await {
-                Ok(()) => return Ok(Linked { changed: true }),
-                Err(e) => {
-                    let e = NotebookError::from(e);
-                    if !is_retryable(&e) {
-                        return Err(e);
-                    }
-                    backoff(attempt).await;
-                }
+            if self
+                .commit_link(&pk, user, &keep, item.version, writes)
+                .await?
+            {
+                return Ok(Linked { changed: true });
             }
+            backoff(attempt).await;
         }
         Err(NotebookError::Contention)
+    }
+
+    /// A link's or unlink's `writes`, with the kept task's record (conditional on the version
+    /// read) and the notebook's revision, in one transaction. False when another writer got
+    /// there first and the caller should read again.
+    async fn commit_link(
+        &self,
+        pk: &str,
+        user: &UserId,
+        keep: &TaskRecord,
+        version: u64,
+        mut writes: Vec<Write>,
+    ) -> Result<bool, NotebookError> {
+        writes.push(Write::put(
+            task_item(pk, user, keep, version + 1),
+            Cond::Version(version),
+        ));
+        writes.push(records::revision_write(pk));
+        match self.store.transact(writes).await {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                let e = NotebookError::from(e);
+                if is_retryable(&e) { Ok(false) } else { Err(e) }
+            }
+        }
     }
 }
