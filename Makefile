@@ -206,12 +206,24 @@ test: ## install tools, build, run all tests
 	$(MAKE) --no-print-directory test-infra || failed="$$failed infra"; \
 	if [[ -n "$$failed" ]]; then echo "make test: FAILED:$$failed"; exit 1; fi
 
+# `make run` builds the local `nib` with the `local` profile (Cargo.toml: release optimisation
+# without fat LTO, the AWS SDK unoptimised), imports the sample notebook once per build of nib
+# (the stamp below: a new binary may carry a new search model, so it re-embeds too) and serves.
+# A second `make run` with nothing changed only checks that the binary is fresh, then serves.
+LOCAL_NIB := $(or $(CARGO_TARGET_DIR),target)/local/nib
+LOCAL_DATA := .data/local
+LOCAL_STAMP := $(LOCAL_DATA)/.sample-imported
 run: ## import the sample notebook (and its handwritten, ink-only pages), re-embed it with this build's model and serve it locally
 	$(MAKE) --no-print-directory -j 4 tools-ocr embed-model prebuild-run
-	$(CARGO) run --release -p nib-cli -- import tests/data/sample --data-dir .data/local
-	$(CARGO) run --release -p nib-cli -- import tests/data/ocr --data-dir .data/local
-	$(CARGO) run --release -p nib-cli -- reindex --data-dir .data/local
-	$(CARGO) run --release -p nib-cli -- serve --data-dir .data/local
+	$(CARGO) build --profile local -p nib-cli
+	$(MAKE) --no-print-directory $(LOCAL_STAMP)
+	$(LOCAL_NIB) serve --data-dir $(LOCAL_DATA)
+
+$(LOCAL_STAMP): $(LOCAL_NIB) $(shell find tests/data/sample tests/data/ocr -type f)
+	$(LOCAL_NIB) import tests/data/sample --data-dir $(LOCAL_DATA)
+	$(LOCAL_NIB) import tests/data/ocr --data-dir $(LOCAL_DATA)
+	$(LOCAL_NIB) reindex --data-dir $(LOCAL_DATA)
+	touch $@
 
 # Compile what does not need the search model while `embed-model` derives it. Without the model
 # nib-shared's build script stops (shared/build.rs) and `--keep-going` builds every crate that
@@ -227,7 +239,7 @@ prebuild-test:
 prebuild-run:
 	@mkdir -p target
 	@echo "prebuild: compiling the dependencies while the tools install (log: target/prebuild-run.log)"
-	@$(CARGO) build --release -p nib-cli --keep-going >target/prebuild-run.log 2>&1 || true
+	@$(CARGO) build --profile local -p nib-cli --keep-going >target/prebuild-run.log 2>&1 || true
 
 viewer-screenshots: ## run the page viewer's browser test and write docs/viewer-desktop.png, docs/viewer-phone.png
 	$(CARGO) build -p nib-cli

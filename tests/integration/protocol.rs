@@ -786,8 +786,8 @@ fn panic_strategy(manifest: &str, profile: &str) -> String {
     }
 }
 
-/// `nib serve` is built with the release profile (`cargo build --release -p nib-cli`, `make
-/// run`, the benchmarks): it must unwind, or the request boundary that turns a handler's
+/// `nib serve` is built with the release profile (`cargo build --release -p nib-cli`, the
+/// benchmarks) or the `local` profile that inherits it (`make run`): it must unwind, or the request boundary that turns a handler's
 /// panic into that request's 500 (`a_panicking_handler_answers_500_and_the_server_goes_on`)
 /// never runs and one bad request aborts the server. The Lambda functions' profile may abort
 /// (one request per instance). The release profile used to abort.
@@ -798,5 +798,6 @@ fn the_profile_nib_serve_is_built_with_unwinds_on_panic() {
     )
     .unwrap();
     assert_eq!(panic_strategy(&manifest, "release"), "unwind");
+    assert_eq!(panic_strategy(&manifest, "local"), "unwind");
     assert_eq!(panic_strategy(&manifest, "dev"), "unwind");
 }
