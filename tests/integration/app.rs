@@ -141,13 +141,18 @@ impl Browser {
 
     /// A form posted from a page of this site: the strict cookie, our `Origin`, the token of
     /// `page` (a screen's HTML) unless `token` says otherwise.
-    async fn post(&self, path: &str, page: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        page: &str,
+        fields: &[(&str, &str)],
+    ) -> reqwest::Response {
         let token = token_before(page, "back").expect("the screen has an app form");
         self.post_as(path, fields, Some(&token), true, Some(&self.base))
             .await
     }
 
-    async fn post_as(
+    pub(crate) async fn post_as(
         &self,
         path: &str,
         fields: &[(&str, &str)],
