@@ -280,6 +280,39 @@ async fn the_web_app_serves_its_owner(env: Env) {
     let done = owner.screen("/app/tasks?status=done").await;
     assert!(done.contains(&format!("action=\"{action}\"")));
 
+    // A typed note on that page is marked typed, with its tags and its source linked; the
+    // page's ink lines are not marked, and a source that is not an http(s) URL is no link.
+    let date = app.call("get_page", json!({ "page_id": page_id })).await["date"].clone();
+    for (text, source) in [
+        ("Ask about the warranty", "https://example.com/chat/7"),
+        ("Check the receipt", "javascript:alert(1)"),
+    ] {
+        let added = app
+            .call(
+                "add_note",
+                json!({ "date": date, "text": text, "tags": ["Home Repairs"], "source_url": source }),
+            )
+            .await;
+        assert_eq!(added["page_id"], page_id, "{added}");
+    }
+    let page = owner.screen(&back).await;
+    assert_eq!(page.matches("class=\"typed-mark\"").count(), 2, "{page}");
+    let plain = unescape(&page);
+    let note = &plain[plain.find("Ask about the warranty").unwrap()..];
+    let note = &note[..note.find("</li>").unwrap()];
+    assert!(note.contains("class=\"typed-mark\""), "{note}");
+    assert!(note.contains("#home-repairs"), "{note}");
+    assert!(
+        note.contains("href=\"https://example.com/chat/7\""),
+        "{note}"
+    );
+    assert!(!plain.contains("href=\"javascript:"), "{page}");
+    let ink = &plain[plain.find(task["text"].as_str().unwrap()).unwrap()..];
+    assert!(
+        !ink[..ink.find("</li>").unwrap()].contains("typed-mark"),
+        "an ink line is not typed"
+    );
+
     // Search: hybrid, the query's words marked in the snippets.
     let word = task["text"]
         .as_str()
