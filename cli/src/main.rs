@@ -196,7 +196,8 @@ enum TaskCommand {
 
 #[derive(Subcommand)]
 enum NotesCommand {
-    /// Add a typed note to the page of a day (today, UTC, by default), as add_note does.
+    /// Add a typed note to the page of a day (today in the user's time zone by default), as
+    /// add_note does.
     Add {
         text: String,
         #[arg(long, value_name = "YYYY-MM-DD")]
@@ -303,6 +304,9 @@ enum UserCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Show a user's time zone, or set it: an IANA name such as Europe/Berlin (default UTC).
+    /// It decides which day is today for the user's notes (`add_note`, `nib notes add`).
+    Timezone { name: String, zone: Option<String> },
     /// The first owner of a deployment (`make deploy` runs it): creates the user with a
     /// password unless it has one, then prints the connector URL and where to paste it.
     /// Re-running it changes nothing.
@@ -1190,6 +1194,9 @@ async fn user(command: UserCommand, target: &Target) -> anyhow::Result<ExitCode>
             password_stdin,
         } => (name, password_stdin, false),
         UserCommand::List => return user_list(target).await,
+        UserCommand::Timezone { name, zone } => {
+            return user_timezone(&user_id(&name)?, zone.as_deref(), target).await;
+        }
         UserCommand::Delete { name, yes } => {
             return user_delete(&user_id(&name)?, yes, target).await;
         }
@@ -1205,6 +1212,27 @@ async fn user(command: UserCommand, target: &Target) -> anyhow::Result<ExitCode>
         "{} the password of user {user}",
         if create { "set" } else { "changed" }
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nib user timezone NAME [ZONE]`: prints the user's time zone, after setting it when a zone
+/// is given. A name that is not a zone fails and changes nothing.
+async fn user_timezone(
+    user: &UserId,
+    zone: Option<&str>,
+    target: &Target,
+) -> anyhow::Result<ExitCode> {
+    let app = target.open(nib::config::OcrChoice::Off).await?;
+    let notebook = app.notebook();
+    let zone = match zone {
+        Some(z) => {
+            let set = notebook.set_time_zone(user, z).await?;
+            eprintln!("set the time zone of user {user}");
+            set
+        }
+        None => notebook.time_zone(user).await?,
+    };
+    println!("{}", zone.name());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1424,9 +1452,13 @@ async fn notes(command: NotesCommand, target: &Target) -> anyhow::Result<ExitCod
             source_url,
             user,
         } => {
-            let date = cli_date("date", date.as_deref())?.unwrap_or_else(|| notebook.today());
+            let user = user_id(&user)?;
+            let date = match cli_date("date", date.as_deref())? {
+                Some(d) => d,
+                None => notebook.today_for(&user).await?,
+            };
             let note = notebook
-                .add_note(&user_id(&user)?, date, &text, &tags, source_url.as_deref())
+                .add_note(&user, date, &text, &tags, source_url.as_deref())
                 .await?;
             println!(
                 "added note {} on the page of {} ({}){}",

@@ -141,13 +141,18 @@ impl Browser {
 
     /// A form posted from a page of this site: the strict cookie, our `Origin`, the token of
     /// `page` (a screen's HTML) unless `token` says otherwise.
-    async fn post(&self, path: &str, page: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        page: &str,
+        fields: &[(&str, &str)],
+    ) -> reqwest::Response {
         let token = token_before(page, "back").expect("the screen has an app form");
         self.post_as(path, fields, Some(&token), true, Some(&self.base))
             .await
     }
 
-    async fn post_as(
+    pub(crate) async fn post_as(
         &self,
         path: &str,
         fields: &[(&str, &str)],
@@ -274,6 +279,39 @@ async fn the_web_app_serves_its_owner(env: Env) {
     assert_eq!(status_of(app, task_id).await, "done");
     let done = owner.screen("/app/tasks?status=done").await;
     assert!(done.contains(&format!("action=\"{action}\"")));
+
+    // A typed note on that page is marked typed, with its tags and its source linked; the
+    // page's ink lines are not marked, and a source that is not an http(s) URL is no link.
+    let date = app.call("get_page", json!({ "page_id": page_id })).await["date"].clone();
+    for (text, source) in [
+        ("Ask about the warranty", "https://example.com/chat/7"),
+        ("Check the receipt", "javascript:alert(1)"),
+    ] {
+        let added = app
+            .call(
+                "add_note",
+                json!({ "date": date, "text": text, "tags": ["Home Repairs"], "source_url": source }),
+            )
+            .await;
+        assert_eq!(added["page_id"], page_id, "{added}");
+    }
+    let page = owner.screen(&back).await;
+    assert_eq!(page.matches("class=\"typed-mark\"").count(), 2, "{page}");
+    let plain = unescape(&page);
+    let note = &plain[plain.find("Ask about the warranty").unwrap()..];
+    let note = &note[..note.find("</li>").unwrap()];
+    assert!(note.contains("class=\"typed-mark\""), "{note}");
+    assert!(note.contains("#home-repairs"), "{note}");
+    assert!(
+        note.contains("href=\"https://example.com/chat/7\""),
+        "{note}"
+    );
+    assert!(!plain.contains("href=\"javascript:"), "{page}");
+    let ink = &plain[plain.find(task["text"].as_str().unwrap()).unwrap()..];
+    assert!(
+        !ink[..ink.find("</li>").unwrap()].contains("typed-mark"),
+        "an ink line is not typed"
+    );
 
     // Search: hybrid, the query's words marked in the snippets.
     let word = task["text"]

@@ -1,13 +1,15 @@
 //! Typed notes (`add_note`, `list_notes`, `list_tags`) over the sample notebook: written by one
 //! client and found by another by words and by meaning, marked typed in `get_page` and in the
 //! page's markdown, kept when the day's ink and text are imported again and through a bundle,
-//! listed by tag, day and cursor, and never another user's. `notes_tests!` runs them here over
+//! listed by tag, day and cursor, never another user's, and written by default on today in the
+//! user's time zone (set from the web app). `notes_tests!` runs them here over
 //! the embedded store, in `aws.rs` over the emulator and in `lambda.rs` through the functions.
 
 use nib::auth::Scope;
 use nib::domain::UserId;
 use serde_json::{Value, json};
 
+use crate::app::{Browser, with_password};
 use crate::helpers::TestApp;
 
 macro_rules! notes_tests {
@@ -16,6 +18,12 @@ macro_rules! notes_tests {
         async fn notes_are_typed_lines_found_by_search_and_kept_by_reimport() {
             let app = $crate::helpers::TestApp::spawn_with($options).await;
             $crate::notes::notes_are_typed_lines_found_by_search_and_kept_by_reimport(&app).await;
+        }
+
+        #[tokio::test]
+        async fn notes_default_to_today_in_the_users_time_zone() {
+            let app = $crate::helpers::TestApp::spawn_with($options).await;
+            $crate::notes::notes_default_to_today_in_the_users_time_zone(&app).await;
         }
 
         #[tokio::test]
@@ -263,4 +271,109 @@ pub async fn notes_are_listed_by_tag_day_and_cursor_and_only_the_owners(app: &Te
     assert_eq!(theirs["structuredContent"]["notes"], json!([]));
     let theirs = app.call_raw(&mallory, "list_tags", json!({})).await;
     assert_eq!(theirs["structuredContent"]["tags"], json!([]));
+}
+
+/// A zone whose day is not UTC's day now, chosen from the current UTC hour so the test does
+/// not depend on when it runs: from noon UTC on, UTC+14 is already tomorrow; before noon,
+/// UTC-12 is still yesterday.
+pub(crate) fn zone_off_utc_today() -> &'static str {
+    if jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .hour()
+        >= 12
+    {
+        "Pacific/Kiritimati"
+    } else {
+        "Etc/GMT+12"
+    }
+}
+
+/// Today in `zone`, as YYYY-MM-DD.
+pub(crate) fn today_in(zone: &str) -> String {
+    jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::get(zone).unwrap())
+        .date()
+        .to_string()
+}
+
+pub async fn notes_default_to_today_in_the_users_time_zone(app: &TestApp) {
+    let zone = zone_off_utc_today();
+    with_password(app, "default").await;
+    let owner = Browser::sign_in(&app.base, "default").await;
+    let data = owner.screen("/app/data").await;
+    assert!(
+        data.contains("Your time zone is <code>UTC</code>"),
+        "UTC until set: {data}"
+    );
+
+    // A name that is not a zone is refused, saying why, and changes nothing; so is a form
+    // without its token.
+    let r = owner
+        .post(
+            "/app/data/timezone",
+            &data,
+            &[("back", "/app/data"), ("zone", "Mars/Olympus_Mons")],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let said = crate::app::unescape(&r.text().await.unwrap());
+    assert!(
+        said.contains("\"Mars/Olympus_Mons\" is not a time zone"),
+        "{said}"
+    );
+    let r = owner
+        .post_as(
+            "/app/data/timezone",
+            &[("back", "/app/data"), ("zone", zone)],
+            None,
+            true,
+            Some(&app.base),
+        )
+        .await;
+    assert_ne!(r.status(), 303, "no token, no change");
+    let data = owner.screen("/app/data").await;
+    assert!(
+        data.contains("Your time zone is <code>UTC</code>"),
+        "{data}"
+    );
+
+    // Set from the form: the screen shows it, and a note without a date lands on the local day.
+    let r = owner
+        .post(
+            "/app/data/timezone",
+            &data,
+            &[("back", "/app/data"), ("zone", zone)],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let data = crate::app::unescape(&owner.screen("/app/data").await);
+    assert!(
+        data.contains(&format!("Your time zone is <code>{zone}</code>")),
+        "{data}"
+    );
+    let utc_before = today_in("UTC");
+    let local_before = today_in(zone);
+    assert_ne!(utc_before, local_before, "the zone was chosen to differ");
+    let added = app
+        .call("add_note", json!({ "text": "Water the balcony plants" }))
+        .await;
+    let local_after = today_in(zone);
+    let date = added["date"].as_str().unwrap();
+    assert!(
+        date == local_before || date == local_after,
+        "{date}: not today in {zone} ({local_before})"
+    );
+    let page = app
+        .call("get_page", json!({ "page_id": added["page_id"] }))
+        .await;
+    assert_eq!(page["date"], date, "{page}");
+
+    // Another user keeps UTC.
+    let mallory = app.token_for("mallory", Scope::Edit).await;
+    let theirs = app
+        .call_raw(&mallory, "add_note", json!({ "text": "Buy stamps" }))
+        .await;
+    let utc_after = today_in("UTC");
+    let date = theirs["structuredContent"]["date"].as_str().unwrap();
+    assert!(date == utc_before || date == utc_after, "{theirs}");
 }

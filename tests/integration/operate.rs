@@ -806,6 +806,48 @@ async fn user_list_and_delete_print_the_same_on_both_back_ends() {
     assert_eq!(std::fs::read_dir(aws_data.path()).unwrap().count(), 0);
 }
 
+/// `nib user timezone` and `nib notes add` through the binary on one back end: UTC until set,
+/// a name that is not a zone refused with nothing changed, a zone kept as the database spells
+/// it, and a note without a date written on today in that zone.
+async fn time_zone_commands(nib: impl Fn(&[&str]) -> Command) {
+    let (ok, out, err) = run(nib(&["user", "timezone", "default"]), None).await;
+    assert!(ok && out == "UTC\n", "{out}{err}");
+    let (ok, _, err) = run(
+        nib(&["user", "timezone", "default", "Mars/Olympus_Mons"]),
+        None,
+    )
+    .await;
+    assert!(
+        !ok && err.contains("\"Mars/Olympus_Mons\" is not a time zone"),
+        "{err}"
+    );
+    let (ok, out, _) = run(nib(&["user", "timezone", "default"]), None).await;
+    assert!(ok && out == "UTC\n", "unchanged: {out}");
+    let (ok, out, err) = run(nib(&["user", "timezone", "default", "europe/berlin"]), None).await;
+    assert!(ok && out == "Europe/Berlin\n", "{out}{err}");
+    let zone = crate::notes::zone_off_utc_today();
+    let (ok, out, err) = run(nib(&["user", "timezone", "default", zone]), None).await;
+    assert!(ok && out == format!("{zone}\n"), "{out}{err}");
+    let before = crate::notes::today_in(zone);
+    let (ok, out, err) = run(nib(&["notes", "add", "Return the library books"]), None).await;
+    let after = crate::notes::today_in(zone);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains(&format!("on the page of {before}"))
+            || out.contains(&format!("on the page of {after}")),
+        "not today in {zone} ({before}): {out}"
+    );
+}
+
+#[tokio::test]
+async fn user_timezone_is_kept_and_used_on_both_back_ends() {
+    let config = emulator().await.fresh().await.unwrap();
+    let aws_data = tempfile::tempdir().unwrap();
+    time_zone_commands(|a| args(nib_aws(&config, aws_data.path()), a)).await;
+    let local_data = tempfile::tempdir().unwrap();
+    time_zone_commands(|a| args(nib_local(local_data.path()), a)).await;
+}
+
 /// The deploy rehearsal (issue 13): an account provisioned as infra/ would (the table with its
 /// index and TTL, the bucket with its public-access block, encryption and upload
 /// notification, a data key and a signing key), the functions under `cargo lambda watch`

@@ -26,7 +26,8 @@ use super::records::{
 };
 use super::trash::{page_trash_error, task_trash_error};
 use super::{Notebook, NotebookError, search};
-use crate::domain::tasks::{self, Appearance, History};
+use crate::crypto::UserKeys;
+use crate::domain::tasks::{self, Appearance, History, StatusLog};
 use crate::domain::{Date, Notation, PageId, PageStatus, TaskLinkId, TaskStatus, UserId};
 use crate::ports::{AssetKind, Cond, Item, MAX_TRANSACTION_ITEMS, Query, StoreError, Write};
 
@@ -136,6 +137,15 @@ struct BundleTask {
     owns_key: bool,
     /// The Notion page it was pushed as (id and URL); the connection itself is not exported.
     notion: Option<BundleNotion>,
+    /// Who changed the status and when (`get_task`'s history), opened. Absent in bundles
+    /// written before it was exported, and on tasks that never logged a change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status_log: Option<StatusLog>,
+    /// The tasks `link_tasks` merged into this one, each as it was when linked (its own id,
+    /// text, history and log; its appearances are this task's). For a merged task `owns_key`
+    /// says whether its text's dedup key names this task. Absent in older bundles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    merged: Vec<BundleTask>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -348,6 +358,104 @@ impl PageItems {
     }
 }
 
+/// A task record as a bundle holds it: its sealed fields opened (each bound to its own
+/// `TASK#` key, the merged tasks' too). `merged_owns` says, per merged task, whether its dedup
+/// key names this task.
+fn bundle_task(
+    user: &UserId,
+    keys: &UserKeys,
+    pk: &str,
+    t: TaskRecord,
+    owns_key: bool,
+    merged_owns: &[bool],
+) -> Result<BundleTask, NotebookError> {
+    let sk = task_sk(&t.task_link_id);
+    let status_log = match t.status_log {
+        Some(_) => Some(t.open_status_log(keys, user, pk)?),
+        None => None,
+    };
+    let merged = t
+        .merged
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let owns = merged_owns.get(i).copied().unwrap_or(false);
+            bundle_task(user, keys, pk, m, owns, &[])
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(BundleTask {
+        text: records::open_string(keys, user, pk, &sk, "text", &t.text)?,
+        source_url: t
+            .source_url
+            .as_ref()
+            .map(|u| records::open_string(keys, user, pk, &sk, "source_url", u))
+            .transpose()?,
+        notion: t
+            .notion
+            .as_ref()
+            .map(|n| {
+                Ok::<_, NotebookError>(BundleNotion {
+                    page_id: n.page_id.clone(),
+                    url: super::notion::open_url(user, keys, &t.task_link_id, n)?,
+                })
+            })
+            .transpose()?,
+        owns_key,
+        task_link_id: t.task_link_id,
+        status: t.status,
+        first_seen_date: t.first_seen_date,
+        completed_date: t.completed_date,
+        source_page_id: t.source_page_id,
+        appearances: t.appearances,
+        history: t.history,
+        created_at: t.created_at,
+        status_log,
+        merged,
+    })
+}
+
+/// A bundle's task sealed again under `keys`, with its dedup key recomputed; the tasks linked
+/// into it too, each bound to its own `TASK#` key as `links` keeps them.
+fn task_record(
+    user: &UserId,
+    keys: &UserKeys,
+    pk: &str,
+    t: BundleTask,
+) -> Result<TaskRecord, NotebookError> {
+    let sk = task_sk(&t.task_link_id);
+    let key = keys.blind("task", &tasks::normalize(&t.text));
+    let mut record = TaskRecord {
+        task_link_id: t.task_link_id.clone(),
+        status: t.status,
+        first_seen_date: t.first_seen_date,
+        completed_date: t.completed_date,
+        source_page_id: t.source_page_id,
+        key,
+        text: records::seal(keys, user, pk, &sk, "text", t.text.as_bytes()),
+        source_url: t
+            .source_url
+            .map(|u| records::seal(keys, user, pk, &sk, "source_url", u.as_bytes())),
+        appearances: t.appearances,
+        history: t.history,
+        created_at: t.created_at,
+        notion: t.notion.map(|n| records::NotionLink {
+            page_id: n.page_id,
+            url: records::seal(keys, user, pk, &sk, "notion_url", n.url.as_bytes()),
+        }),
+        status_log: None,
+        merged: t
+            .merged
+            .into_iter()
+            .map(|m| task_record(user, keys, pk, m))
+            .collect::<Result<_, _>>()?,
+    };
+    if let Some(log) = t.status_log {
+        let plain = serde_json::to_vec(&log).expect("a status log serializes");
+        record.status_log = Some(records::seal(keys, user, pk, &sk, "status_log", &plain));
+    }
+    Ok(record)
+}
+
 fn parse<T: for<'de> Deserialize<'de>>(name: &str, bytes: &[u8]) -> Result<T, BundleError> {
     serde_json::from_slice(bytes).map_err(|e| BundleError::Damaged(format!("{name}: {e}")))
 }
@@ -528,34 +636,20 @@ impl Notebook {
                         }
                         None => false,
                     };
-                    let sk = task_sk(&t.task_link_id);
-                    let task = BundleTask {
-                        text: records::open_string(&keys, user, &pk, &sk, "text", &t.text)?,
-                        source_url: t
-                            .source_url
-                            .as_ref()
-                            .map(|u| records::open_string(&keys, user, &pk, &sk, "source_url", u))
-                            .transpose()?,
-                        notion: t
-                            .notion
-                            .as_ref()
-                            .map(|n| {
-                                Ok::<_, NotebookError>(BundleNotion {
-                                    page_id: n.page_id.clone(),
-                                    url: super::notion::open_url(user, &keys, &t.task_link_id, n)?,
-                                })
-                            })
-                            .transpose()?,
-                        owns_key,
-                        task_link_id: t.task_link_id,
-                        status: t.status,
-                        first_seen_date: t.first_seen_date,
-                        completed_date: t.completed_date,
-                        source_page_id: t.source_page_id,
-                        appearances: t.appearances,
-                        history: t.history,
-                        created_at: t.created_at,
-                    };
+                    let mut merged_owns = Vec::with_capacity(t.merged.len());
+                    for m in &t.merged {
+                        // A merged task's dedup key names the kept task while its text is one
+                        // of the kept task's (see `links`).
+                        let owns = match self.store.get(&pk, &taskkey_sk(&m.key)).await? {
+                            Some(item) => {
+                                decode::<TaskKeyRecord>("task key", &item.body)?.task_link_id
+                                    == t.task_link_id
+                            }
+                            None => false,
+                        };
+                        merged_owns.push(owns);
+                    }
+                    let task = bundle_task(user, &keys, &pk, t, owns_key, &merged_owns)?;
                     zip.start_file(format!("tasks/{}.json", task.task_link_id), options())
                         .map_err(zip_err)?;
                     zip.write_all(&serde_json::to_vec_pretty(&task).expect("tasks serialize"))?;
@@ -796,30 +890,16 @@ impl Notebook {
             };
             let t: BundleTask = parse(&name, &bytes)?;
             let sk = task_sk(&t.task_link_id);
-            let key = keys.blind("task", &tasks::normalize(&t.text));
-            let record = TaskRecord {
-                task_link_id: t.task_link_id.clone(),
-                status: t.status,
-                first_seen_date: t.first_seen_date,
-                completed_date: t.completed_date,
-                source_page_id: t.source_page_id,
-                key: key.clone(),
-                text: records::seal(&keys, user, &pk, &sk, "text", t.text.as_bytes()),
-                source_url: t
-                    .source_url
-                    .map(|u| records::seal(&keys, user, &pk, &sk, "source_url", u.as_bytes())),
-                appearances: t.appearances,
-                history: t.history,
-                created_at: t.created_at,
-                notion: t.notion.map(|n| records::NotionLink {
-                    page_id: n.page_id,
-                    url: records::seal(&keys, user, &pk, &sk, "notion_url", n.url.as_bytes()),
-                }),
-                // The status log stays with the notebook it was recorded in: a bundle carries
-                // the status and its update history, not who changed it.
-                status_log: None,
-                merged: Vec::new(),
-            };
+            let owns_key = t.owns_key;
+            // The dedup keys of the tasks linked into it that name it.
+            let merged_keys: Vec<String> = t
+                .merged
+                .iter()
+                .filter(|m| m.owns_key)
+                .map(|m| keys.blind("task", &tasks::normalize(&m.text)))
+                .collect();
+            let record = task_record(user, &keys, &pk, t)?;
+            let key = record.key.clone();
             let mut writes = vec![Write::put(
                 Item {
                     pk: pk.clone(),
@@ -834,11 +914,12 @@ impl Notebook {
                 },
                 Cond::NotExists,
             )];
-            if t.owns_key {
+            let owned = owns_key.then_some(&key).into_iter().chain(&merged_keys);
+            for k in owned {
                 writes.push(Write::put(
                     Item {
                         pk: pk.clone(),
-                        sk: taskkey_sk(&key),
+                        sk: taskkey_sk(k),
                         gsi1: None,
                         version: 1,
                         expires_at: None,

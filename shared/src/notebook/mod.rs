@@ -26,6 +26,7 @@ mod resources;
 mod revision;
 mod search;
 mod search_index;
+mod settings;
 mod tasks;
 mod trash;
 mod uploads;
@@ -55,6 +56,7 @@ pub use search::{
     HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, SearchHit, SearchMode,
     SearchOptions, hybrid_score,
 };
+pub use settings::{DEFAULT_TIME_ZONE, UserTimeZone};
 pub use tasks::{CreatedTask, TaskDetail, TaskFilter, TaskLine, TaskView, UpdatedTask};
 pub use trash::{Restored, TRASH_DAYS, TrashEntry, TrashKind, Trashed, trash_cursor_key};
 pub use uploads::{UPLOAD_RESULT_TTL_SECS, UploadResult};
@@ -157,7 +159,8 @@ impl Notebook {
         }
     }
 
-    /// Today (UTC), for a tool's default date.
+    /// Today in UTC (a bundle's file name); a user's writing takes today in their time zone,
+    /// [`Notebook::today_for`].
     pub fn today(&self) -> crate::domain::Date {
         self.clock.today()
     }

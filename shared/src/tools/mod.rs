@@ -29,6 +29,7 @@ mod restore_task;
 pub mod scan;
 mod search;
 mod search_pages;
+mod settings_app;
 mod update_task_status;
 mod upload_app;
 
@@ -193,11 +194,13 @@ static APP_OPERATIONS: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         notion_app::disconnect_def(),
         account_app::delete_def(),
         upload_app::result_def(),
+        settings_app::get_def(),
+        settings_app::set_def(),
     ]
 });
 
 /// What only the owner's web app calls (the Notion connection, deleting the account, an
-/// upload's result): run like tools, by the class
+/// upload's result, the time zone): run like tools, by the class
 /// function that owns them, but never listed or callable over MCP (`find` does not see them).
 pub fn app_operations() -> &'static [ToolDef] {
     &APP_OPERATIONS

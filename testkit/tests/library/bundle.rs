@@ -1,7 +1,8 @@
 //! `nib::notebook::bundle`: export and import of a whole notebook, through the public API and
 //! the documented format. The round trip (every read tool's answer compared, the same bundle
 //! out again, a second import that writes nothing) on local notebooks of the sample and of
-//! 1000 generated pages, and on the AWS emulator; damaged and foreign bundles; no secret in a
+//! 1000 generated pages, and on the AWS emulator (task status logs and links included, and
+//! older bundles without them); damaged and foreign bundles; no secret in a
 //! bundle (a task pushed to the Notion stand-in); the Markdown export.
 //!
 //! Here rather than beside the code because two of them need the emulator or the Notion
@@ -12,10 +13,10 @@ use std::io::{Cursor, Read, Write as _};
 use std::path::{Path, PathBuf};
 
 use nib::adapters::notion::NotionToken;
-use nib::domain::{Date, Notation, PageStatus, TaskStatus, UserId};
+use nib::domain::{Date, Notation, PageStatus, TaskLinkId, TaskStatus, UserId};
 use nib::notebook::{
-    BundleError, MAX_BUNDLE_BYTES, MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES, Notebook, PageDraft,
-    PageFiles, TaskFilter, read_page_with,
+    BundleError, LinkActor, MAX_BUNDLE_BYTES, MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES, Notebook,
+    PageDraft, PageFiles, TaskFilter, read_page_with,
 };
 use nib::ports::AssetKind;
 use nib::services::{LocalOptions, Services};
@@ -37,7 +38,8 @@ fn sample_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sample")
 }
 
-/// The sample notebook, plus a created task, a status history and a task with a source.
+/// The sample notebook, plus a created task, a status history, a task with a source, and two
+/// tasks linked as one (`link_tasks`) with its status changed after.
 async fn fill_with_sample(app: &Services) {
     let u = user();
     app.ensure_user(&u).await.unwrap();
@@ -71,6 +73,43 @@ async fn fill_with_sample(app: &Services) {
         .update_task_status(&u, &first[0].task_link_id, TaskStatus::Done)
         .await
         .unwrap();
+    let (kept, merged) = linked_pair(app).await;
+    app.notebook()
+        .link_tasks(
+            &u,
+            &kept,
+            &merged,
+            &LinkActor {
+                tool: "link_tasks",
+                client: Some("bundle test".into()),
+            },
+        )
+        .await
+        .unwrap();
+    app.notebook()
+        .update_task_status(&u, &kept, TaskStatus::Done)
+        .await
+        .unwrap();
+}
+
+/// The two tasks `fill_with_sample` links: "Call the dentist re: filling" (kept) and "call
+/// dentist" (merged into it), on two days.
+async fn linked_pair(app: &Services) -> (TaskLinkId, TaskLinkId) {
+    let u = user();
+    let mut ids = Vec::new();
+    for (date, text) in [
+        ("2026-06-19", "Call the dentist re: filling"),
+        ("2026-06-18", "call dentist"),
+    ] {
+        let t = app
+            .notebook()
+            .create_task(&u, Date::parse(date).unwrap(), text, None)
+            .await
+            .unwrap();
+        ids.push(t.task_link_id);
+    }
+    let merged = ids.pop().unwrap();
+    (ids.pop().unwrap(), merged)
 }
 
 /// What the read tools show of the notebook, signed URLs aside: every page listed and
@@ -94,6 +133,11 @@ async fn snapshot(nb: &Notebook, terms: &[&str]) -> String {
         .await
         .unwrap();
     out.push_str(&format!("{tasks:?}\n"));
+    // get_task of each: its lines on every page (a linked task's too) and its status history.
+    for t in &tasks {
+        let detail = nb.task_detail(&u, &t.task_link_id).await.unwrap();
+        out.push_str(&format!("{detail:?}\n"));
+    }
     for term in terms {
         let hits: Vec<_> = nb
             .search(&u, term, 50)
@@ -202,6 +246,60 @@ async fn the_sample_notebook_round_trips_through_a_bundle() {
         .unwrap();
     assert_eq!(created["history"]["updates"].as_array().unwrap().len(), 3);
     assert_eq!(created["source_url"], "https://example.com/x");
+    // Who changed it came along (get_task's history), and so did the link: the kept task's
+    // entry holds the merged one, and get_task shows both days' lines and the link.
+    assert_eq!(
+        created["status_log"]["changes"].as_array().unwrap().len(),
+        4
+    );
+    let kept = entries(&bundle)
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("tasks/"))
+        .map(|(_, b)| serde_json::from_slice::<serde_json::Value>(&b).unwrap())
+        .find(|t| t["text"] == "Call the dentist re: filling")
+        .unwrap();
+    assert_eq!(kept["merged"][0]["text"], "call dentist");
+    assert_eq!(kept["merged"][0]["owns_key"], true);
+    let kept_id = TaskLinkId::parse(kept["task_link_id"].as_str().unwrap()).unwrap();
+    let merged_id = TaskLinkId::parse(kept["merged"][0]["task_link_id"].as_str().unwrap()).unwrap();
+    let detail = target
+        .notebook()
+        .task_detail(&user(), &kept_id)
+        .await
+        .unwrap();
+    let days: Vec<String> = detail.lines.iter().map(|l| l.date.to_string()).collect();
+    assert_eq!(days, ["2026-06-18", "2026-06-19"]);
+    assert!(
+        detail
+            .changes
+            .changes
+            .iter()
+            .any(|c| matches!(&c.by, nib::domain::tasks::ChangedBy::Link { other, .. } if *other == merged_id)),
+        "{detail:?}"
+    );
+    // The link is a link still: unlinking gives the merged task back with its own text and
+    // its own day's line.
+    target
+        .notebook()
+        .unlink_tasks(
+            &user(),
+            &kept_id,
+            &merged_id,
+            &LinkActor {
+                tool: "unlink_tasks",
+                client: None,
+            },
+        )
+        .await
+        .unwrap();
+    let back = target
+        .notebook()
+        .task_detail(&user(), &merged_id)
+        .await
+        .unwrap();
+    assert_eq!(back.task.text, "call dentist");
+    let days: Vec<String> = back.lines.iter().map(|l| l.date.to_string()).collect();
+    assert_eq!(days, ["2026-06-18"]);
     // The ink came along, and its bytes are the same.
     let page = target
         .notebook()
@@ -225,6 +323,49 @@ async fn the_sample_notebook_round_trips_through_a_bundle() {
                 .unwrap()
         );
     }
+}
+
+/// A bundle written before tasks carried their status log and links (no `status_log`, no
+/// `merged`) still imports: the tasks come in with their statuses and update history, and
+/// an empty change log.
+#[tokio::test]
+async fn a_bundle_without_status_logs_and_links_still_imports() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (source, target) = (local(a.path()), local(b.path()));
+    fill_with_sample(&source).await;
+    target.ensure_user(&user()).await.unwrap();
+    let older = rewrite(&export(source.notebook()).await, |name, bytes| {
+        if !name.starts_with("tasks/") {
+            return Some(bytes);
+        }
+        let mut t: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let o = t.as_object_mut().unwrap();
+        o.remove("status_log");
+        o.remove("merged");
+        Some(serde_json::to_vec(&t).unwrap())
+    });
+    target
+        .notebook()
+        .import_bundle(&user(), Cursor::new(&older), &|| {})
+        .await
+        .unwrap();
+    let before = source
+        .notebook()
+        .list_tasks(&user(), TaskFilter::All, None, 1000)
+        .await
+        .unwrap();
+    let after = target
+        .notebook()
+        .list_tasks(&user(), TaskFilter::All, None, 1000)
+        .await
+        .unwrap();
+    assert_eq!(before, after);
+    let detail = target
+        .notebook()
+        .task_detail(&user(), &after[0].task_link_id)
+        .await
+        .unwrap();
+    assert!(detail.changes.changes.is_empty(), "{detail:?}");
 }
 
 #[tokio::test]

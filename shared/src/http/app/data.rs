@@ -109,6 +109,9 @@ struct DataScreen {
     records: Vec<AccessRow>,
     next_records: Option<String>,
     notion: NotionView,
+    /// The user's time zone (IANA name) and today in it.
+    time_zone: String,
+    today: String,
 }
 
 fn moment(unix: Option<i64>) -> Option<String> {
@@ -251,6 +254,10 @@ async fn screen_with(
         Ok(n) => n,
         Err(e) => return tool_failure(e, "notion_status"),
     };
+    let time_zone = match call(st, v, "time_zone_get", json!({})).await {
+        Ok(z) => z,
+        Err(e) => return tool_failure(e, "time_zone_get"),
+    };
     let notion = NotionView {
         connected: notion["connected"].as_bool().unwrap_or(false),
         database_id: s(&notion, "database_id"),
@@ -322,6 +329,8 @@ async fn screen_with(
             records,
             next_records: access["next_cursor"].as_str().map(str::to_owned),
             notion,
+            time_zone: s(&time_zone, "zone"),
+            today: s(&time_zone, "today"),
         },
     );
     if page.status() == StatusCode::OK {
@@ -394,6 +403,30 @@ pub(super) async fn notion_disconnect(
     match call(&st, &v, "notion_disconnect", json!({})).await {
         Ok(_) => back_to(&form),
         Err(e) => tool_failure(e, "notion_disconnect"),
+    }
+}
+
+/// `POST /app/data/timezone` (`zone`): what `nib user timezone` does; a name that is not a zone
+/// is refused, saying so, and changes nothing.
+pub(super) async fn time_zone_set(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (v, form) = match changer(&st, &headers, &body).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
+    let a = json!({ "zone": form.get("zone").unwrap_or_default() });
+    match call(&st, &v, "time_zone_set", a).await {
+        Ok(_) => back_to(&form),
+        Err(crate::tools::ToolError::Rejected(why))
+        | Err(crate::tools::ToolError::InvalidArgument { reason: why, .. }) => super::message(
+            axum::http::StatusCode::BAD_REQUEST,
+            "The time zone is unchanged",
+            &why,
+        ),
+        Err(e) => tool_failure(e, "time_zone_set"),
     }
 }
 

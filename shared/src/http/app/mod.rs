@@ -41,6 +41,7 @@
 //! | `POST /app/data/import` | locally: a bundle (multipart), imported as `nib import --bundle` does |
 //! | `POST /app/data/restore/{kind}/{id}` | restores a trashed page or task |
 //! | `POST /app/data/notion/connect`, `.../disconnect` | the Notion connection (app operations the tasks function runs, `tools::notion_app`) |
+//! | `POST /app/data/timezone` | the user's time zone (`zone`; app operations the tasks function runs, `tools::settings_app`) |
 //! | `GET /app/upload` | the upload page (drag and drop, or choose files) |
 //! | `POST /app/upload` | locally: the files, imported as `nib import` does (`upload.rs`) |
 //! | `POST /app/upload/sign` | on AWS: a presigned POST for one file to `uploads/{user}/` |
@@ -112,6 +113,7 @@ pub(super) fn routes() -> Router<Arc<HttpState>> {
         .route("/app/data/restore/{kind}/{id}", post(data::restore))
         .route("/app/data/notion/connect", post(data::notion_connect))
         .route("/app/data/notion/disconnect", post(data::notion_disconnect))
+        .route("/app/data/timezone", post(data::time_zone_set))
         .route("/app/upload", get(upload::show))
         .route("/app/upload/sign", post(upload::sign))
         .route("/app/upload/status", get(upload::status))

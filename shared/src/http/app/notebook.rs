@@ -124,6 +124,13 @@ struct LineView {
     /// A task line's task and its status (`open`, `done`, `cancelled`, `migrated`).
     task: Option<(String, String)>,
     unsure: bool,
+    /// Typed (a note or a task written through a tool), not read from the ink.
+    typed: bool,
+    tags: Vec<String>,
+    /// The source a typed line was written from, linked only when it is an http(s) URL (a
+    /// model gave it: another scheme is shown as text, never followed).
+    source_link: Option<String>,
+    source_text: Option<String>,
 }
 
 impl LineView {
@@ -189,6 +196,22 @@ pub(super) async fn page(
             unsure: l["ocr_confidence"]
                 .as_f64()
                 .is_some_and(|c| c < UNSURE_BELOW),
+            typed: l["origin"] == "typed",
+            tags: l["tags"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            source_link: l["source_url"]
+                .as_str()
+                .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+                .map(str::to_owned),
+            source_text: l["source_url"]
+                .as_str()
+                .filter(|u| !(u.starts_with("https://") || u.starts_with("http://")))
+                .map(str::to_owned),
         })
         .collect();
     let screen = PageScreen {
