@@ -91,7 +91,7 @@ impl Model {
         }
         let dims = take_u32(&mut rest)? as usize;
         let n = take_u32(&mut rest)? as usize;
-        if dims == 0 || dims > 4096 || dims % 2 != 0 || n == 0 {
+        if dims == 0 || dims > 4096 || !dims.is_multiple_of(2) || n == 0 {
             return Err(ModelError::Damaged("bad dimensions"));
         }
         let id_len = take_u32(&mut rest)? as usize;
