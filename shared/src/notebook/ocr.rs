@@ -51,9 +51,20 @@ impl Notebook {
         force: bool,
     ) -> Result<Vec<SavedPage>, NotebookError> {
         let mut out = Vec::new();
-        for (draft, image) in expand(draft)? {
-            let draft = self.read_ink(user, draft, image, force).await?;
-            out.push(self.import_page(user, draft).await?);
+        match expand(draft)? {
+            Expanded::One(draft, image) => {
+                let draft = self.read_ink(user, draft, image, force).await?;
+                out.push(self.import_page(user, draft).await?);
+            }
+            Expanded::Pages(pages) => {
+                // One page at a time: its raster, its own PDF and its PNG live only while it is
+                // read and written, so a 200-page PDF imports in the memory of one page.
+                for index in 0..pages.len() {
+                    let (draft, image) = pages.page(index)?;
+                    let draft = self.read_ink(user, draft, Some(image), force).await?;
+                    out.push(self.import_page(user, draft).await?);
+                }
+            }
         }
         Ok(out)
     }
@@ -240,62 +251,203 @@ fn engine_source(read: &ocr::ReadPage, ink_hash: String) -> String {
     .encode()
 }
 
-/// The drafts a page's files make, each with its rendered page image when it has one: one per
-/// page of a PDF (split out, with a PNG rendered), else the draft as it is.
-fn expand(draft: PageDraft) -> Result<Vec<(PageDraft, Option<PageImage>)>, NotebookError> {
+/// The pages a draft's files make (see [`expand`]).
+enum Expanded {
+    /// The draft as it is, with its rendered page image when it has one.
+    One(PageDraft, Option<PageImage>),
+    /// A PDF of several pages: each page rendered and split out when it is imported.
+    Pages(PdfPages),
+}
+
+/// A multi-page PDF's drafts, made one at a time ([`PdfPages::page`]).
+struct PdfPages {
+    /// The draft without its PDF: what every page's draft starts from.
+    draft: PageDraft,
+    raster: raster::PdfRaster,
+    split: raster::PdfSplit,
+}
+
+impl PdfPages {
+    fn len(&self) -> usize {
+        self.raster.len()
+    }
+
+    /// Page `index`'s draft (from 0) with its rendered image: page 1 keeps the stem and any
+    /// OCR file or PNG that came beside the PDF, page n is `STEM#n`; each gets its own
+    /// one-page PDF and, unless it has a PNG, one rendered from it.
+    fn page(&self, index: usize) -> Result<(PageDraft, PageImage), NotebookError> {
+        let image = self.raster.page(index)?;
+        let mut d = self.draft.clone();
+        if index > 0 {
+            d.stem = format!("{}#{}", self.draft.stem, index + 1);
+            // An OCR file beside a multi-page PDF belongs to its first page.
+            d.ocr = None;
+            d.sources.ocr = None;
+            d.png = None;
+        }
+        d.pdf = Some(self.split.page(index)?);
+        if d.png.is_none() {
+            d.png = Some(raster::to_png(&image));
+            d.sources.png = d.sources.pdf;
+            d.png_rendered = true;
+        }
+        Ok((d, image))
+    }
+}
+
+/// The pages a draft's files make: a multi-page PDF is split into one page per PDF page
+/// (rendered and split lazily, [`PdfPages`]); a one-page PDF without a PNG gets one rendered;
+/// anything else is the draft as it is.
+fn expand(draft: PageDraft) -> Result<Expanded, NotebookError> {
     let Some(pdf) = draft.pdf.as_ref() else {
-        return Ok(vec![(draft, None)]);
+        return Ok(Expanded::One(draft, None));
     };
     if draft.png.is_some() && raster::pdf_page_count(pdf) <= 1 {
         // A PDF with its own PNG beside it: the PNG is the page's picture.
-        return Ok(vec![(draft, None)]);
+        return Ok(Expanded::One(draft, None));
     }
     // Ink nib cannot render is kept as it came (nothing of an upload is lost); it just gets no
-    // picture and no reading.
-    let images = match raster::pdf_pages(pdf) {
-        Ok(images) => images,
+    // picture and no reading. Every page's size is checked here, before any page is written.
+    let raster = match raster::PdfRaster::open(pdf) {
+        Ok(raster) => raster,
         Err(e) => {
             tracing::warn!(error = %e, "a PDF that cannot be rendered is stored as it is");
-            return Ok(vec![(draft, None)]);
+            return Ok(Expanded::One(draft, None));
         }
     };
-    if images.len() == 1 {
-        let image = images.into_iter().next().expect("one page");
+    if raster.len() == 1 {
+        let image = raster.page(0)?;
         let mut draft = draft;
         if draft.png.is_none() {
             draft.png = Some(raster::to_png(&image));
             draft.sources.png = draft.sources.pdf;
             draft.png_rendered = true;
         }
-        return Ok(vec![(draft, Some(image))]);
+        return Ok(Expanded::One(draft, Some(image)));
     }
-    let pages = match raster::split_pdf(pdf, images.len()) {
-        Ok(pages) => pages,
+    let split = match raster::PdfSplit::open(pdf, raster.len()) {
+        Ok(split) => split,
         Err(e) => {
             tracing::warn!(error = %e, "a PDF that cannot be split is stored as one page");
-            return Ok(vec![(draft, None)]);
+            return Ok(Expanded::One(draft, None));
         }
     };
-    Ok(images
-        .into_iter()
-        .zip(pages)
-        .enumerate()
-        .map(|(i, (image, one_page))| {
-            let mut d = draft.clone();
-            if i > 0 {
-                d.stem = format!("{}#{}", draft.stem, i + 1);
-                // An OCR file beside a multi-page PDF belongs to its first page.
-                d.ocr = None;
-                d.sources.ocr = None;
-                d.png = None;
+    // The whole PDF's bytes are not needed again: the renderer and the splitter hold their own.
+    let mut draft = draft;
+    draft.pdf = None;
+    Ok(Expanded::Pages(PdfPages {
+        draft,
+        raster,
+        split,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::adapters::embedded::EmbeddedStore;
+    use crate::adapters::local_assets::LocalAssets;
+    use crate::adapters::local_keys::LocalKeys;
+    use crate::crypto::Vault;
+    use crate::domain::Date;
+    use crate::notebook::NotebookConfig;
+    use crate::notebook::records::PageSources;
+    use crate::ports::{Ocr, OcrEngine, OcrLine, Store, SystemClock};
+
+    /// An engine that reads nothing and notes, at each page it is given, how many PDF pages
+    /// this thread has rendered so far.
+    #[derive(Default)]
+    struct Rendered {
+        seen: Mutex<Vec<usize>>,
+    }
+
+    #[async_trait]
+    impl Ocr for Rendered {
+        fn engine(&self) -> OcrEngine {
+            OcrEngine {
+                name: "rendered-count".into(),
+                version: "1".into(),
             }
-            d.pdf = Some(one_page);
-            if d.png.is_none() {
-                d.png = Some(raster::to_png(&image));
-                d.sources.png = d.sources.pdf;
-                d.png_rendered = true;
-            }
-            (d, Some(image))
-        })
-        .collect())
+        }
+
+        async fn recognize(&self, _page: &PageImage) -> Result<Vec<OcrLine>, OcrError> {
+            let rendered = raster::PAGES_RENDERED.with(std::cell::Cell::get);
+            self.seen.lock().unwrap().push(rendered);
+            Ok(Vec::new())
+        }
+    }
+
+    // A current-thread runtime: the import renders and the engine counts on this one thread.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_multi_page_pdf_is_rendered_one_page_at_a_time_as_it_is_imported() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::in_memory());
+        let keys = Arc::new(LocalKeys::open_or_create(&dir.path().join("master.key")).unwrap());
+        let vault = Arc::new(Vault::new(
+            store.clone(),
+            keys,
+            16,
+            Duration::from_secs(3600),
+        ));
+        let assets = Arc::new(LocalAssets::new(
+            dir.path().join("assets"),
+            "http://127.0.0.1".into(),
+            [1; 32],
+            [2; 32],
+        ));
+        let engine = Arc::new(Rendered::default());
+        let notebook = Notebook::new(
+            store,
+            vault,
+            assets,
+            Arc::new(SystemClock),
+            NotebookConfig::default(),
+        )
+        .with_ocr(engine.clone());
+        let user = UserId::parse("default").unwrap();
+        let pdf = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/ocr/2025-03-21.pdf"
+        ))
+        .unwrap();
+        let draft = PageDraft {
+            date: Some(Date::parse("2025-03-21").unwrap()),
+            stem: "2025-03-21".into(),
+            ocr: None,
+            pdf: Some(pdf),
+            png: None,
+            sources: PageSources {
+                pdf: Some(1),
+                ..PageSources::default()
+            },
+            png_rendered: false,
+        };
+        let before = raster::PAGES_RENDERED.with(std::cell::Cell::get);
+        let saved = notebook.import_draft(&user, draft, false).await.unwrap();
+        assert_eq!(saved.len(), 3);
+        let seen: Vec<usize> = engine
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|n| n - before)
+            .collect();
+        // Page n is rendered when page n is read, after page n - 1 was written and dropped; a
+        // 200-page PDF never holds more than one page's raster.
+        assert_eq!(seen, vec![1, 2, 3]);
+        for (n, page) in saved.iter().enumerate() {
+            let stem = if n == 0 {
+                "2025-03-21".to_owned()
+            } else {
+                format!("2025-03-21#{}", n + 1)
+            };
+            let found = notebook.page_of_stem(&user, &stem).await.unwrap();
+            assert_eq!(found.as_ref(), Some(&page.page_id), "{stem}");
+        }
+    }
 }

@@ -133,30 +133,67 @@ pub fn pdf_page_count(bytes: &[u8]) -> usize {
         .unwrap_or(0)
 }
 
-/// Every page of a PDF, rendered so its longer side is about [`PDF_LONG_SIDE`] pixels.
+/// Every page of a PDF, rendered so its longer side is about [`PDF_LONG_SIDE`] pixels. For a
+/// PDF of many pages prefer [`PdfRaster`], which renders one page at a time.
 pub fn pdf_pages(bytes: &[u8]) -> Result<Vec<PageImage>, OcrError> {
-    use hayro::hayro_interpret::InterpreterSettings;
-    use hayro::{PixmapSettings, RenderCache, RenderSettings};
+    let raster = PdfRaster::open(bytes)?;
+    (0..raster.len()).map(|i| raster.page(i)).collect()
+}
 
-    let pdf = hayro::hayro_syntax::Pdf::new(bytes.to_vec())
-        .map_err(|e| OcrError::BadImage(format!("unreadable PDF: {e:?}")))?;
-    let pages = pdf.pages();
-    if pages.len() > MAX_PDF_PAGES {
-        return Err(OcrError::BadImage(format!(
-            "the PDF has {} pages; at most {MAX_PDF_PAGES} are read",
-            pages.len()
-        )));
+#[cfg(test)]
+thread_local! {
+    /// How many PDF pages this thread has rendered: lets the tests see that an import renders
+    /// each page just before it reads it, not all of them first.
+    pub(crate) static PAGES_RENDERED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A PDF's pages, rendered on demand one at a time: a notebook exported as one 200-page PDF
+/// is never in memory as 200 rasters (~2.5 MB each at [`PDF_LONG_SIDE`]), only as its bytes
+/// and the page being read.
+pub struct PdfRaster {
+    pdf: hayro::hayro_syntax::Pdf,
+}
+
+impl PdfRaster {
+    /// Parses the PDF and checks what can be checked before rendering anything: the page
+    /// count and every page's size, so that a bad page fails the whole file up front rather
+    /// than halfway through an import.
+    pub fn open(bytes: &[u8]) -> Result<PdfRaster, OcrError> {
+        let pdf = hayro::hayro_syntax::Pdf::new(bytes.to_vec())
+            .map_err(|e| OcrError::BadImage(format!("unreadable PDF: {e:?}")))?;
+        let pages = pdf.pages();
+        if pages.len() > MAX_PDF_PAGES {
+            return Err(OcrError::BadImage(format!(
+                "the PDF has {} pages; at most {MAX_PDF_PAGES} are read",
+                pages.len()
+            )));
+        }
+        if pages.is_empty() {
+            return Err(OcrError::BadImage("the PDF has no pages".into()));
+        }
+        for page in pages.iter() {
+            page_scale(page)?;
+        }
+        Ok(PdfRaster { pdf })
     }
-    let mut out = Vec::with_capacity(pages.len());
-    for page in pages.iter() {
-        let (w, h) = page.render_dimensions();
-        if !(w.is_finite() && h.is_finite()) || w < 1.0 || h < 1.0 {
-            return Err(OcrError::BadImage("a PDF page has no size".into()));
-        }
-        let scale = PDF_LONG_SIDE / w.max(h);
-        if f64::from(w * scale) * f64::from(h * scale) > MAX_PIXELS as f64 {
-            return Err(OcrError::BadImage("a PDF page is too large".into()));
-        }
+
+    /// How many pages the PDF has (at least one).
+    pub fn len(&self) -> usize {
+        self.pdf.pages().len()
+    }
+
+    /// Page `index` (from 0) as grey pixels.
+    pub fn page(&self, index: usize) -> Result<PageImage, OcrError> {
+        use hayro::hayro_interpret::InterpreterSettings;
+        use hayro::{PixmapSettings, RenderCache, RenderSettings};
+
+        let page = self
+            .pdf
+            .pages()
+            .get(index)
+            .ok_or_else(|| OcrError::BadImage(format!("the PDF has no page {}", index + 1)))?;
+        let scale = page_scale(page)?;
+        // A cache per page: what one page's drawing decoded is dropped with the page.
         let cache = RenderCache::new();
         let pixmap = hayro::render(
             page,
@@ -169,6 +206,8 @@ pub fn pdf_pages(bytes: &[u8]) -> Result<Vec<PageImage>, OcrError> {
                 ..Default::default()
             },
         );
+        #[cfg(test)]
+        PAGES_RENDERED.with(|n| n.set(n.get() + 1));
         let (pw, ph) = (u32::from(pixmap.width()), u32::from(pixmap.height()));
         // Premultiplied RGBA on a transparent page, composited over white paper: the luma of
         // the colour plus what the missing coverage lets through.
@@ -185,42 +224,76 @@ pub fn pdf_pages(bytes: &[u8]) -> Result<Vec<PageImage>, OcrError> {
                 ((r * 299 + g * 587 + b * 114) / 1000 + (255 - a)).min(255) as u8
             })
             .collect();
-        out.push(PageImage {
+        Ok(PageImage {
             width: pw,
             height: ph,
             gray,
-        });
+        })
     }
-    if out.is_empty() {
-        return Err(OcrError::BadImage("the PDF has no pages".into()));
+}
+
+/// The scale that renders `page` at [`PDF_LONG_SIDE`], or why it cannot be rendered.
+fn page_scale(page: &hayro::hayro_syntax::page::Page<'_>) -> Result<f32, OcrError> {
+    let (w, h) = page.render_dimensions();
+    if !(w.is_finite() && h.is_finite()) || w < 1.0 || h < 1.0 {
+        return Err(OcrError::BadImage("a PDF page has no size".into()));
     }
-    Ok(out)
+    let scale = PDF_LONG_SIDE / w.max(h);
+    if f64::from(w * scale) * f64::from(h * scale) > MAX_PIXELS as f64 {
+        return Err(OcrError::BadImage("a PDF page is too large".into()));
+    }
+    Ok(scale)
 }
 
 /// One PDF per page of `pdf` (which has `count` pages), in order: each holds that page and
 /// only the objects it uses.
 pub fn split_pdf(pdf: &[u8], count: usize) -> Result<Vec<Vec<u8>>, OcrError> {
-    let bad = |e: lopdf::Error| OcrError::BadImage(format!("unreadable PDF: {e}"));
-    let doc = lopdf::Document::load_mem(pdf).map_err(bad)?;
-    let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
-    if numbers.len() != count {
-        return Err(OcrError::BadImage(format!(
-            "the PDF's page tree has {} pages, its renderer {count}",
-            numbers.len()
-        )));
+    let split = PdfSplit::open(pdf, count)?;
+    (0..count).map(|i| split.page(i)).collect()
+}
+
+/// A PDF split into one-page PDFs on demand, one at a time (as [`PdfRaster`] renders them).
+pub struct PdfSplit {
+    doc: lopdf::Document,
+    numbers: Vec<u32>,
+}
+
+impl PdfSplit {
+    /// Parses the PDF, which its renderer found to have `count` pages; the page tree must
+    /// agree.
+    pub fn open(pdf: &[u8], count: usize) -> Result<PdfSplit, OcrError> {
+        let bad = |e: lopdf::Error| OcrError::BadImage(format!("unreadable PDF: {e}"));
+        let doc = lopdf::Document::load_mem(pdf).map_err(bad)?;
+        let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
+        if numbers.len() != count {
+            return Err(OcrError::BadImage(format!(
+                "the PDF's page tree has {} pages, its renderer {count}",
+                numbers.len()
+            )));
+        }
+        Ok(PdfSplit { doc, numbers })
     }
-    let mut out = Vec::with_capacity(count);
-    for &keep in &numbers {
-        let mut one = doc.clone();
-        let others: Vec<u32> = numbers.iter().copied().filter(|&n| n != keep).collect();
+
+    /// Page `index` (from 0) as a PDF of its own: that page and only the objects it uses.
+    pub fn page(&self, index: usize) -> Result<Vec<u8>, OcrError> {
+        let keep = *self
+            .numbers
+            .get(index)
+            .ok_or_else(|| OcrError::BadImage(format!("the PDF has no page {}", index + 1)))?;
+        let mut one = self.doc.clone();
+        let others: Vec<u32> = self
+            .numbers
+            .iter()
+            .copied()
+            .filter(|&n| n != keep)
+            .collect();
         one.delete_pages(&others);
         one.prune_objects();
         let mut bytes = Vec::new();
         one.save_to(&mut bytes)
             .map_err(|e| OcrError::Failed(Box::new(e)))?;
-        out.push(bytes);
+        Ok(bytes)
     }
-    Ok(out)
 }
 
 /// A page image as PNG (the `png_url` of a page that came as PDF; Textract's input).
