@@ -839,7 +839,7 @@ mod reindex_tests {
         // Hits by query and mode: [0..3) "plumber", [3..6) "lasagna", [6..9) the pipes,
         // [9..12) the car, [12..15) the checkup; each keyword, meaning, hybrid.
         let check = |answers: &[Vec<PageId>]| {
-            assert_eq!(answers[0], [plumber.clone()]);
+            assert_eq!(answers[0], std::slice::from_ref(&plumber));
             for i in [1, 7, 8] {
                 assert_eq!(answers[i].first(), Some(&plumber), "{i}");
             }
