@@ -985,6 +985,11 @@ async fn import(
     // IMPORT_CONCURRENCY workers takes one contiguous run of dates, in order. Each worker is
     // its own task, so their parsing, embedding and sealing run on every core (polled
     // together from this task, they had one).
+    // Each page's vectors are left pending (one small item, nothing read) and folded into
+    // their blocks once at the end: rewriting a page's whole block at each commit made the
+    // import slower as the notebook grew. Search reads pending entries meanwhile, and a
+    // crash before the fold loses nothing (the next import or `nib reindex` folds them).
+    app.notebook().defer_vectors(true);
     let chunk = pages.len().div_ceil(IMPORT_CONCURRENCY).max(1);
     let (tx, mut results) = tokio::sync::mpsc::unbounded_channel();
     let mut workers = tokio::task::JoinSet::new();
@@ -1032,6 +1037,12 @@ async fn import(
     while let Some(joined) = workers.join_next().await {
         joined.context("an import worker failed")?;
     }
+    app.notebook().defer_vectors(false);
+    bar.set_message("folding search vectors");
+    app.notebook()
+        .fold_vectors(user)
+        .await
+        .context("cannot fold the imported pages' search vectors into their blocks")?;
     bar.finish_and_clear();
     for path in &skipped {
         eprintln!(

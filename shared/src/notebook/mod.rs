@@ -133,6 +133,9 @@ pub struct Notebook {
     access: Arc<AccessLog>,
     /// The users' open search indexes at their notebook's revision (`search_index`).
     search_cache: Arc<search_index::SearchCache>,
+    /// Page writes leave their vectors pending instead of rewriting their block
+    /// (`defer_vectors`, for a bulk import; `fold_vectors` folds them).
+    vectors_deferred: std::sync::atomic::AtomicBool,
     /// Answers of reads kept by their revision (`answers`).
     answers: Arc<answers::AnswerCache>,
 }
@@ -156,7 +159,22 @@ impl Notebook {
             notion: None,
             search_cache: Arc::default(),
             answers: Arc::default(),
+            vectors_deferred: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether page writes leave their vectors pending (`vectors::PENDING_PREFIX`) instead of
+    /// rewriting their block: a bulk import's choice, since a block rewrite per page made its
+    /// commits cost more as the notebook grew. The importer folds them at the end
+    /// (`fold_vectors`); search reads them meanwhile.
+    pub fn defer_vectors(&self, defer: bool) {
+        self.vectors_deferred
+            .store(defer, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn vectors_deferred(&self) -> bool {
+        self.vectors_deferred
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Today in UTC (a bundle's file name); a user's writing takes today in their time zone,

@@ -707,9 +707,10 @@ impl Notebook {
             rev,
         ));
         // Its vectors, in its block, rewritten in the same transaction (conditional on the
-        // version read, so concurrent commits into one block retry like any other conflict).
-        writes.push(
-            self.vector_block_write(user, keys, page_id, rev, content.date, &content.lines)
+        // version read, so concurrent commits into one block retry like any other conflict),
+        // or pending during a bulk import (`vector_writes`).
+        writes.extend(
+            self.vector_writes(user, keys, page_id, rev, content.date, &content.lines)
                 .await?,
         );
         let postings = search::posting_writes(user, page_id, &tf, doc_len, rev);

@@ -210,16 +210,47 @@ const HAMMING_RUN: usize = 4096;
 impl VectorIndex {
     /// Numbers the blocks' entries and codes the vectors of those of `model` with `dims`.
     pub fn new(blocks: Vec<Option<Arc<OpenBlock>>>, model: &str, dims: usize) -> VectorIndex {
+        VectorIndex::with_pending(blocks, None, model, dims)
+    }
+
+    /// [`VectorIndex::new`] with the pending entries of an import not yet folded into their
+    /// blocks (`vectors::PENDING_PREFIX`) as one more block after them: a page's pending entry
+    /// stands for its entry in its block (the pending one is the newer), so each page is
+    /// numbered once.
+    pub fn with_pending(
+        mut blocks: Vec<Option<Arc<OpenBlock>>>,
+        pending: Option<Arc<OpenBlock>>,
+        model: &str,
+        dims: usize,
+    ) -> VectorIndex {
         let words = dims.div_ceil(64);
         let usable = |open: &OpenBlock| open.model == model && open.dims == dims && dims > 0;
+        let superseded: std::collections::HashSet<Arc<str>> = pending
+            .iter()
+            .flat_map(|p| p.pages.iter().cloned())
+            .collect();
+        let first_pending = blocks.len();
+        if let Some(p) = pending.filter(|p| !p.is_empty()) {
+            blocks.push(Some(p));
+        }
+        let kept = |b: usize, page: &Arc<str>| {
+            superseded.is_empty() || b >= first_pending || !superseded.contains(page)
+        };
         // Counted first, so that each array is allocated once at its size.
-        let entries: usize = blocks.iter().flatten().map(|o| o.len()).sum();
+        let entries: usize = blocks
+            .iter()
+            .enumerate()
+            .filter_map(|(b, o)| o.as_ref().map(|o| (b, o)))
+            .map(|(b, o)| o.pages.iter().filter(|p| kept(b, p)).count())
+            .sum();
         let vectors: usize = blocks
             .iter()
-            .flatten()
-            .filter(|o| usable(o))
-            .map(|o| {
+            .enumerate()
+            .filter_map(|(b, o)| o.as_ref().map(|o| (b, o)))
+            .filter(|(_, o)| usable(o))
+            .map(|(b, o)| {
                 (0..o.len())
+                    .filter(|e| kept(b, &o.pages[*e]))
                     .map(|e| o.vectors(e).len() / dims)
                     .sum::<usize>()
             })
@@ -234,6 +265,9 @@ impl VectorIndex {
             let Some(open) = open else { continue };
             let usable = usable(open);
             for e in 0..open.len() {
+                if !kept(b, &open.pages[e]) {
+                    continue;
+                }
                 by_page.insert(open.pages[e].clone(), locs.len() as u32);
                 locs.push((b as u16, e as u32));
                 dates.push(open.date(e));

@@ -241,14 +241,15 @@ impl Notebook {
     ) -> Result<Arc<UserIndex>, NotebookError> {
         let pk = user_pk(user);
         let mut batch = StatsRecord::keys(&pk);
-        let stats_len = batch.len();
+        if vectors {
+            batch.push((pk.clone(), vectors::PENDING_SK.to_owned()));
+        }
+        let lead = batch.len();
         if vectors {
             batch.extend(vectors::block_keys(&pk));
         }
         let previous = previous.as_ref().and_then(|c| c.vectors.as_deref());
-        let (items, v) = self
-            .read_index(user, keys, &batch, stats_len, previous)
-            .await?;
+        let (items, v) = self.read_index(user, keys, &batch, lead, previous).await?;
         let stats = StatsRecord::from_items(&items)?;
         let index = Arc::new(UserIndex::new(revision, stats.pages, stats.total_len, v));
         self.search_cache.put(user, index.clone());
@@ -262,14 +263,18 @@ impl Notebook {
         keys: &UserKeys,
         previous: Option<&VectorIndex>,
     ) -> Result<Arc<VectorIndex>, NotebookError> {
-        let batch = vectors::block_keys(&user_pk(user));
-        let (_, v) = self.read_index(user, keys, &batch, 0, previous).await?;
+        let pk = user_pk(user);
+        let mut batch = vec![(pk.clone(), vectors::PENDING_SK.to_owned())];
+        batch.extend(vectors::block_keys(&pk));
+        let (_, v) = self.read_index(user, keys, &batch, 1, previous).await?;
         v.ok_or_else(|| NotebookError::Corrupt("no vector blocks asked for".into()))
     }
 
-    /// Reads `batch` (first `stats_len` keys returned as items, then the vector blocks in block
+    /// Reads `batch` (first `lead` keys returned as items, then the vector blocks in block
     /// order, if any: `None` without them) as one batch, opening each block as it comes and reusing the blocks of `previous`
-    /// whose item version is unchanged. A block's sealed item is dropped as soon as it is
+    /// whose item version is unchanged. With blocks, the last of the `lead` keys is the
+    /// pending counter (`vectors::PENDING_SK`): when it exists, the pending entries of an
+    /// import not yet folded are read too, and stand for their pages' block entries. A block's sealed item is dropped as soon as it is
     /// opened, and the store hands them over one at a time where it can
     /// (`Store::batch_get_each`), so the sealed blocks (~22 MB at 10,000 pages) are never all
     /// in memory beside the opened ones; each is opened on this thread into storage allocated
@@ -279,9 +284,10 @@ impl Notebook {
         user: &UserId,
         keys: &UserKeys,
         batch: &[(String, String)],
-        stats_len: usize,
+        lead: usize,
         previous: Option<&VectorIndex>,
     ) -> Result<(Vec<Option<Item>>, Option<Arc<VectorIndex>>), NotebookError> {
+        let stats_len = lead;
         let mut items: Vec<Option<Item>> = (0..stats_len).map(|_| None).collect();
         let mut blocks: Vec<Option<Arc<OpenBlock>>> =
             (stats_len..batch.len()).map(|_| None).collect();
@@ -315,7 +321,11 @@ impl Notebook {
             return Ok((items, None));
         }
         let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
-        let v = VectorIndex::new(blocks, model.id(), model.dims());
+        let pending = match items.last() {
+            Some(Some(_)) => Some(Arc::new(self.open_pending(user, keys).await?)),
+            _ => None,
+        };
+        let v = VectorIndex::with_pending(blocks, pending, model.id(), model.dims());
         Ok((items, Some(Arc::new(v))))
     }
 

@@ -519,10 +519,16 @@ impl Notebook {
             page_sk(&page_id),
             Cond::Version(page.item.version),
         ));
-        // Its vectors leave their block in this transaction (restore embeds its lines again).
+        // Its vectors leave their block, and any pending entry goes, in this transaction
+        // (restore embeds its lines again).
         if let Some(w) = self.vector_block_removal(user, keys, &page_id).await? {
             writes.push(w);
         }
+        writes.push(Write::delete(
+            pk.clone(),
+            super::vectors::pending_sk(&page_id),
+            Cond::None,
+        ));
         let postings: Vec<Write> = record
             .terms
             .iter()

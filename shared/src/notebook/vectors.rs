@@ -16,7 +16,7 @@ use super::records;
 use crate::crypto::UserKeys;
 use crate::domain::{Date, PageId, UserId};
 use crate::embed::{self, Model};
-use crate::ports::{Cond, Item, Write};
+use crate::ports::{Cond, Item, MAX_TRANSACTION_ITEMS, Query, StoreError, Write};
 
 /// Blocks per user. With the 3 statistics keys this stays under DynamoDB's 100 keys per
 /// BatchGetItem, so all of them are one request.
@@ -35,6 +35,24 @@ pub const BLOCK_PREFIX: &str = "VEC#";
 
 pub fn block_sk(index: usize) -> String {
     format!("{BLOCK_PREFIX}{index:02}")
+}
+
+/// Pending entries: one item per page, `VECP#{nn}#{page id}` (`nn` its block), written by a
+/// bulk import instead of its block and folded into the block later (`fold_vectors`). Not
+/// under [`BLOCK_PREFIX`], so a query of the blocks never meets one.
+pub const PENDING_PREFIX: &str = "VECP#";
+/// A counter every commit of a pending entry adds to: while it exists a search reads the
+/// pending entries too; the fold deletes it once everything it saw is folded.
+pub const PENDING_SK: &str = "VECPENDING";
+
+/// The key of `page`'s pending entry.
+pub fn pending_sk(page: &PageId) -> String {
+    format!("{}{page}", pending_block_prefix(block_of(page)))
+}
+
+/// The prefix of the pending entries of block `index`.
+fn pending_block_prefix(index: usize) -> String {
+    format!("{PENDING_PREFIX}{index:02}#")
 }
 
 /// The block a page's vectors live in: from the page id's last hex digits, which are random
@@ -217,6 +235,15 @@ impl Block {
         sk: &str,
         read_version: Option<u64>,
     ) -> Write {
+        let (cond, version) = match read_version {
+            Some(v) => (Cond::Version(v), v + 1),
+            None => (Cond::NotExists, 1),
+        };
+        Write::put(self.item(keys, user, pk, sk, version), cond)
+    }
+
+    /// This block sealed as item `pk`/`sk` at `version`.
+    fn item(&self, keys: &UserKeys, user: &UserId, pk: &str, sk: &str, version: u64) -> Item {
         let sealed = records::seal(keys, user, pk, sk, "vectors", &self.encode_entries());
         let mut body = Vec::with_capacity(sealed.len() + 64);
         body.extend_from_slice(MAGIC);
@@ -224,21 +251,14 @@ impl Block {
         body.extend_from_slice(self.model.as_bytes());
         body.extend_from_slice(&(self.dims as u16).to_le_bytes());
         body.extend_from_slice(&sealed);
-        let (cond, version) = match read_version {
-            Some(v) => (Cond::Version(v), v + 1),
-            None => (Cond::NotExists, 1),
-        };
-        Write::put(
-            Item {
-                pk: pk.to_owned(),
-                sk: sk.to_owned(),
-                gsi1: None,
-                version,
-                expires_at: None,
-                body,
-            },
-            cond,
-        )
+        Item {
+            pk: pk.to_owned(),
+            sk: sk.to_owned(),
+            gsi1: None,
+            version,
+            expires_at: None,
+            body,
+        }
     }
 
     /// Puts (or replaces) one page's entry. A block of another model loses its entries: they
@@ -345,6 +365,49 @@ pub struct ReindexReport {
 }
 
 impl super::Notebook {
+    /// The writes of `page`'s vectors at revision `rev`, for its page's transaction. Normally
+    /// its entry in its block (read here, rewritten whole) and the delete of any pending entry
+    /// of the page, which would otherwise stand for it. While vectors are deferred
+    /// (`defer_vectors`, a bulk import) the page's pending entry instead: one small item of
+    /// its own, put without reading anything, so a page's commit costs the same whatever the
+    /// notebook's size and concurrent commits into one block do not conflict; and the pending
+    /// counter, which tells search to read pending entries (`fold_vectors` ends both).
+    pub(super) async fn vector_writes(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        page: &PageId,
+        rev: u32,
+        date: Date,
+        lines: &[records::StoredLine],
+    ) -> Result<Vec<Write>, NotebookError> {
+        let pk = records::user_pk(user);
+        if !self.vectors_deferred() {
+            return Ok(vec![
+                self.vector_block_write(user, keys, page, rev, date, lines)
+                    .await?,
+                Write::delete(pk, pending_sk(page), Cond::None),
+            ]);
+        }
+        let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        let pending = Block {
+            model: model.id().to_owned(),
+            dims: model.dims(),
+            entries: vec![Entry {
+                page: page.to_string(),
+                rev,
+                date,
+                vectors: page_vectors(model, &texts),
+            }],
+        };
+        let item = pending.item(keys, user, &pk, &pending_sk(page), 1);
+        Ok(vec![
+            Write::put(item, Cond::None),
+            Write::add(pk, PENDING_SK, 1),
+        ])
+    }
+
     /// The write of `page`'s vectors at revision `rev` into its block (read here).
     pub(super) async fn vector_block_write(
         &self,
@@ -400,6 +463,150 @@ impl super::Notebook {
         Ok(Some(block.write(keys, user, &pk, &sk, Some(item.version))))
     }
 
+    /// Every pending entry of `user` (`index`: of that block only), as stored.
+    async fn pending_items(
+        &self,
+        user: &UserId,
+        index: Option<usize>,
+    ) -> Result<Vec<Item>, NotebookError> {
+        let prefix = match index {
+            Some(i) => pending_block_prefix(i),
+            None => PENDING_PREFIX.to_owned(),
+        };
+        let mut q = Query::table(records::user_pk(user), prefix);
+        let mut out = Vec::new();
+        loop {
+            let page = self.store.query(&q).await?;
+            out.extend(page.items);
+            match page.next {
+                Some(next) => q.after = Some(next),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// The pending entries of `user` opened as one block for search, when the pending counter
+    /// says there may be some. Entries of another model than this binary's are left out (their
+    /// pages keep their block entries, if any; `nib reindex` embeds them again).
+    pub(super) async fn open_pending(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+    ) -> Result<OpenBlock, NotebookError> {
+        let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        let items = self.pending_items(user, None).await?;
+        let mut open = OpenBlock::with_capacity(0, model.id().to_owned(), model.dims(), 0, 0);
+        for item in &items {
+            let block = Block::open(keys, user, item)?;
+            if block.model != model.id() || block.dims != model.dims() {
+                continue;
+            }
+            for e in &block.entries {
+                let raw: Vec<u8> = e.vectors.iter().map(|v| *v as u8).collect();
+                open.push(&e.page, e.rev, e.date, &raw);
+            }
+        }
+        Ok(open)
+    }
+
+    /// Folds `user`'s pending entries (a bulk import's) into their blocks: each block with
+    /// pending entries is read, takes them as a page write would ([`Block::upsert`]) and is
+    /// written once, conditional on its version, with the notebook revision and the deletes
+    /// of the pending items it took, each conditional on the version read (an entry written
+    /// again meanwhile stays pending, and still stands for its page). Then the pending
+    /// counter goes, unless an entry was added since it was read. Returns the entries folded.
+    /// A crash anywhere leaves every entry in its block or still pending, both searched; the
+    /// next `nib import` or `nib reindex` folds again.
+    pub async fn fold_vectors(&self, user: &UserId) -> Result<usize, NotebookError> {
+        let pk = records::user_pk(user);
+        let Some(counter) = self.store.get(&pk, PENDING_SK).await? else {
+            return Ok(0);
+        };
+        let keys = self.vault.user_keys(user).await?;
+        let (mut folded, mut complete) = (0, true);
+        for index in 0..BLOCKS {
+            let (n, all) = self.fold_block(user, &keys, index).await?;
+            folded += n;
+            complete &= all;
+        }
+        if complete {
+            let done = Write::delete(pk, PENDING_SK, Cond::Version(counter.version));
+            match self.store.transact(vec![done]).await {
+                // Added to since: entries written after it was read stay pending and searched.
+                Ok(()) | Err(StoreError::ConditionFailed { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(folded)
+    }
+
+    /// Folds the pending entries of block `index`: how many, and whether every one of their
+    /// items was deleted.
+    async fn fold_block(
+        &self,
+        user: &UserId,
+        keys: &UserKeys,
+        index: usize,
+    ) -> Result<(usize, bool), NotebookError> {
+        let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        let pk = records::user_pk(user);
+        let sk = block_sk(index);
+        let mut attempt = 0;
+        loop {
+            let pending = self.pending_items(user, Some(index)).await?;
+            if pending.is_empty() {
+                return Ok((0, true));
+            }
+            let item = self.store.get(&pk, &sk).await?;
+            let mut block = match &item {
+                Some(item) => Block::open(keys, user, item)?,
+                None => Block::default(),
+            };
+            for p in &pending {
+                let entry = Block::open(keys, user, p)?;
+                // Another binary's vectors are not compared with this one's: the page is found
+                // by its words until `nib reindex` embeds it again.
+                if entry.model == model.id() && entry.dims == model.dims() {
+                    for e in entry.entries {
+                        block.upsert(model, e);
+                    }
+                }
+            }
+            let mut deletes = pending
+                .iter()
+                .map(|p| Write::delete(pk.clone(), p.sk.clone(), Cond::Version(p.version)));
+            let mut writes = vec![
+                block.write(keys, user, &pk, &sk, item.map(|i| i.version)),
+                records::revision_write(&pk),
+            ];
+            writes.extend(deletes.by_ref().take(MAX_TRANSACTION_ITEMS - writes.len()));
+            match self.store.transact(writes).await {
+                Ok(()) => {}
+                Err(e) => {
+                    let e = NotebookError::from(e);
+                    if !super::is_retryable(&e) || attempt + 1 == super::MAX_ATTEMPTS {
+                        return Err(e);
+                    }
+                    super::backoff(attempt).await;
+                    attempt += 1;
+                    continue;
+                }
+            }
+            // The rest of the items taken: each is in the block now, so one left behind (a
+            // crash, or written again meanwhile) only stands for its page as before.
+            let rest: Vec<Write> = deletes.collect();
+            let mut all = true;
+            for chunk in rest.chunks(MAX_TRANSACTION_ITEMS) {
+                match self.store.transact(chunk.to_vec()).await {
+                    Ok(()) => {}
+                    Err(StoreError::ConditionFailed { .. } | StoreError::Conflict) => all = false,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            return Ok((pending.len(), all));
+        }
+    }
+
     /// Brings every vector block of `user` to this binary's model and the pages' current
     /// revisions: pages without vectors, with stale ones or with another model's are embedded
     /// again; entries of pages that no longer exist are dropped. Blocks already right are not
@@ -407,6 +614,9 @@ impl super::Notebook {
     /// and done again on conflict).
     pub async fn reindex(&self, user: &UserId) -> Result<ReindexReport, NotebookError> {
         let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        // An import cut short left entries pending: into their blocks first, so the blocks
+        // compared below are whole.
+        self.fold_vectors(user).await?;
         let keys = self.vault.user_keys(user).await?;
         let pk = records::user_pk(user);
         let mut report = ReindexReport::default();
@@ -514,6 +724,193 @@ mod reindex_tests {
             .await
             .unwrap();
         hits.into_iter().map(|h| h.page_id).collect()
+    }
+
+    fn draft(date: &str, md: &str) -> PageDraft {
+        PageDraft {
+            date: Some(Date::parse(date).unwrap()),
+            stem: date.to_owned(),
+            ocr: Some((OcrKind::Markdown, md.to_owned())),
+            pdf: None,
+            png: None,
+            sources: PageSources::default(),
+            png_rendered: false,
+        }
+    }
+
+    async fn store_keys(app: &Services, user: &UserId, prefix: &str) -> Vec<String> {
+        let q = Query::table(records::user_pk(user), prefix);
+        let items = app.store.query(&q).await.unwrap().items;
+        items.into_iter().map(|i| i.sk).collect()
+    }
+
+    /// Every mode's hits (page ids, in order) for a few queries: words, meaning, both.
+    async fn answers(app: &Services, user: &UserId) -> Vec<Vec<PageId>> {
+        let mut out = Vec::new();
+        for query in [
+            "plumber",
+            "lasagna",
+            "paying the bill for the pipes repair",
+            "vehicle maintenance and the brakes",
+            "the medical visit for my breathing",
+        ] {
+            for mode in [SearchMode::Keyword, SearchMode::Meaning, SearchMode::Hybrid] {
+                let opts = SearchOptions {
+                    mode,
+                    ..SearchOptions::default()
+                };
+                let (hits, _) = app
+                    .notebook()
+                    .search_with(user, query, &opts, 0, 10)
+                    .await
+                    .unwrap();
+                out.push(hits.into_iter().map(|h| h.page_id).collect());
+            }
+        }
+        out
+    }
+
+    /// A bulk import leaves each page's vectors pending: search finds those pages by words and
+    /// by meaning, a page's pending entry stands for its older block entry, a reopened store
+    /// (a crash between the import and the fold) still has them all, and the fold moves them
+    /// into their blocks with every answer the same.
+    #[tokio::test]
+    async fn pending_vectors_are_searched_survive_a_reopen_and_fold_into_their_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = UserId::parse("default").unwrap();
+        let app = Services::open_local(dir.path(), LocalOptions::default()).unwrap();
+        let checkup = app
+            .notebook()
+            .import_page(
+                &user,
+                draft(
+                    "2026-03-02",
+                    "Checkup with Dr. Alvarez\nask about the cough",
+                ),
+            )
+            .await
+            .unwrap()
+            .page_id;
+        let lasagna = "Lasagna recipe\nbechamel, layer, bake 40 min";
+        let car = app
+            .notebook()
+            .import_page(&user, draft("2026-03-07", lasagna))
+            .await
+            .unwrap()
+            .page_id;
+        assert!(store_keys(&app, &user, PENDING_PREFIX).await.is_empty());
+
+        // The bulk import: a new page, and the lasagna page rewritten as the car's service.
+        app.notebook().defer_vectors(true);
+        let plumber = app
+            .notebook()
+            .import_page(
+                &user,
+                draft("2026-03-09", "Invoice from the plumber\npay by Friday"),
+            )
+            .await
+            .unwrap()
+            .page_id;
+        let service = "Car service at the garage\noil change, new brakes";
+        let again = app
+            .notebook()
+            .import_page(&user, draft("2026-03-07", service))
+            .await
+            .unwrap();
+        assert_eq!(again.page_id, car);
+        let pending = store_keys(&app, &user, PENDING_PREFIX).await;
+        assert_eq!(
+            pending,
+            {
+                let mut want = vec![pending_sk(&plumber), pending_sk(&car)];
+                want.sort();
+                want
+            },
+            "one pending entry per page"
+        );
+        assert!(
+            app.store
+                .get(&records::user_pk(&user), PENDING_SK)
+                .await
+                .unwrap()
+                .is_some()
+        );
+
+        // Hits by query and mode: [0..3) "plumber", [3..6) "lasagna", [6..9) the pipes,
+        // [9..12) the car, [12..15) the checkup; each keyword, meaning, hybrid.
+        let check = |answers: &[Vec<PageId>]| {
+            assert_eq!(answers[0], std::slice::from_ref(&plumber));
+            for i in [1, 7, 8] {
+                assert_eq!(answers[i].first(), Some(&plumber), "{i}");
+            }
+            // The lasagna is gone from the page: its words find nothing.
+            assert!(answers[3].is_empty(), "{:?}", answers[3]);
+            // The car's service by meaning (its pending entry, not its block's), once.
+            for i in [10, 11] {
+                assert_eq!(answers[i].first(), Some(&car), "{i}");
+                assert_eq!(answers[i].iter().filter(|p| **p == car).count(), 1);
+            }
+            assert_eq!(answers[13].first(), Some(&checkup));
+        };
+        let before = answers(&app, &user).await;
+        check(&before);
+
+        // A crash before the fold: the store reopened has every pending entry, searched.
+        drop(app);
+        let app = Services::open_local(dir.path(), LocalOptions::default()).unwrap();
+        assert_eq!(store_keys(&app, &user, PENDING_PREFIX).await, pending);
+        assert_eq!(answers(&app, &user).await, before);
+
+        assert_eq!(app.notebook().fold_vectors(&user).await.unwrap(), 2);
+        assert!(store_keys(&app, &user, PENDING_PREFIX).await.is_empty());
+        assert!(
+            app.store
+                .get(&records::user_pk(&user), PENDING_SK)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let keys = app.vault().user_keys(&user).await.unwrap();
+        for page in [&plumber, &car] {
+            let sk = block_sk(block_of(page));
+            let item = app.store.get(&records::user_pk(&user), &sk).await.unwrap();
+            let block = Block::open(&keys, &user, &item.unwrap()).unwrap();
+            let entries: Vec<_> = block
+                .entries
+                .iter()
+                .filter(|e| e.page == page.as_str())
+                .collect();
+            assert_eq!(entries.len(), 1, "folded into its block once");
+        }
+        assert_eq!(
+            answers(&app, &user).await,
+            before,
+            "the same answers after the fold"
+        );
+        assert_eq!(app.notebook().fold_vectors(&user).await.unwrap(), 0);
+
+        // A page trashed while its entry is pending takes the entry with it.
+        app.notebook().defer_vectors(true);
+        let dentist = app
+            .notebook()
+            .import_page(
+                &user,
+                draft("2026-03-11", "Dentist appointment\nfilling, x-ray"),
+            )
+            .await
+            .unwrap()
+            .page_id;
+        assert_eq!(
+            store_keys(&app, &user, PENDING_PREFIX).await,
+            [pending_sk(&dentist)]
+        );
+        app.notebook().trash_page(&user, &dentist).await.unwrap();
+        assert!(store_keys(&app, &user, PENDING_PREFIX).await.is_empty());
+        assert!(
+            !meaning_hits(&app, &user, "a tooth filling")
+                .await
+                .contains(&dentist)
+        );
     }
 
     #[tokio::test]
