@@ -256,7 +256,7 @@ enum Expanded {
     /// The draft as it is, with its rendered page image when it has one.
     One(PageDraft, Option<PageImage>),
     /// A PDF of several pages: each page rendered and split out when it is imported.
-    Pages(PdfPages),
+    Pages(Box<PdfPages>),
 }
 
 /// A multi-page PDF's drafts, made one at a time ([`PdfPages::page`]).
@@ -269,7 +269,7 @@ struct PdfPages {
 
 impl PdfPages {
     fn len(&self) -> usize {
-        self.raster.len()
+        self.raster.page_count()
     }
 
     /// Page `index`'s draft (from 0) with its rendered image: page 1 keeps the stem and any
@@ -315,7 +315,7 @@ fn expand(draft: PageDraft) -> Result<Expanded, NotebookError> {
             return Ok(Expanded::One(draft, None));
         }
     };
-    if raster.len() == 1 {
+    if raster.page_count() == 1 {
         let image = raster.page(0)?;
         let mut draft = draft;
         if draft.png.is_none() {
@@ -325,7 +325,7 @@ fn expand(draft: PageDraft) -> Result<Expanded, NotebookError> {
         }
         return Ok(Expanded::One(draft, Some(image)));
     }
-    let split = match raster::PdfSplit::open(pdf, raster.len()) {
+    let split = match raster::PdfSplit::open(pdf, raster.page_count()) {
         Ok(split) => split,
         Err(e) => {
             tracing::warn!(error = %e, "a PDF that cannot be split is stored as one page");
@@ -335,11 +335,11 @@ fn expand(draft: PageDraft) -> Result<Expanded, NotebookError> {
     // The whole PDF's bytes are not needed again: the renderer and the splitter hold their own.
     let mut draft = draft;
     draft.pdf = None;
-    Ok(Expanded::Pages(PdfPages {
+    Ok(Expanded::Pages(Box::new(PdfPages {
         draft,
         raster,
         split,
-    }))
+    })))
 }
 
 #[cfg(test)]

@@ -928,18 +928,7 @@ mod reindex_tests {
         ] {
             let saved = app
                 .notebook()
-                .import_page(
-                    &user,
-                    PageDraft {
-                        date: Some(Date::parse(date).unwrap()),
-                        stem: date.to_owned(),
-                        ocr: Some((OcrKind::Markdown, md.to_owned())),
-                        pdf: None,
-                        png: None,
-                        sources: PageSources::default(),
-                        png_rendered: false,
-                    },
-                )
+                .import_page(&user, draft(date, md))
                 .await
                 .unwrap();
             ids.push(saved.page_id);

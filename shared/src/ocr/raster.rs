@@ -137,7 +137,7 @@ pub fn pdf_page_count(bytes: &[u8]) -> usize {
 /// PDF of many pages prefer [`PdfRaster`], which renders one page at a time.
 pub fn pdf_pages(bytes: &[u8]) -> Result<Vec<PageImage>, OcrError> {
     let raster = PdfRaster::open(bytes)?;
-    (0..raster.len()).map(|i| raster.page(i)).collect()
+    (0..raster.page_count()).map(|i| raster.page(i)).collect()
 }
 
 #[cfg(test)]
@@ -178,7 +178,7 @@ impl PdfRaster {
     }
 
     /// How many pages the PDF has (at least one).
-    pub fn len(&self) -> usize {
+    pub fn page_count(&self) -> usize {
         self.pdf.pages().len()
     }
 

@@ -378,15 +378,34 @@ pub(super) async fn notion_connect(
         "database": form.get("database").unwrap_or_default(),
         "token": form.get("token").unwrap_or_default(),
     });
-    match call(&st, &v, "notion_connect", a).await {
-        Ok(_) => back_to(&form),
+    settle(
+        &st,
+        &v,
+        &form,
+        "notion_connect",
+        a,
+        "Notion is not connected",
+    )
+    .await
+}
+
+/// Runs a form's operation and goes back where the form came from; an argument the operation
+/// refuses is a 400 page saying why (nothing changed), anything else `tool_failure`'s answer.
+async fn settle(
+    st: &HttpState,
+    v: &Visitor,
+    form: &super::Form,
+    op: &'static str,
+    args: Value,
+    refused: &str,
+) -> Response {
+    match call(st, v, op, args).await {
+        Ok(_) => back_to(form),
         Err(crate::tools::ToolError::Rejected(why))
-        | Err(crate::tools::ToolError::InvalidArgument { reason: why, .. }) => super::message(
-            axum::http::StatusCode::BAD_REQUEST,
-            "Notion is not connected",
-            &why,
-        ),
-        Err(e) => tool_failure(e, "notion_connect"),
+        | Err(crate::tools::ToolError::InvalidArgument { reason: why, .. }) => {
+            super::message(axum::http::StatusCode::BAD_REQUEST, refused, &why)
+        }
+        Err(e) => tool_failure(e, op),
     }
 }
 
@@ -418,16 +437,15 @@ pub(super) async fn time_zone_set(
         Err(r) => return r,
     };
     let a = json!({ "zone": form.get("zone").unwrap_or_default() });
-    match call(&st, &v, "time_zone_set", a).await {
-        Ok(_) => back_to(&form),
-        Err(crate::tools::ToolError::Rejected(why))
-        | Err(crate::tools::ToolError::InvalidArgument { reason: why, .. }) => super::message(
-            axum::http::StatusCode::BAD_REQUEST,
-            "The time zone is unchanged",
-            &why,
-        ),
-        Err(e) => tool_failure(e, "time_zone_set"),
-    }
+    settle(
+        &st,
+        &v,
+        &form,
+        "time_zone_set",
+        a,
+        "The time zone is unchanged",
+    )
+    .await
 }
 
 #[derive(Deserialize)]
