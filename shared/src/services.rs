@@ -675,9 +675,12 @@ impl Services {
         });
         let mcp = NibMcp::new(dispatch.clone())
             .with_image_origin(self.asset_origin().as_deref().unwrap_or(&config.public_url));
-        let sessions = config
-            .sessions
-            .then(|| SessionSigner::new(*self.secrets.session_key));
+        // A call can wait here for its client's answer, so sessions exist even when they are
+        // not required: a client that can be asked gets one.
+        let sessions = Some(crate::http::Sessions::new(
+            SessionSigner::new(*self.secrets.session_key),
+            config.sessions,
+        ));
         let oauth = config.oauth.clone().map(|c| Arc::new(self.oauth(c)));
         let state = Arc::new(HttpState {
             config,

@@ -10,7 +10,8 @@ task is listed) -> list_tasks {"limit": 500} (lowered: limit_applied 200) -> upd
 then todo (answers todo) -> get_page (the line reads status open, from the page; a resource link
 names the page) -> resources/list (the page) -> resources/read (its markdown) -> prompts/list ->
 prompts/get daily_review (embeds the page as a resource) -> delete_task through a client that
-answers elicitation (2026-07-28: asked first; declined, nothing changes; accepted, deleted). It also checks that connecting without the token fails, and that a bare POST
+answers elicitation (asked first in both eras, 2025-11-25 on the call's event stream within
+its session; declined, nothing changes; accepted, deleted). It also checks that connecting without the token fails, and that a bare POST
 without it gets HTTP 401 with a WWW-Authenticate challenge.
 
 Prints one line per check and ends with `python client: N passed, M failed`; exits 1 on any failure.
@@ -67,10 +68,11 @@ def client_for(url: str, token: str | None, mode: str, elicitation_callback: Any
 
 
 async def destructive_tools_ask_first(url: str, token: str, mode: str, era: str, task_id: Any) -> None:
-    """delete_task through a client that can ask its user: on 2026-07-28 nib asks (the SDK's
-    input-required driver calls the callback, then calls again with the answer); a decline keeps
-    the task, an accept deletes it. The stateless wire of the older eras cannot carry a request
-    to the client, so there the tool runs without asking."""
+    """delete_task through a client that can ask its user; a decline keeps the task, an accept
+    deletes it. On 2026-07-28 nib answers input-required (the SDK's driver calls the callback,
+    then calls again with the answer); on 2025-11-25 the SDK declared elicitation at
+    initialize, got a session id, and nib puts `elicitation/create` on the call's event
+    stream, which the SDK answers by POST."""
     label = f"[{mode}]"
     asked: list[str] = []
 
@@ -85,24 +87,24 @@ async def destructive_tools_ask_first(url: str, token: str, mode: str, era: str,
             res = await client.call_tool("list_tasks", {"status": "all", "limit": 200})
             return contains_value(res.structured_content, task_id)
 
-    if era >= "2026-07-28":
-        async with client_for(url, token, mode, answering("decline")) as client:
+    for action, word in (("decline", "declined"), ("cancel", "cancelled")):
+        asked.clear()
+        async with client_for(url, token, mode, answering(action)) as client:
             res = await client.call_tool("delete_task", {"task_link_id": task_id})
         text = res.content[0].text if res.content else ""
         check(
-            f"{label} delete_task asks first, naming the task; declined, it changes nothing",
+            f"{label} delete_task asks first ({era}), naming the task; {word}, it changes nothing",
             len(asked) == 1 and "Python client task" in asked[0] and res.is_error
-            and "declined" in text and await listed(),
+            and word in text and await listed(),
             f"asked {asked} isError={res.is_error} text={short(text)}",
         )
     asked.clear()
     async with client_for(url, token, mode, answering("accept")) as client:
         res = await client.call_tool("delete_task", {"task_link_id": task_id})
     sc = res.structured_content
-    expected_questions = 1 if era >= "2026-07-28" else 0
     check(
-        f"{label} delete_task accepted ({expected_questions} question asked) moves the task to the trash",
-        len(asked) == expected_questions and not res.is_error and not await listed(),
+        f"{label} delete_task asks first ({era}); accepted, the task goes to the trash",
+        len(asked) == 1 and not res.is_error and not await listed(),
         f"asked {asked} isError={res.is_error} structuredContent={short(sc)}",
     )
 

@@ -1,9 +1,14 @@
 //! Destructive tools ask first (`mcp/confirm.rs`): a 2026-07-28 client that declares the
 //! elicitation capability gets an `InputRequiredResult` naming what would change; decline,
 //! cancel, a state that belongs to another call and a tampered state change nothing; accept
-//! runs the tool. A client without the capability, and the older revisions, delete as before.
+//! runs the tool. A client without the capability deletes as before.
 //! Locally here and through the functions in `lambda.rs`; the official Python SDK's client
-//! answers the question in tests/clients.
+//! answers the question in tests/clients, in both eras.
+//!
+//! The eras with sessions (2025-06-18, 2025-11-25): a client that declares elicitation at
+//! `initialize` gets a session id sealing it, and a destructive call is answered as an event
+//! stream holding `elicitation/create`; the POSTed answer decides. The functions issue no
+//! sessions, so there the tool runs as before.
 
 use serde_json::{Value, json};
 
@@ -22,6 +27,220 @@ pub(crate) use confirm_tests;
 
 mod local {
     super::confirm_tests!(crate::helpers::Options::default());
+
+    #[tokio::test]
+    async fn the_eras_with_sessions_ask_on_the_calls_stream() {
+        let app = crate::helpers::TestApp::spawn().await;
+        super::the_eras_with_sessions_ask_on_the_calls_stream(&app).await;
+    }
+}
+
+/// `initialize` at `version`, declaring elicitation when `elicits`: the session id, if one.
+pub async fn open_session(app: &TestApp, version: &str, elicits: bool) -> Option<String> {
+    let mut init = crate::helpers::initialize(version);
+    if elicits {
+        init["params"]["capabilities"] = json!({ "elicitation": {} });
+    }
+    let r = app
+        .post()
+        .header("mcp-protocol-version", version)
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
+/// A `tools/call` in a session era; `accept` is the request's Accept header.
+async fn call_in_session(
+    app: &TestApp,
+    version: &str,
+    session: &str,
+    accept: &str,
+    tool: &str,
+    args: Value,
+) -> reqwest::Response {
+    // Not `app.post()`: its Accept would be sent besides this one.
+    app.client
+        .post(&app.url)
+        .bearer_auth(&app.token)
+        .header("content-type", "application/json")
+        .header("accept", accept)
+        .header("mcp-protocol-version", version)
+        .header("mcp-session-id", session)
+        .json(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": { "name": tool, "arguments": args } }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The next event's JSON-RPC message on an event stream; `buf` keeps what was read past it.
+async fn next_event(r: &mut reqwest::Response, buf: &mut String) -> Value {
+    loop {
+        if let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            let data: String = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            return serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {event}"));
+        }
+        let chunk = r.chunk().await.unwrap().expect("the stream ended early");
+        buf.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+}
+
+/// A client's answer to the server's request `id`, as a POST.
+async fn post_answer(
+    app: &TestApp,
+    token: &str,
+    version: &str,
+    session: &str,
+    message: Value,
+) -> u16 {
+    app.post_anon()
+        .bearer_auth(token)
+        .header("mcp-protocol-version", version)
+        .header("mcp-session-id", session)
+        .json(&message)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+pub async fn the_eras_with_sessions_ask_on_the_calls_stream(app: &TestApp) {
+    let page = app.page_of("2026-06-17").await;
+    let other = app.page_of("2026-06-16").await;
+    let sse = "application/json, text/event-stream";
+    // Without the capability, no session is issued (sessions are not required here).
+    assert_eq!(open_session(app, "2025-11-25", false).await, None);
+
+    let v = "2025-11-25";
+    let session = open_session(app, v, true).await.expect("a session id");
+    let ask = |args: Value| call_in_session(app, v, &session, sse, "delete_page", args);
+
+    // Declined: the question names the page; the answer comes by POST; nothing changes.
+    let mut r = ask(json!({ "page_id": page })).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let mut buf = String::new();
+    let question = next_event(&mut r, &mut buf).await;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert_eq!(question["params"]["mode"], "form", "{question}");
+    let message = question["params"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("2026-06-17") && message.contains("trash"),
+        "{message}"
+    );
+    let id = question["id"].clone();
+    assert!(id.is_string(), "{question}");
+    // Another user's answer, and an answer to no question of ours, are refused.
+    let stranger = app.token_for("someone-else", nib::auth::Scope::Write).await;
+    let stranger_session = {
+        let r = app
+            .post_anon()
+            .bearer_auth(&stranger)
+            .json(&{
+                let mut init = crate::helpers::initialize(v);
+                init["params"]["capabilities"] = json!({ "elicitation": {} });
+                init
+            })
+            .send()
+            .await
+            .unwrap();
+        r.headers()["mcp-session-id"].to_str().unwrap().to_owned()
+    };
+    let accept =
+        |id: Value| json!({ "jsonrpc": "2.0", "id": id, "result": { "action": "accept" } });
+    assert_eq!(
+        post_answer(app, &stranger, v, &stranger_session, accept(id.clone())).await,
+        400
+    );
+    assert_eq!(
+        post_answer(app, &app.token, v, &session, accept(json!("nib-ask-0"))).await,
+        400
+    );
+    let decline = json!({ "jsonrpc": "2.0", "id": id, "result": { "action": "decline" } });
+    assert_eq!(
+        post_answer(app, &app.token, v, &session, decline).await,
+        202
+    );
+    let result = next_event(&mut r, &mut buf).await;
+    assert_eq!(result["id"], 9, "{result}");
+    assert_eq!(result["result"]["isError"], true, "{result}");
+    let text = result["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("declined"), "{text}");
+    assert!(r.chunk().await.unwrap().is_none(), "the stream ends");
+    assert!(!in_trash(app, &page).await, "declined: kept");
+
+    // An error answer (the client could not ask) is a cancel: nothing changes.
+    let mut r = ask(json!({ "page_id": page })).await;
+    let mut buf = String::new();
+    let question = next_event(&mut r, &mut buf).await;
+    let error = json!({ "jsonrpc": "2.0", "id": question["id"], "error": { "code": -1, "message": "user rejected" } });
+    assert_eq!(post_answer(app, &app.token, v, &session, error).await, 202);
+    let result = next_event(&mut r, &mut buf).await;
+    assert!(
+        result["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled"),
+        "{result}"
+    );
+    assert!(!in_trash(app, &page).await, "cancelled: kept");
+
+    // 2025-06-18: the same question without 2025-11-25's `mode`; accepted, the page goes.
+    let v = "2025-06-18";
+    let session = open_session(app, v, true).await.expect("a session id");
+    let mut r = call_in_session(
+        app,
+        v,
+        &session,
+        sse,
+        "delete_page",
+        json!({ "page_id": page }),
+    )
+    .await;
+    let mut buf = String::new();
+    let question = next_event(&mut r, &mut buf).await;
+    assert!(question["params"].get("mode").is_none(), "{question}");
+    assert_eq!(
+        post_answer(app, &app.token, v, &session, accept(question["id"].clone())).await,
+        202
+    );
+    let result = next_event(&mut r, &mut buf).await;
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    assert_eq!(
+        result["result"]["structuredContent"]["deleted"], true,
+        "{result}"
+    );
+    assert!(in_trash(app, &page).await, "accepted: deleted");
+
+    // A request that does not take an event stream cannot be asked on one: as before.
+    let r = call_in_session(
+        app,
+        v,
+        &session,
+        "application/json",
+        "delete_page",
+        json!({ "page_id": other }),
+    )
+    .await;
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["result"]["structuredContent"]["deleted"], true,
+        "{body}"
+    );
+
+    // A tool that changes nothing destructive is answered as JSON, without a question.
+    let r = call_in_session(app, v, &session, sse, "list_pages", json!({ "limit": 1 })).await;
+    assert_eq!(r.headers()["content-type"], "application/json");
 }
 
 /// A 2026-07-28 `tools/call`; `elicits` declares the elicitation capability. The whole body.

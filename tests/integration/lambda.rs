@@ -500,6 +500,32 @@ mod notes {
 
 mod confirm {
     crate::confirm::confirm_tests!(crate::helpers::Options::lambda());
+
+    /// The functions issue no session ids (API Gateway cannot hold a call's stream while its
+    /// client answers), so a 2025-11-25 client that can elicit is not asked: the tool runs as
+    /// before, annotated destructive.
+    #[tokio::test]
+    async fn the_functions_issue_no_sessions_and_destructive_tools_run_as_before() {
+        let app = crate::helpers::TestApp::spawn_with(crate::helpers::Options::lambda()).await;
+        assert_eq!(
+            crate::confirm::open_session(&app, "2025-11-25", true).await,
+            None
+        );
+        let page = app.page_of("2026-06-17").await;
+        let r = app
+            .post()
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&serde_json::json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": { "name": "delete_page", "arguments": { "page_id": page } } }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["content-type"], "application/json");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(
+            body["result"]["structuredContent"]["deleted"], true,
+            "{body}"
+        );
+    }
 }
 
 #[tokio::test]

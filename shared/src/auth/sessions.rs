@@ -1,6 +1,8 @@
-//! Signed session ids for the opt-in `--sessions` mode: self-contained, bound to the user, and
-//! checked without any lookup (serverless instances share nothing). A forged, expired or
-//! foreign id is refused and the HTTP layer answers 404, as the protocol asks.
+//! Signed session ids: self-contained, bound to the user, and checked without any lookup
+//! (serverless instances share nothing). A forged, expired or foreign id is refused and the
+//! HTTP layer answers 404, as the protocol asks. An id also seals what the client declared at
+//! `initialize` that later requests of the eras with sessions do not repeat: whether it can
+//! answer `elicitation/create` ([`Session::elicits`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -36,38 +38,39 @@ impl SessionSigner {
         mac
     }
 
-    /// A new session id for the user: `{user}.{expires}.{nonce}.{mac}`, base64url-wrapped.
-    pub fn issue(&self, user: &UserId, now: i64) -> String {
+    /// A new session id for the user: `{user}.{expires}.{nonce}.{flags}.{mac}`, base64url-wrapped
+    /// (`flags`: `e` when the client can elicit, else `-`).
+    pub fn issue(&self, user: &UserId, session: Session, now: i64) -> String {
         let nonce: u64 = rand::random();
-        let payload = format!("{user}.{}.{nonce:016x}", now + SESSION_TTL_SECS);
+        let flags = if session.elicits { "e" } else { "-" };
+        let payload = format!("{user}.{}.{nonce:016x}.{flags}", now + SESSION_TTL_SECS);
         let tag = URL_SAFE_NO_PAD.encode(self.mac(&payload).finalize().into_bytes());
         URL_SAFE_NO_PAD.encode(format!("{payload}.{tag}"))
     }
 
-    /// True when the id was issued by us, for this user, and has not expired.
-    pub fn check(&self, id: &str, user: &UserId, now: i64) -> bool {
-        let Some(decoded) = URL_SAFE_NO_PAD
+    /// The session, when the id was issued by us, for this user, and has not expired.
+    pub fn check(&self, id: &str, user: &UserId, now: i64) -> Option<Session> {
+        let decoded = URL_SAFE_NO_PAD
             .decode(id)
             .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-        else {
-            return false;
-        };
-        let Some((payload, tag)) = decoded.rsplit_once('.') else {
-            return false;
-        };
-        let Ok(tag) = URL_SAFE_NO_PAD.decode(tag) else {
-            return false;
-        };
-        if self.mac(payload).verify_slice(&tag).is_err() {
-            return false;
-        }
+            .and_then(|b| String::from_utf8(b).ok())?;
+        let (payload, tag) = decoded.rsplit_once('.')?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+        self.mac(payload).verify_slice(&tag).ok()?;
         let mut parts = payload.split('.');
-        let (Some(owner), Some(expires)) = (parts.next(), parts.next()) else {
-            return false;
-        };
-        owner == user.as_str() && expires.parse::<i64>().is_ok_and(|e| e > now)
+        let (owner, expires, _nonce, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        (owner == user.as_str() && expires.parse::<i64>().is_ok_and(|e| e > now)).then(|| Session {
+            elicits: flags.contains('e'),
+        })
     }
+}
+
+/// What a session id seals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Session {
+    /// The client declared the `elicitation` capability (2025-06-18 or later) at `initialize`.
+    pub elicits: bool,
 }
 
 #[cfg(test)]
@@ -79,14 +82,36 @@ mod tests {
         let signer = SessionSigner::new([7; 32]);
         let alice = UserId::parse("alice").unwrap();
         let bob = UserId::parse("bob").unwrap();
-        let id = signer.issue(&alice, 1000);
-        assert!(signer.check(&id, &alice, 1001));
-        assert!(!signer.check(&id, &bob, 1001));
-        assert!(!signer.check(&id, &alice, 1000 + SESSION_TTL_SECS + 1));
-        assert!(!SessionSigner::new([8; 32]).check(&id, &alice, 1001));
-        assert!(!signer.check("garbage", &alice, 1001));
+        let plain = Session::default();
+        let id = signer.issue(&alice, plain, 1000);
+        assert_eq!(signer.check(&id, &alice, 1001), Some(plain));
+        assert_eq!(signer.check(&id, &bob, 1001), None);
+        assert_eq!(signer.check(&id, &alice, 1000 + SESSION_TTL_SECS + 1), None);
+        assert_eq!(SessionSigner::new([8; 32]).check(&id, &alice, 1001), None);
+        assert_eq!(signer.check("garbage", &alice, 1001), None);
         let mut forged = id.clone().into_bytes();
         forged[3] ^= 1;
-        assert!(!signer.check(&String::from_utf8_lossy(&forged), &alice, 1001));
+        assert_eq!(
+            signer.check(&String::from_utf8_lossy(&forged), &alice, 1001),
+            None
+        );
+    }
+
+    /// The capability is sealed: it reads back as issued, and flipping it breaks the id.
+    #[test]
+    fn ids_seal_whether_the_client_elicits() {
+        let signer = SessionSigner::new([7; 32]);
+        let alice = UserId::parse("alice").unwrap();
+        let asks = Session { elicits: true };
+        let id = signer.issue(&alice, asks, 1000);
+        assert_eq!(signer.check(&id, &alice, 1001), Some(asks));
+        let decoded = String::from_utf8(URL_SAFE_NO_PAD.decode(&id).unwrap()).unwrap();
+        let flipped = URL_SAFE_NO_PAD.encode(decoded.replace(".e.", ".-."));
+        assert_eq!(signer.check(&flipped, &alice, 1001), None);
+        let plain = signer.issue(&alice, Session::default(), 1000);
+        assert_eq!(
+            signer.check(&plain, &alice, 1001),
+            Some(Session { elicits: false })
+        );
     }
 }

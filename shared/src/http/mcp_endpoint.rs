@@ -24,9 +24,10 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 
 use super::mcp_request::{self, McpRequest};
-use super::mcp_transport::{self, Answer};
+use super::mcp_transport::{self, Answer, Asking};
 use super::{HttpConfig, HttpError, HttpState};
 use crate::auth::oauth::jwt::Verifier;
+use crate::auth::sessions::Session;
 use crate::auth::tokens::{self, TokenError};
 use crate::auth::{Principal, Scope};
 use crate::mcp::SUPPORTED_VERSIONS;
@@ -37,6 +38,7 @@ use crate::telemetry;
 const LEGACY_DEFAULT_VERSION: &str = "2025-03-26";
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
+const EVENT_STREAM: &str = "text/event-stream";
 /// The most messages a JSON-RPC batch (2025-03-26) may hold; a bigger one is refused whole.
 pub const MAX_BATCH_MESSAGES: usize = 50;
 
@@ -124,20 +126,71 @@ async fn serve(
         });
     };
     authorize(cfg, principal.as_ref(), &request)?;
-    check_session(st, &parts.headers, principal.as_ref(), &request)?;
+    let session = check_session(st, &parts.headers, principal.as_ref(), &request)?;
     if let Some(p) = &principal {
         rate_limit(st, p, &request, cid).await?;
     }
-    let initialize = request.is_initialize();
-    let mut response = to_protocol(st, &parts.headers, &request, principal.as_ref(), cid).await?;
-    if initialize
+    let asking = Asking {
+        waiting: st.sessions.as_ref().map(|s| &s.waiting),
+        on_stream: session.is_some_and(|s| s.elicits)
+            && media_types(&parts.headers, header::ACCEPT)
+                .any(|m| m.eq_ignore_ascii_case(EVENT_STREAM)),
+    };
+    let initialize = request.initialize();
+    let mut response = to_protocol(
+        st,
+        &parts.headers,
+        &request,
+        principal.as_ref(),
+        cid,
+        asking,
+    )
+    .await?;
+    if let Some(init) = initialize
         && response.status() == StatusCode::OK
-        && let (Some(signer), Some(p)) = (&st.sessions, &principal)
-        && let Ok(v) = HeaderValue::from_str(&signer.issue(&p.user, st.clock.unix()))
+        && let (Some(sessions), Some(p)) = (&st.sessions, &principal)
     {
-        response.headers_mut().insert(SESSION_HEADER, v);
+        let session = Session {
+            elicits: declares_elicitation(init),
+        };
+        if (sessions.required || session.elicits)
+            && let Ok(v) =
+                HeaderValue::from_str(&sessions.signer.issue(&p.user, session, st.clock.unix()))
+        {
+            response.headers_mut().insert(SESSION_HEADER, v);
+        }
     }
     Ok(response)
+}
+
+/// Whether an `initialize` declares that its client can answer a form `elicitation/create`
+/// (2025-06-18 and 2025-11-25; at 2025-11-25 an `elicitation` of `url` alone cannot).
+fn declares_elicitation(init: &mcp_request::Message) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Init {
+        params: Params,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        protocol_version: String,
+        #[serde(default)]
+        capabilities: serde_json::Map<String, serde_json::Value>,
+    }
+    let Ok(init) = serde_json::from_str::<Init>(init.raw.get()) else {
+        return false;
+    };
+    let version = init.params.protocol_version.as_str();
+    let Some(elicitation) = init
+        .params
+        .capabilities
+        .get("elicitation")
+        .and_then(|e| e.as_object())
+    else {
+        return false;
+    };
+    ("2025-06-18".."2026-07-28").contains(&version)
+        && (elicitation.is_empty() || elicitation.contains_key("form"))
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -342,7 +395,8 @@ fn authorize(
     Ok(())
 }
 
-/// Check 7, sessions (opt-in): signed ids bound to the user, for the eras before 2026-07-28.
+/// Check 7, sessions: signed ids bound to the user, for the eras before 2026-07-28. An id that
+/// is sent must be ours, this user's and live (404); one is required only with `--sessions`.
 /// Each message is judged on its own: only `initialize` goes without a session, so a batch
 /// that holds one besides other messages still needs a session for those.
 fn check_session(
@@ -350,9 +404,9 @@ fn check_session(
     headers: &HeaderMap,
     principal: Option<&Principal>,
     request: &McpRequest,
-) -> Result<(), HttpError> {
-    let (Some(signer), Some(p)) = (&st.sessions, principal) else {
-        return Ok(());
+) -> Result<Option<Session>, HttpError> {
+    let (Some(sessions), Some(p)) = (&st.sessions, principal) else {
+        return Ok(None);
     };
     let stateless_era = header_str(headers, VERSION_HEADER).is_some_and(|v| v >= "2026-07-28");
     let needs_session = request
@@ -360,12 +414,16 @@ fn check_session(
         .iter()
         .any(|m| m.method() != Some("initialize"));
     if !needs_session || stateless_era {
-        return Ok(());
+        return Ok(None);
     }
     match header_str(headers, SESSION_HEADER) {
-        Some(id) if signer.check(id, &p.user, st.clock.unix()) => Ok(()),
-        Some(_) => Err(HttpError::UnknownSession),
-        None => Err(HttpError::MissingSession),
+        Some(id) => sessions
+            .signer
+            .check(id, &p.user, st.clock.unix())
+            .map(Some)
+            .ok_or(HttpError::UnknownSession),
+        None if sessions.required => Err(HttpError::MissingSession),
+        None => Ok(None),
     }
 }
 
@@ -378,23 +436,31 @@ async fn to_protocol(
     request: &McpRequest<'_>,
     principal: Option<&Principal>,
     cid: &str,
+    asking: Asking<'_>,
 ) -> Result<Response, HttpError> {
     // Only the `oauth` Lambda has no server, and its router has no /mcp.
     let mcp = st.mcp.as_ref().ok_or(HttpError::Internal)?;
     if !request.batch {
         let m = &request.messages[0];
         return Ok(
-            match mcp_transport::answer(mcp, headers, m, principal, cid).await? {
+            match mcp_transport::answer(mcp, headers, m, principal, cid, asking).await? {
                 Answer::Accepted => StatusCode::ACCEPTED.into_response(),
                 Answer::Message { status, body } => json_response(status, body),
+                Answer::Stream(body) => event_stream(body),
             },
         );
     }
+    // A batch (2025-03-26) is answered whole, as JSON: none of its calls asks on a stream.
+    let asking = Asking {
+        on_stream: false,
+        ..asking
+    };
     let mut joined = Vec::with_capacity(256 * request.messages.len());
     for m in &request.messages {
-        let body = match mcp_transport::answer(mcp, headers, m, principal, cid).await {
+        let body = match mcp_transport::answer(mcp, headers, m, principal, cid, asking).await {
             Ok(Answer::Accepted) => continue,
             Ok(Answer::Message { body, .. }) => body,
+            Ok(Answer::Stream(_)) => return Err(HttpError::Internal),
             Err(HttpError::Rpc {
                 id, code, message, ..
             }) => {
@@ -416,6 +482,19 @@ async fn to_protocol(
     }
     joined.push(b']');
     Ok(json_response(StatusCode::OK, joined))
+}
+
+/// A call's event stream (a question to the client, then the result).
+fn event_stream(body: Body) -> Response {
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(EVENT_STREAM)),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
@@ -523,6 +602,29 @@ mod tests {
         assert!(!host_allowed("example.com:80", &allowed));
         assert!(!host_allowed("evil.com", &allowed));
         assert!(host_allowed("[::1]:9", &allowed));
+    }
+
+    /// Only a client that can answer a form question is asked, and only in the eras with
+    /// sessions (2026-07-28 says its capabilities with every request).
+    #[test]
+    fn initialize_declares_elicitation_only_for_forms_in_the_eras_with_sessions() {
+        let declares = |version: &str, caps: &str| {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{caps},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+            );
+            let request = mcp_request::parse(body.as_bytes(), Ok(()), 1).unwrap();
+            declares_elicitation(&request.messages[0])
+        };
+        assert!(declares("2025-06-18", r#"{"elicitation":{}}"#));
+        assert!(declares("2025-11-25", r#"{"elicitation":{"form":{}}}"#));
+        assert!(declares(
+            "2025-11-25",
+            r#"{"elicitation":{"form":{},"url":{}}}"#
+        ));
+        assert!(!declares("2025-11-25", r#"{"elicitation":{"url":{}}}"#));
+        assert!(!declares("2025-11-25", r#"{"sampling":{}}"#));
+        assert!(!declares("2025-03-26", r#"{"elicitation":{}}"#));
+        assert!(!declares("2026-07-28", r#"{"elicitation":{}}"#));
     }
 
     #[test]

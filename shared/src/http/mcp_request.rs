@@ -56,10 +56,11 @@ impl McpRequest<'_> {
         self.messages.first().and_then(|m| m.id.clone())
     }
 
-    pub fn is_initialize(&self) -> bool {
+    /// The `initialize` message, if the request holds one.
+    pub fn initialize(&self) -> Option<&Message<'_>> {
         self.messages
             .iter()
-            .any(|m| m.method() == Some("initialize"))
+            .find(|m| m.method() == Some("initialize"))
     }
 }
 

@@ -17,8 +17,12 @@
 //!    missing capability and header mismatch 400, malformed metadata 400, unknown method 404;
 //!    every other reply is 200 with the JSON-RPC message.
 //!
-//! A notification is answered 202 once its headers pass; a client's response or error is
-//! refused (a stateless server has no request of its own pending).
+//! A notification is answered 202 once its headers pass. A client's response or error is taken
+//! only as the answer to a question a call of the same user waits on (202, [`mcp_elicit`]);
+//! any other is refused, as no request of ours is pending.
+//!
+//! In the eras with sessions, a call whose question the client can be asked on the call's
+//! stream ([`Asking`]) is answered as an event stream: the question, then the result.
 
 use std::io::Write;
 
@@ -26,8 +30,14 @@ use axum::http::{HeaderMap, StatusCode};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, ProtocolVersion};
 use serde_json::Value;
 
+use std::sync::Arc;
+
+use axum::body::Body;
+use rmcp::model::ServerResult;
+
 use super::HttpError;
 use super::errors::{HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, jsonrpc_error};
+use super::mcp_elicit::{self, Waiting};
 use super::mcp_request::Message;
 use crate::auth::Principal;
 use crate::mcp::{Ctx, NibMcp, Reply, protocol};
@@ -43,6 +53,17 @@ pub(super) enum Answer {
     Accepted,
     /// A JSON-RPC response or error.
     Message { status: StatusCode, body: Vec<u8> },
+    /// An event stream: a question to the client, then the call's result.
+    Stream(Body),
+}
+
+/// What the transport can do besides answering: take the answers of waiting calls, and (for a
+/// session whose client declared elicitation, on a request that accepts an event stream) put
+/// a call's question to its client.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Asking<'a> {
+    pub waiting: Option<&'a Arc<Waiting>>,
+    pub on_stream: bool,
 }
 
 /// The message `m` through the transport's rules and the protocol layer.
@@ -52,6 +73,7 @@ pub(super) async fn answer(
     m: &Message<'_>,
     principal: Option<&Principal>,
     correlation_id: &str,
+    asking: Asking<'_>,
 ) -> Result<Answer, HttpError> {
     let refuse = |status: StatusCode, code: i64, message: String| HttpError::Rpc {
         status,
@@ -79,10 +101,23 @@ pub(super) async fn answer(
             return Ok(Answer::Accepted);
         }
         ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_) => {
+            let delivered = match (asking.waiting, principal, m.id.as_ref()) {
+                (Some(waiting), Some(p), Some(id)) => {
+                    let result = match typed {
+                        ClientJsonRpcMessage::Response(r) => serde_json::to_value(&r.result).ok(),
+                        _ => None,
+                    };
+                    waiting.deliver(id, &p.user, result)
+                }
+                _ => false,
+            };
+            if delivered {
+                return Ok(Answer::Accepted);
+            }
             return Err(refuse(
                 StatusCode::BAD_REQUEST,
                 INVALID_REQUEST,
-                "a stateless server does not accept JSON-RPC responses".into(),
+                "no request of this server is waiting for this response".into(),
             ));
         }
     };
@@ -115,14 +150,39 @@ pub(super) async fn answer(
     }
     let inline = protocol::negotiates_inline(&request);
     let meta_malformed = inline && protocol::meta_malformed(&request);
+    // A question can be put on the call's stream in the eras with sessions and elicitation.
+    let on_stream = asking.on_stream
+        && asking.waiting.is_some()
+        && version.as_str() >= ProtocolVersion::V_2025_06_18.as_str()
+        && version.as_str() < ProtocolVersion::V_2026_07_28.as_str()
+        && matches!(request, ClientRequest::CallToolRequest(_));
     let ctx = Ctx {
         principal,
         correlation_id,
         version,
         meta: rmcp::model::GetMeta::get_meta(&request).clone(),
+        elicits_on_stream: on_stream,
     };
+    let again = on_stream.then(|| request.clone());
     let answer = protocol::serve(mcp, request, &ctx).await;
     let id = m.id.as_ref().unwrap_or(&Value::Null);
+    if let (Ok(Reply::Result(result)), Some(request), Some(waiting), Some(p)) =
+        (&answer, again, asking.waiting, principal)
+        && let ServerResult::InputRequiredResult(asked) = result.as_ref()
+    {
+        let call = mcp_elicit::Call {
+            mcp: mcp.clone(),
+            principal: p.clone(),
+            correlation_id: correlation_id.to_owned(),
+            version: ctx.version.clone(),
+            meta: ctx.meta.clone(),
+            request,
+            id: id.clone(),
+        };
+        if let Some(body) = mcp_elicit::ask_on_stream(waiting, asked, call) {
+            return Ok(Answer::Stream(body));
+        }
+    }
     Ok(match answer {
         Ok(reply) => Answer::Message {
             status: StatusCode::OK,
@@ -152,7 +212,7 @@ fn inline_error_status(code: ErrorCode, meta_malformed: bool) -> StatusCode {
 }
 
 /// `{"jsonrpc":"2.0","id":…,"result":…}`.
-fn result_body(id: &Value, reply: &Reply) -> Vec<u8> {
+pub(super) fn result_body(id: &Value, reply: &Reply) -> Vec<u8> {
     let mut out = Vec::with_capacity(match reply {
         Reply::Json(json) => json.len() + 48,
         Reply::Result(_) => 1024,
@@ -172,7 +232,7 @@ fn result_body(id: &Value, reply: &Reply) -> Vec<u8> {
 }
 
 /// The protocol layer's error, written by the one JSON-RPC error writer.
-fn error_body(id: &Value, error: &ErrorData) -> Vec<u8> {
+pub(super) fn error_body(id: &Value, error: &ErrorData) -> Vec<u8> {
     let body = jsonrpc_error(
         Some(id.clone()),
         i64::from(error.code.0),

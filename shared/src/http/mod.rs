@@ -14,6 +14,7 @@
 
 mod app;
 mod errors;
+mod mcp_elicit;
 mod mcp_endpoint;
 mod mcp_request;
 mod mcp_transport;
@@ -65,7 +66,9 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// Answer the discovery methods without a token.
     pub public_discovery: bool,
-    /// Issue and require signed `Mcp-Session-Id`s (eras before 2026-07-28).
+    /// Issue signed `Mcp-Session-Id`s to every client and require them (eras before
+    /// 2026-07-28). Without it, `nib serve` issues one only to a client that declares
+    /// elicitation, and honours it when sent (destructive tools then ask first).
     pub sessions: bool,
     pub max_body_bytes: usize,
     /// Per-credential request limits on `/mcp`.
@@ -179,6 +182,27 @@ pub fn url_authority(url: &str) -> Option<&str> {
     rest.split('/').next().filter(|host| !host.is_empty())
 }
 
+/// MCP sessions of the eras before 2026-07-28: signed ids, checked without a lookup, and the
+/// calls waiting for their client's answer to a question ([`mcp_elicit`]).
+#[derive(Debug)]
+pub struct Sessions {
+    pub signer: SessionSigner,
+    /// Every client gets an id and must send it (`HttpConfig::sessions`); else only a client
+    /// that can be asked gets one, and sending it is up to the client.
+    pub required: bool,
+    waiting: Arc<mcp_elicit::Waiting>,
+}
+
+impl Sessions {
+    pub fn new(signer: SessionSigner, required: bool) -> Self {
+        Sessions {
+            signer,
+            required,
+            waiting: Arc::default(),
+        }
+    }
+}
+
 /// What the handlers share.
 pub struct HttpState {
     pub config: HttpConfig,
@@ -186,7 +210,8 @@ pub struct HttpState {
     /// The MCP server behind `/mcp`; `None` for a process that serves only the authorization
     /// server (the `oauth` Lambda, [`authorization_router`]).
     pub mcp: Option<NibMcp>,
-    pub sessions: Option<SessionSigner>,
+    /// MCP sessions; `None` where a call cannot wait for its client (the functions).
+    pub sessions: Option<Sessions>,
     pub assets: Option<Arc<LocalAssets>>,
     pub clock: Arc<dyn Clock>,
     /// The authorization server, when `config.oauth` is set.

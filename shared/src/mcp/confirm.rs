@@ -3,9 +3,15 @@
 //! destructive answers an `InputRequiredResult` (SEP-2322, multi round-trip requests) holding
 //! one `elicitation/create` that names what will change, and a `requestState`. The client asks
 //! its user and calls again with the same arguments, the answer in `inputResponses` and the
-//! state echoed. Accept runs the tool; decline or cancel changes nothing and says so. A client
-//! without the capability (or an older revision, whose stateless wire here has no way to send
-//! a request to the client) gets the tool as before; its annotations say destructive.
+//! state echoed. Accept runs the tool; decline or cancel changes nothing and says so.
+//!
+//! The eras with sessions (2025-06-18, 2025-11-25) ask the same question the old way: the
+//! client declared the capability at `initialize`, sealed in its session id, and the transport
+//! turns the `InputRequiredResult` into an `elicitation/create` request on the call's event
+//! stream, waits for the client's POSTed answer and calls again with it
+//! (`http::mcp_elicit`). A client without the capability, without a session (the functions on
+//! AWS issue none: API Gateway cannot hold the stream), or 2025-03-26 gets the tool as before;
+//! its annotations say destructive.
 //!
 //! **The state is a binding, not a secret.** It is a digest of the caller, the tool and the
 //! arguments; the retry must carry the same, so an answer given for one page cannot delete
@@ -19,12 +25,12 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::model::{
     CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams, ElicitationSchema, ErrorData,
-    InputRequest, InputRequests, InputRequiredResult, InputResponses, RequestMetaObject,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses,
 };
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::NibMcp;
+use super::{Ctx, NibMcp};
 use crate::auth::Principal;
 use crate::notebook::TRASH_DAYS;
 use crate::tools::resources::{page_uri, task_uri};
@@ -33,12 +39,17 @@ use crate::tools::resources::{page_uri, task_uri};
 pub const KEY: &str = "confirm";
 const STATE_PREFIX: &str = "nib-confirm-1.";
 
-/// Whether this call must ask before it runs: a destructive tool, a client that declared it
-/// can elicit, in a revision that carries its capabilities with the request.
-pub fn must_ask(destructive: bool, stateless_era: bool, meta: &RequestMetaObject) -> bool {
-    destructive
-        && stateless_era
-        && meta
+/// Whether this call must ask before it runs: a destructive tool, and a client that can be
+/// asked: at 2026-07-28 it says so in the request's capabilities; before, the transport says
+/// whether it can ask on the call's stream.
+pub fn must_ask(destructive: bool, ctx: &Ctx<'_>) -> bool {
+    destructive && (ctx.elicits_on_stream || stateless_can_elicit(ctx))
+}
+
+fn stateless_can_elicit(ctx: &Ctx<'_>) -> bool {
+    ctx.is_stateless_era()
+        && ctx
+            .meta
             .client_capabilities()
             .is_some_and(|caps| caps.elicitation.is_some())
 }

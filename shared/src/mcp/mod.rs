@@ -94,6 +94,11 @@ pub struct Ctx<'a> {
     pub version: ProtocolVersion,
     /// The request's `_meta` (2026-07-28: its version and the client's capabilities).
     pub meta: RequestMetaObject,
+    /// The transport can put a question to the client while this request waits (the eras
+    /// with sessions: a session whose client declared elicitation, and a reply it accepts as
+    /// an event stream). A question then comes back as an `InputRequiredResult`, which the
+    /// transport asks on the stream and answers by calling again ([`confirm`]).
+    pub elicits_on_stream: bool,
 }
 
 impl Ctx<'_> {
@@ -261,11 +266,7 @@ impl NibMcp {
         let principal = ctx.caller()?;
         debug_assert!(principal.scope.allows(tool.scope));
         let args = request.arguments.unwrap_or_default();
-        if confirm::must_ask(
-            tool.annotations.destructive,
-            ctx.is_stateless_era(),
-            &ctx.meta,
-        ) {
+        if confirm::must_ask(tool.annotations.destructive, ctx) {
             let state = confirm::state(principal, name, &args);
             match confirm::answer(
                 &state,
@@ -442,7 +443,7 @@ fn tools_page(scope: Scope, offset: usize) -> ListToolsResult {
 }
 
 pub mod access;
-mod confirm;
+pub mod confirm;
 mod fixtures;
 mod prompts;
 pub mod protocol;
