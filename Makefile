@@ -377,12 +377,24 @@ LAMBDA_ARCH ?= --arm64
 CARGO_LAMBDA := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/cargo-lambda lambda
 # ingest is built apart: it alone enables nib-shared's `textract` feature, and one cargo
 # invocation would unify features across every function it builds.
-lambdas: tools-python embed-model ## build the Lambda functions (arm64 zips in target/lambda/)
-	$(CARGO_LAMBDA) build --profile release-lambda $(LAMBDA_ARCH) --output-format zip \
-		$(addprefix -p nib-fn-,$(filter-out ingest,$(FUNCTIONS)))
-	$(CARGO_LAMBDA) build --profile release-lambda $(LAMBDA_ARCH) --output-format zip -p nib-fn-ingest
+# The search model is not compiled into the functions (NIB_EMBED_MODEL_LAYER): it ships once,
+# as the Lambda layer target/lambda/embed-layer.zip (nib/embed.nibm, so /opt/nib/embed.nibm at
+# run time), which infra/ attaches to every function. Each function's own zip stays small.
+LAMBDA_MODEL_PATH := /opt/nib/embed.nibm
+lambdas: tools-python embed-model ## build the Lambda functions (arm64 zips in target/lambda/) and the model's layer
+	NIB_EMBED_MODEL_LAYER=$(LAMBDA_MODEL_PATH) $(CARGO_LAMBDA) build --profile release-lambda \
+		$(LAMBDA_ARCH) --output-format zip $(addprefix -p nib-fn-,$(filter-out ingest,$(FUNCTIONS)))
+	NIB_EMBED_MODEL_LAYER=$(LAMBDA_MODEL_PATH) $(CARGO_LAMBDA) build --profile release-lambda \
+		$(LAMBDA_ARCH) --output-format zip -p nib-fn-ingest
+	$(VENV)/bin/python -c 'import sys, zipfile; \
+		z = zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED, compresslevel=9); \
+		i = zipfile.ZipInfo("nib/embed.nibm", (2020, 1, 1, 0, 0, 0)); i.external_attr = 0o644 << 16; \
+		z.writestr(i, open(sys.argv[2], "rb").read(), zipfile.ZIP_DEFLATED, 9); z.close()' \
+		target/lambda/embed-layer.zip $(EMBED_MODEL)
 	@for f in $(FUNCTIONS); do \
 		printf '%-7s %s bytes zipped\n' "$$f" "$$(stat -c %s target/lambda/$$f/bootstrap.zip)"; done
+	@printf 'layer   %s bytes zipped (the search model, shared by every function)\n' \
+		"$$(stat -c %s target/lambda/embed-layer.zip)"
 
 # The functions on this machine: moto's server on 127.0.0.1:5000 (started unless running) with
 # the table, bucket and keys infra/ would create (tests/lambda/dev_env.py), and `cargo lambda

@@ -10,6 +10,20 @@ resource "aws_cloudwatch_log_group" "fn" {
   kms_key_id        = aws_kms_key.storage.arn
 }
 
+# The search model (`make embed-model`), shipped once beside the functions rather than inside
+# each: `make lambdas` builds them to read it from the layer and packs it as
+# target/lambda/embed-layer.zip. Every function that may embed text (search, writes, import,
+# the account's deletes through the notebook) needs it; all six get it, as it costs nothing
+# until read.
+resource "aws_lambda_layer_version" "embed" {
+  layer_name               = "${var.name_prefix}-embed-model"
+  description              = "nib search model at /opt/nib/embed.nibm"
+  filename                 = local.embed_layer_zip
+  source_code_hash         = filebase64sha256(local.embed_layer_zip)
+  compatible_runtimes      = ["provided.al2023"]
+  compatible_architectures = ["arm64"]
+}
+
 resource "aws_lambda_function" "fn" {
   for_each = local.functions
   #checkov:skip=CKV_AWS_117:No VPC: the functions call only AWS APIs (DynamoDB, S3, KMS, Lambda) over TLS with IAM auth; a VPC would add NAT or endpoint costs and cold-start time and protect nothing here.
@@ -25,6 +39,8 @@ resource "aws_lambda_function" "fn" {
   handler          = "bootstrap"
   filename         = each.value.zip
   source_code_hash = filebase64sha256(each.value.zip)
+  # The search model, at /opt/nib/embed.nibm (the binaries are built to read it there).
+  layers = [aws_lambda_layer_version.embed.arn]
 
   memory_size                    = each.value.memory_mb
   timeout                        = each.value.timeout_seconds

@@ -35,6 +35,8 @@ locals {
     account = { memory_mb = 256, timeout_seconds = 300, reserved_concurrency = 2 }
   }
 
+  embed_layer_zip = "${path.module}/${var.lambda_artifacts_dir}/embed-layer.zip"
+
   functions = {
     for name, d in local.default_settings : name => {
       function_name        = "${var.name_prefix}-${name}"

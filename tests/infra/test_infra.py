@@ -663,6 +663,23 @@ def test_functions_are_arm64_al2023_with_log_groups(infra: Infra) -> None:
     assert infra.variables["log_retention_days"]["default"] > 0
 
 
+def test_every_function_reads_the_search_model_from_the_layer_make_lambdas_packs(infra: Infra) -> None:
+    """The functions are built without the model (`make lambdas`: NIB_EMBED_MODEL_LAYER) and
+    read it at the path the layer puts it; the layer's zip is the one the Makefile writes."""
+    fn = infra.resource("aws_lambda_function", "fn")
+    assert fn["layers"] == ["${aws_lambda_layer_version.embed.arn}"]
+    layer = infra.resource("aws_lambda_layer_version", "embed")
+    assert layer["filename"] == "${local.embed_layer_zip}"
+    assert layer["source_code_hash"] == "${filebase64sha256(local.embed_layer_zip)}"
+    assert layer["compatible_architectures"] == fn["architectures"]
+    assert layer["compatible_runtimes"] == [fn["runtime"]]
+    assert infra.locals["embed_layer_zip"] == "${path.module}/${var.lambda_artifacts_dir}/embed-layer.zip"
+    makefile = (INFRA.parent / "Makefile").read_text()
+    path = re.search(r"^LAMBDA_MODEL_PATH := (\S+)$", makefile, re.M)
+    assert path and path.group(1) == "/opt/nib/embed.nibm", "the layer's nib/ lands in /opt"
+    assert 'ZipInfo("nib/embed.nibm"' in makefile and "target/lambda/embed-layer.zip" in makefile
+
+
 def test_every_function_has_settings(infra: Infra) -> None:
     for name, s in infra.locals["default_settings"].items():
         assert s["memory_mb"] >= 128 and s["timeout_seconds"] >= 1, name

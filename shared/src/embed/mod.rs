@@ -8,7 +8,12 @@
 //! file is compiled into the binary (`build.rs` finds it, `include_bytes!`), so nothing is read
 //! or downloaded at run time; it is parsed once, on first use ([`model`]).
 //!
-//! Pure: no I/O beyond the bytes in the binary. Vectors leave this module only to be sealed
+//! The Lambda functions are built without it (`make lambdas` sets `NIB_EMBED_MODEL_LAYER`,
+//! `build.rs` turns on `cfg(embed_layer)`): there the same file comes in a Lambda layer and is
+//! read once from `/opt/nib/embed.nibm` (or `NIB_EMBED_MODEL_FILE`) on first use, which keeps
+//! each function's own zip small (ARCHITECTURE.md, "Search by meaning").
+//!
+//! Pure: no I/O beyond the model's bytes. Vectors leave this module only to be sealed
 //! (`notebook::vectors`); they are never logged.
 
 mod vocab;
@@ -22,7 +27,25 @@ use vocab::Vocab;
 pub use wordpiece::basic_tokens;
 
 /// The model file `build.rs` found (`NIB_EMBED_MODEL` at build time).
-static MODEL_BYTES: &[u8] = include_bytes!(env!("NIB_EMBED_MODEL_PATH"));
+#[cfg(not(embed_layer))]
+fn model_bytes() -> Result<&'static [u8], ModelError> {
+    Ok(include_bytes!(env!("NIB_EMBED_MODEL_PATH")))
+}
+
+/// The model file of the function's layer (or `NIB_EMBED_MODEL_FILE`).
+#[cfg(embed_layer)]
+fn model_bytes() -> Result<&'static [u8], ModelError> {
+    let path = std::env::var_os("NIB_EMBED_MODEL_FILE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("NIB_EMBED_MODEL_LAYER_PATH").into());
+    load_file(&path)
+}
+
+/// A model file read once and kept for the life of the process.
+pub fn load_file(path: &std::path::Path) -> Result<&'static [u8], ModelError> {
+    let bytes = std::fs::read(path).map_err(|_| ModelError::Missing)?;
+    Ok(Box::leak(bytes.into_boxed_slice()))
+}
 
 const MAGIC: &[u8; 8] = b"NIBEMB2\n";
 
@@ -35,6 +58,9 @@ pub const CHUNK_LINES: usize = 3;
 pub enum ModelError {
     #[error("the embedding model file is damaged: {0}")]
     Damaged(&'static str),
+    /// A function's layer without the model (built with `cfg(embed_layer)`).
+    #[error("the embedding model file cannot be read (is the function's model layer attached?)")]
+    Missing,
 }
 
 /// A static embedding model: a vocabulary and one scaled 4-bit row per token (two dimensions a
@@ -63,7 +89,7 @@ impl std::fmt::Debug for Model {
 pub fn model() -> Result<&'static Model, ModelError> {
     static MODEL: OnceLock<Result<Model, ModelError>> = OnceLock::new();
     MODEL
-        .get_or_init(|| Model::parse(MODEL_BYTES))
+        .get_or_init(|| model_bytes().and_then(Model::parse))
         .as_ref()
         .map_err(Clone::clone)
 }
@@ -272,6 +298,23 @@ pub fn rrf<'a>(lists: &[(&'a [String], f64)], k: f64) -> Vec<(&'a str, f64)> {
 
 #[cfg(test)]
 mod tests {
+    /// What a function built for the layer does: the file read once, the same model.
+    #[test]
+    fn a_model_file_read_at_run_time_is_the_built_in_model() {
+        let path = std::path::Path::new(env!("NIB_EMBED_MODEL_PATH"));
+        let read = super::Model::parse(super::load_file(path).unwrap()).unwrap();
+        let built_in = super::model().unwrap();
+        assert_eq!(read.id(), built_in.id());
+        assert_eq!(
+            read.embed("call the dentist"),
+            built_in.embed("call the dentist")
+        );
+        assert_eq!(
+            super::load_file(std::path::Path::new("/nonexistent/embed.nibm")).unwrap_err(),
+            super::ModelError::Missing
+        );
+    }
+
     use super::*;
 
     #[test]
