@@ -37,12 +37,23 @@ mod local {
 
 /// `initialize` at `version`, declaring elicitation when `elicits`: the session id, if one.
 pub async fn open_session(app: &TestApp, version: &str, elicits: bool) -> Option<String> {
+    open_session_as(app, &app.token, version, elicits).await
+}
+
+/// [`open_session`] with another user's token.
+async fn open_session_as(
+    app: &TestApp,
+    token: &str,
+    version: &str,
+    elicits: bool,
+) -> Option<String> {
     let mut init = crate::helpers::initialize(version);
     if elicits {
         init["params"]["capabilities"] = json!({ "elicitation": {} });
     }
     let r = app
-        .post()
+        .post_anon()
+        .bearer_auth(token)
         .header("mcp-protocol-version", version)
         .json(&init)
         .send()
@@ -142,20 +153,9 @@ pub async fn the_eras_with_sessions_ask_on_the_calls_stream(app: &TestApp) {
     assert!(id.is_string(), "{question}");
     // Another user's answer, and an answer to no question of ours, are refused.
     let stranger = app.token_for("someone-else", nib::auth::Scope::Write).await;
-    let stranger_session = {
-        let r = app
-            .post_anon()
-            .bearer_auth(&stranger)
-            .json(&{
-                let mut init = crate::helpers::initialize(v);
-                init["params"]["capabilities"] = json!({ "elicitation": {} });
-                init
-            })
-            .send()
-            .await
-            .unwrap();
-        r.headers()["mcp-session-id"].to_str().unwrap().to_owned()
-    };
+    let stranger_session = open_session_as(app, &stranger, v, true)
+        .await
+        .expect("a session id");
     let accept =
         |id: Value| json!({ "jsonrpc": "2.0", "id": id, "result": { "action": "accept" } });
     assert_eq!(
