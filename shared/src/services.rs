@@ -143,6 +143,9 @@ pub struct LocalOptions {
     pub ocr: OcrChoice,
     /// Notion's API base URL (`NIB_NOTION_API_URL`, else Notion's).
     pub notion_api_url: String,
+    /// A bulk writer's store: a large page cache (`EmbeddedStore::open_with_cache`), for the
+    /// commands that write a whole notebook and exit; a server keeps the small default.
+    pub bulk: bool,
 }
 
 impl Default for LocalOptions {
@@ -152,6 +155,7 @@ impl Default for LocalOptions {
             asset_ttl_seconds: 3600,
             ocr: OcrChoice::Off,
             notion_api_url: crate::adapters::notion::api_url_from_env(),
+            bulk: false,
         }
     }
 }
@@ -320,8 +324,13 @@ impl Ports {
         let keys = Arc::new(
             LocalKeys::open_or_create(&data_dir.join("master.key")).map_err(ServicesError::Keys)?,
         );
-        let store: Arc<dyn Store> =
-            Arc::new(EmbeddedStore::open(&data_dir.join("nib.redb"))?.with_clock(clock.clone()));
+        let path = data_dir.join("nib.redb");
+        let store = if options.bulk {
+            EmbeddedStore::open_with_cache(&path, crate::adapters::embedded::BULK_CACHE_BYTES)?
+        } else {
+            EmbeddedStore::open(&path)?
+        };
+        let store: Arc<dyn Store> = Arc::new(store.with_clock(clock.clone()));
         let assets = Arc::new(
             LocalAssets::new(
                 data_dir.join("assets"),

@@ -69,6 +69,13 @@ const GSI1: TableDefinition<&[u8], ()> = TableDefinition::new("gsi1");
 /// vector blocks it had already opened (BENCHMARKS.md, "A search server under 60 MiB").
 const CACHE_BYTES: usize = 1 << 20;
 
+/// redb's page cache for a bulk write (`nib import`, `nib reindex`, a bundle): a short-lived
+/// process that writes postings all over the file. With [`CACHE_BYTES`] every insert reads its
+/// branch and leaf pages again from the operating system (a fifth of the writer thread's time
+/// was `pread`), and more of them the larger the notebook; 256 MiB holds a 10,000-page store's
+/// hot pages (BENCHMARKS.md, "Footprint").
+pub const BULK_CACHE_BYTES: usize = 256 << 20;
+
 /// At most this many queued transactions share one commit, which bounds the latency a
 /// transaction adds to the others in its group.
 const MAX_GROUP: usize = 64;
@@ -134,8 +141,16 @@ impl EmbeddedStore {
     /// Opens the store file, creating it if needed. Fails with [`EmbeddedError::InUse`] while
     /// another process has it open.
     pub fn open(path: &Path) -> Result<EmbeddedStore, EmbeddedError> {
+        Self::open_with_cache(path, CACHE_BYTES)
+    }
+
+    /// [`EmbeddedStore::open`] with a page cache of `cache_bytes` (see [`BULK_CACHE_BYTES`]).
+    pub fn open_with_cache(
+        path: &Path,
+        cache_bytes: usize,
+    ) -> Result<EmbeddedStore, EmbeddedError> {
         let db = Database::builder()
-            .set_cache_size(CACHE_BYTES)
+            .set_cache_size(cache_bytes)
             .create(path)
             .map_err(|source| match source {
                 DatabaseError::DatabaseAlreadyOpen => EmbeddedError::InUse {

@@ -4,7 +4,7 @@
 //! tools-ocr` puts both in `.tools/ocr/`; nothing is downloaded at build or run time.
 //!
 //! The pipeline is PaddleOCR's, written here without OpenCV:
-//! 1. detection (DB): the page scaled to at most 2000 px and to multiples of 32, normalised to
+//! 1. detection (DB): the page scaled to at most 960 px and to multiples of 32, normalised to
 //!    [-1, 1]; the probability map thresholded at 0.3 and dilated; each connected region's
 //!    minimum-area rectangle (convex hull + rotating calipers), kept when its mean probability
 //!    is at least 0.5, grown by `area * 1.6 / perimeter` (DB's unclip);
@@ -31,14 +31,19 @@ use crate::ports::{Ocr, OcrBox, OcrEngine, OcrError, OcrLine, PageImage};
 /// The model files, by the names the `rapidocr` wheel gives them.
 pub const DET_MODEL: &str = "PP-OCRv6_det_small.onnx";
 pub const REC_MODEL: &str = "PP-OCRv6_rec_small.onnx";
-/// The longest side the page is scaled to before detection (rapidocr's `max_side_len`).
-const MAX_SIDE: f32 = 2000.0;
+/// The longest side the page is scaled to before detection: PaddleOCR's own default
+/// (`det_limit_side_len`; rapidocr's 2000 took 2.6 GiB with two workers for the same task F1,
+/// BENCHMARKS.md "Footprint"). Recognition still reads the crops from the full page.
+const MAX_SIDE: f32 = 960.0;
 const DET_THRESH: f32 = 0.3;
 const BOX_THRESH: f32 = 0.5;
 const UNCLIP_RATIO: f32 = 1.6;
 const REC_HEIGHT: usize = 48;
 const REC_MIN_WIDTH: usize = 320;
 const REC_BATCH: usize = 6;
+/// A batch's width in pixels at most (its widest crop times its crops): a batch of six long
+/// lines would otherwise run at 6 x 3200, and onnxruntime keeps what its largest run took.
+const REC_BATCH_WIDTH: usize = 2880;
 /// The widest crop recognised at once; longer ones are narrowed (a 1400 px line is ~ 1600).
 const REC_MAX_WIDTH: usize = 3200;
 
@@ -124,6 +129,10 @@ impl PaddleOcr {
                 .with_optimization_level(GraphOptimizationLevel::Level3)
                 .map_err(|e| unavailable(e.into()))?
                 .with_intra_threads(1)
+                .map_err(|e| unavailable(e.into()))?
+                // The pattern is planned per input shape, and every page and crop batch has its
+                // own: kept on, it only added memory (BENCHMARKS.md, "Footprint").
+                .with_memory_pattern(false)
                 .map_err(|e| unavailable(e.into()))?
                 .commit_from_file(dir.join(file))
                 .map_err(unavailable)
@@ -580,7 +589,7 @@ fn recognize(
     let mut order: Vec<usize> = (0..crops.len()).collect();
     order.sort_by_key(|&i| crops[i].0);
     let mut results: Vec<Option<(String, f32)>> = vec![None; crops.len()];
-    for batch in order.chunks(REC_BATCH) {
+    for batch in &rec_batches(&order, |i| crops[i].0) {
         let width = batch
             .iter()
             .map(|&i| crops[i].0)
@@ -621,6 +630,20 @@ fn recognize(
             })
         })
         .collect())
+}
+
+/// `order` (crop indices, narrowest first) cut into batches of at most [`REC_BATCH`] crops and
+/// [`REC_BATCH_WIDTH`] pixels of padded width; a crop wider than that goes alone.
+fn rec_batches(order: &[usize], width: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    for &i in order {
+        let w = width(i).max(REC_MIN_WIDTH);
+        match batches.last_mut() {
+            Some(b) if b.len() < REC_BATCH && (b.len() + 1) * w <= REC_BATCH_WIDTH => b.push(i),
+            _ => batches.push(vec![i]),
+        }
+    }
+    batches
 }
 
 /// Greedy CTC: the best class per step, repeats merged, blanks dropped; the confidence is the
@@ -680,6 +703,27 @@ mod tests {
             q.0[0].0 < q.0[1].0 && q.0[0].1 < q.0[3].1,
             "top left first: {q:?}"
         );
+    }
+
+    #[test]
+    fn recognition_batches_are_bounded_by_count_and_padded_width() {
+        // Narrowest first: six short crops share a batch, then the width bounds it, and a crop
+        // wider than the bound goes alone.
+        let widths = [100, 100, 200, 300, 320, 320, 320, 700, 800, 1500, 4000];
+        let order: Vec<usize> = (0..widths.len()).collect();
+        let batches = rec_batches(&order, |i| widths[i]);
+        assert_eq!(
+            batches,
+            vec![vec![0, 1, 2, 3, 4, 5], vec![6, 7, 8], vec![9], vec![10]]
+        );
+        for b in &batches {
+            let padded = b
+                .iter()
+                .map(|&i| widths[i].max(REC_MIN_WIDTH))
+                .max()
+                .unwrap();
+            assert!(b.len() == 1 || b.len() * padded <= REC_BATCH_WIDTH);
+        }
     }
 
     #[test]
