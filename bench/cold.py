@@ -123,6 +123,7 @@ def main():
                             "error": f"{path} not built"})
             continue
         deployed = deployed_size(args.target, name)
+        zipped = os.path.join(args.target, "lambda", name, "bootstrap.zip")
         # Two first events: one the function answers without a request to AWS (the cold start
         # itself: process, runtime client, SDK clients, config), and its fixture, whose answer
         # includes the first request's real work against the emulator.
@@ -139,6 +140,7 @@ def main():
             r.update({"package": pkg, "kind": kind, "event": os.path.relpath(event, args.root)})
             if deployed:
                 r["deployed_binary_bytes"] = deployed
+                r["deployed_zip_bytes"] = os.path.getsize(zipped)
             results.append(r)
             print(f"cold: {name} ({kind}): {r}", flush=True)
 
