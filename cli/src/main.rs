@@ -877,7 +877,7 @@ async fn shutdown() {
 const IMPORT_CONCURRENCY: usize = 16;
 /// The same when every page is text (Markdown or plain text): more commits share each of the
 /// store's group commits (at most 64), so fewer fsyncs and fewer rewritten pages per page
-/// written (10,000 pages: 1.33x the pages/s of 16; BENCHMARKS.md, "Footprint").
+/// written (10,000 pages: 1.33x the pages/s of 16; BENCHMARKS.md, "Footprint, continued").
 const TEXT_IMPORT_CONCURRENCY: usize = 64;
 
 /// A bar of `len` pages: done, pages/s and the time left.

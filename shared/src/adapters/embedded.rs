@@ -73,7 +73,7 @@ const CACHE_BYTES: usize = 1 << 20;
 /// process that writes postings all over the file. With [`CACHE_BYTES`] every insert reads its
 /// branch and leaf pages again from the operating system (a fifth of the writer thread's time
 /// was `pread`), and more of them the larger the notebook; 256 MiB holds a 10,000-page store's
-/// hot pages (BENCHMARKS.md, "Footprint").
+/// hot pages (BENCHMARKS.md, "Footprint, continued").
 pub const BULK_CACHE_BYTES: usize = 256 << 20;
 
 /// At most this many queued transactions share one commit, which bounds the latency a

@@ -32,8 +32,9 @@ use crate::ports::{Ocr, OcrBox, OcrEngine, OcrError, OcrLine, PageImage};
 pub const DET_MODEL: &str = "PP-OCRv6_det_small.onnx";
 pub const REC_MODEL: &str = "PP-OCRv6_rec_small.onnx";
 /// The longest side the page is scaled to before detection: PaddleOCR's own default
-/// (`det_limit_side_len`; rapidocr's 2000 took 2.6 GiB with two workers for the same task F1,
-/// BENCHMARKS.md "Footprint"). Recognition still reads the crops from the full page.
+/// (`det_limit_side_len`; rapidocr's 2000 took 2.6 GiB with two workers and 2.7x the time, for
+/// CER and task F1 within half a point of these, BENCHMARKS.md "Footprint, continued").
+/// Recognition still reads the crops from the full page.
 const MAX_SIDE: f32 = 960.0;
 const DET_THRESH: f32 = 0.3;
 const BOX_THRESH: f32 = 0.5;
@@ -131,7 +132,7 @@ impl PaddleOcr {
                 .with_intra_threads(1)
                 .map_err(|e| unavailable(e.into()))?
                 // The pattern is planned per input shape, and every page and crop batch has its
-                // own: kept on, it only added memory (BENCHMARKS.md, "Footprint").
+                // own: kept on, it only added memory (BENCHMARKS.md, "Footprint, continued").
                 .with_memory_pattern(false)
                 .map_err(|e| unavailable(e.into()))?
                 .commit_from_file(dir.join(file))
