@@ -512,19 +512,23 @@ impl Target {
 
     /// The system an operator's command works on (`ocr` reads ink-only pages).
     async fn open(&self, ocr: nib::config::OcrChoice) -> anyhow::Result<Services> {
-        let options = LocalOptions {
-            ocr,
-            ..LocalOptions::default()
-        };
-        self.build(&self.settings(Role::Admin, options)?).await
+        self.open_admin(ocr, false).await
     }
 
     /// [`Target::open`] for a command that writes a whole notebook and exits (import,
     /// reindex): locally, the store with a large page cache.
     async fn open_bulk(&self, ocr: nib::config::OcrChoice) -> anyhow::Result<Services> {
+        self.open_admin(ocr, true).await
+    }
+
+    async fn open_admin(
+        &self,
+        ocr: nib::config::OcrChoice,
+        bulk: bool,
+    ) -> anyhow::Result<Services> {
         let options = LocalOptions {
             ocr,
-            bulk: true,
+            bulk,
             ..LocalOptions::default()
         };
         self.build(&self.settings(Role::Admin, options)?).await
