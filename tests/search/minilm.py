@@ -217,6 +217,17 @@ def _gelu(x):
     return p
 
 
+def _gelu_rows(h, bias, rows=64):
+    """_gelu(h + bias) in place, 64 rows at a time: a block (64 x 1536 floats, 384 KB) stays in
+    the core's cache through the approximation's dozen elementwise passes, which over the whole
+    array (9 MB) each went to memory. 27 ms -> 17 ms per 1,536 x 1,536 array, the same numbers."""
+    for i in range(0, len(h), rows):
+        block = h[i:i + rows]
+        block += bias
+        block[...] = _gelu(block)
+    return h
+
+
 def encode_full(t, wp, vocab, texts, batch=32):
     cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
     out = np.zeros((len(texts), 384), dtype=np.float32)
@@ -275,14 +286,17 @@ def forward_same_length(w, ids):
     x = layer_norm(x, *w["ln"])
     scale = np.float32(1.0 / math.sqrt(d))
     for L in w["layers"]:
-        qkv = (x @ L["qkv_w"] + L["qkv_b"]).reshape(b, s, 3, heads, d)
-        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-        a = np.einsum("bihd,bjhd->bhij", q, k) * scale
-        a = np.exp(a - a.max(-1, keepdims=True))
+        # (3, batch, heads, seq, d): attention as batched matmuls, which numpy hands to BLAS
+        # (np.einsum did not: it was 15-30% of a sentence batch's time).
+        qkv = (x @ L["qkv_w"] + L["qkv_b"]).reshape(b, s, 3, heads, d).transpose(2, 0, 3, 1, 4)
+        a = qkv[0] @ qkv[1].transpose(0, 1, 3, 2)
+        a *= scale
+        a -= a.max(-1, keepdims=True)
+        np.exp(a, out=a)
         a /= a.sum(-1, keepdims=True)
-        ctx = np.einsum("bhij,bjhd->bihd", a, v).reshape(b * s, heads * d)
+        ctx = (a @ qkv[2]).transpose(0, 2, 1, 3).reshape(b * s, heads * d)
         x = layer_norm(ctx @ L["ao_w"] + L["ao_b"] + x, *L["ln1"])
-        h = _gelu(x @ L["in_w"] + L["in_b"])
+        h = _gelu_rows(x @ L["in_w"], L["in_b"])
         x = layer_norm(h @ L["out_w"] + L["out_b"] + x, *L["ln2"])
     return x.reshape(b, s, 384)
 
