@@ -143,8 +143,9 @@ pub struct LocalOptions {
     pub ocr: OcrChoice,
     /// Notion's API base URL (`NIB_NOTION_API_URL`, else Notion's).
     pub notion_api_url: String,
-    /// A bulk writer's store: a large page cache (`EmbeddedStore::open_with_cache`), for the
-    /// commands that write a whole notebook and exit; a server keeps the small default.
+    /// A bulk writer's store (`EmbeddedStore::open_bulk`: a large page cache, commits synced
+    /// once a second and when it closes), for the commands that write a whole notebook in a
+    /// process of their own and exit; a server keeps the small cache and syncs every commit.
     pub bulk: bool,
 }
 
@@ -326,7 +327,7 @@ impl Ports {
         );
         let path = data_dir.join("nib.redb");
         let store = if options.bulk {
-            EmbeddedStore::open_with_cache(&path, crate::adapters::embedded::BULK_CACHE_BYTES)?
+            EmbeddedStore::open_bulk(&path)?
         } else {
             EmbeddedStore::open(&path)?
         };

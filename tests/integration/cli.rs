@@ -429,3 +429,116 @@ async fn task_show_prints_pages_and_history_and_task_link_merges() {
         "{missing:?}"
     );
 }
+
+/// `nib import` killed midway (SIGKILL, while its store commits lazily: `open_bulk`) leaves a
+/// notebook that opens, holds whole pages only, and a second import finishes the job: every
+/// page, its task and its words once, found by search.
+#[tokio::test]
+async fn an_import_killed_midway_loses_nothing_once_run_again() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut dates = Vec::new();
+    for year in 2001..=2005 {
+        for month in 1..=12 {
+            for day in 1..=28 {
+                dates.push(format!("{year}-{month:02}-{day:02}"));
+                let pages = dates.len();
+                std::fs::write(
+                    dir.path().join(format!("{}.md", dates[pages - 1])),
+                    format!(
+                        "# Day {pages}\n\nMet the supplier about crate{pages} and the invoice.\n\n\
+                         ## Tasks\n- [ ] Send the quote for crate{pages}\n"
+                    ),
+                )
+                .unwrap();
+            }
+        }
+    }
+    let pages = dates.len();
+    let mut first = nib(data.path())
+        .arg("import")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed once about a third of the pages are in: its progress lines (stderr is not a
+    // terminal) come every 50 pages.
+    let at = pages / 3 / 50 * 50;
+    let mut progress = BufReader::new(first.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            progress.read_line(&mut line).unwrap() > 0,
+            "the import ended before it could be killed"
+        );
+        if line.starts_with(&format!("progress: {at}/")) {
+            break;
+        }
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let again = nib(data.path())
+        .arg("import")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let (new, updated) = stdout
+        .split_once(" pages (")
+        .and_then(|(_, rest)| rest.split_once(" new, "))
+        .and_then(|(new, rest)| Some((new, rest.split_once(" updated")?.0)))
+        .unwrap_or_else(|| panic!("no counts in {stdout:?}"));
+    let (new, updated): (usize, usize) = (new.parse().unwrap(), updated.parse().unwrap());
+    assert_eq!(new + updated, pages, "{stdout}");
+    assert!(
+        new < pages && new > 0,
+        "the first run kept some pages and not all: {stdout}"
+    );
+
+    let bundle = data.path().join("export.zip");
+    let out = nib(data.path())
+        .arg("export")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("exported {pages} pages, {pages} tasks")),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let server = serve(data.path(), false);
+    let token = server.token.clone().expect("first start prints a token");
+    for n in [1, at, pages] {
+        let r: Value = reqwest::Client::new()
+            .post(&server.url)
+            .bearer_auth(&token)
+            .json(
+                &json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "search_pages", "arguments": { "query": format!("crate{n}") } } }),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let hits = r["result"]["structuredContent"]["results"]
+            .as_array()
+            .cloned();
+        let hits = hits.unwrap_or_else(|| panic!("no results for crate{n}: {r}"));
+        assert!(
+            hits.iter().any(|h| h["date"] == dates[n - 1].as_str()),
+            "the page of crate{n} is not found: {r}"
+        );
+    }
+}
