@@ -28,8 +28,10 @@ use ort::value::Tensor;
 
 use crate::ports::{Ocr, OcrBox, OcrEngine, OcrError, OcrLine, PageImage};
 
-/// The model files, by the names the `rapidocr` wheel gives them.
-pub const DET_MODEL: &str = "PP-OCRv6_det_small.onnx";
+/// The model files: the recognition model by the name the `rapidocr` wheel gives it, the
+/// detector as `make tools-ocr` leaves it, quantised to 8 bits (`tests/ocr/quantize.py`: a third
+/// of the floating-point detector's time, ARCHITECTURE.md "OCR").
+pub const DET_MODEL: &str = "PP-OCRv6_det_small.int8.onnx";
 pub const REC_MODEL: &str = "PP-OCRv6_rec_small.onnx";
 /// The longest side the page is scaled to before detection: PaddleOCR's own default
 /// (`det_limit_side_len`; rapidocr's 2000 took 2.6 GiB with two workers and 2.7x the time, for
