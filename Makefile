@@ -31,7 +31,7 @@ VENV_INFRA := .venv-infra
 VENV_INFRA_STAMP := $(VENV_INFRA)/.installed
 
 .PHONY: help tools tools-node tools-python tools-browser tools-ocr embed-model search-eval search-eval-minilm build test run lint bench clean-tools app-screenshots \
-	bench-build bench-micro bench-load bench-cold bench-report tools-bench
+	bench-build bench-micro bench-load bench-cold bench-soak bench-report tools-bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -277,7 +277,7 @@ bench: ## all benchmarks, then BENCHMARKS.md + bench/history.csv + bench/search_
 	@echo "{\"loadavg\": \"$$(cut -d' ' -f1 /proc/loadavg)\", \"commit\": \"$$(git rev-parse \
 		--short HEAD)$$(git status --porcelain --untracked-files=no | grep -q . && echo +dirty)\"}" \
 		> $(BENCH_OUT)/start.json
-	$(MAKE) bench-micro bench-load bench-cold bench-ocr
+	$(MAKE) bench-micro bench-load bench-cold bench-ocr bench-soak
 	$(MAKE) bench-report
 
 tools-bench: $(BENCH_VENV_STAMP) ## add the report's Python packages (matplotlib) to .venv
@@ -311,6 +311,13 @@ bench-load: bench-build ## nib serve vs the floor server under wrk at c=1/16/64,
 
 bench-cold: bench-build tools-python ## cold start of each functions/*/ binary (and nib serve), median of 20
 	$(PYTHON3) bench/cold.py --target $(BENCH_TARGET) --functions-profile release-lambda --out $(BENCH_OUT)
+
+# An hour by default (issue 31's target): SOAK_SECONDS=600 for a shorter look.
+SOAK_SECONDS ?= 3600
+bench-soak: bench-build ## nib serve's RSS through SOAK_SECONDS of mixed load on BENCH_PAGES pages (plot: bench/soak_rss.png)
+	$(PYTHON3) bench/soak.py --nib $(BENCH_TARGET)/release/nib \
+		--gen $(BENCH_TARGET)/release/nib-bench-gen --out $(BENCH_OUT) --pages $(BENCH_PAGES) \
+		--seconds $(SOAK_SECONDS)
 
 bench-report: tools-bench ## BENCHMARKS.md, bench/history.csv and the plot from $(BENCH_OUT)
 	$(VENV)/bin/python bench/report.py --out $(BENCH_OUT)

@@ -161,6 +161,77 @@ def plot(history_rows, path):
     return True
 
 
+def plot_soak(soak, path):
+    """The server's resident set through the soak run (bench/soak.py), against minutes."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("report: matplotlib is missing; no soak plot (make tools-bench installs it)")
+        return False
+    minutes = [t / 60 for t, _ in soak["samples"]]
+    mib = [kib / 1024 for _, kib in soak["samples"]]
+    first = soak["rss_first_minute_kib"] / 1024
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=110)
+    ax.plot(minutes, mib, color="C0", linewidth=1.2, label="nib serve RSS")
+    ax.axhline(first, color="grey", linewidth=0.8, linestyle=":")
+    ax.axhspan(first * 0.8, first * 1.2, color="C2", alpha=0.12,
+               label="within 20% of the first minute")
+    upload_end = 0.6 * soak["seconds"] / 60
+    ax.axvspan(0, upload_end, color="C1", alpha=0.06,
+               label=f"uploads ({soak['uploaded']:,} pages)")
+    ax.axvline(soak["load_seconds"] / 60, color="grey", linewidth=0.8, linestyle="--")
+    ax.text(soak["load_seconds"] / 60, max(mib) * 0.98, " load stops", fontsize=8,
+            color="grey", va="top")
+    ax.set_xlabel("minutes since nib serve started")
+    ax.set_ylabel("resident set (MiB)")
+    ax.set_ylim(0, max(mib) * 1.1)
+    ax.set_title(f"nib serve on {soak['pages']:,} pages under mixed load "
+                 f"({soak['rate_per_s']:g} MCP requests/s)", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    return True
+
+
+def soak_target(soak):
+    """Issue 31's target 7: after an hour of mixed load, RSS within 20% of the first minute's."""
+    goal = "server RSS after 1 h of mixed load within 20% of its first minute (issue 31)"
+    if not soak:
+        return (goal, "n/a", status(None))
+    ratio = soak["end_over_first_minute"]
+    return (goal, f"{soak['rss_first_minute_kib'] / 1024:.0f} MiB after 1 min, "
+                  f"{soak['rss_end_kib'] / 1024:.0f} MiB at the end ({ratio:.2f}x), "
+                  f"{soak['rss_after_idle_kib'] / 1024:.0f} MiB after {soak['idle_seconds']} s idle",
+            status(ratio <= 1.2))
+
+
+def soak_section(soak, plotted):
+    L = ["## Memory of a long-running server (`make bench-soak`)\n"]
+    if not soak:
+        return L + ["not measured\n"]
+    ok = sum(soak["ok"].values())
+    L.append(f"`bench/soak.py`: `nib serve` on {soak['pages']:,} generated pages for "
+             f"{soak['seconds'] / 60:.0f} minutes at {soak['rate_per_s']:g} MCP requests a "
+             "second, a fixed mix of search_pages, get_page (a random page), list_tasks and "
+             f"create_task, while the owner, signed in to the web app, uploads "
+             f"{soak['uploaded']:,} more pages one file per request over the first 60% of the "
+             f"run. The resident set (`VmRSS`) is read every few seconds, and once more after "
+             f"{soak['idle_seconds']} s without load. {ok:,} requests answered, "
+             f"{sum(soak['failed'].values())} failed.\n")
+    L.append("| after 1 min | at the end | after the idle | peak | end / first minute |")
+    L.append("|---:|---:|---:|---:|---:|")
+    L.append(f"| {soak['rss_first_minute_kib'] / 1024:.1f} MiB | {soak['rss_end_kib'] / 1024:.1f} "
+             f"MiB | {soak['rss_after_idle_kib'] / 1024:.1f} MiB | "
+             f"{soak['peak_rss_kib'] / 1024:.1f} MiB | {soak['end_over_first_minute']:.2f}x |")
+    L.append("")
+    if plotted:
+        L.append("![nib serve RSS over an hour of mixed load](bench/soak_rss.png)\n")
+    return L
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True, help="the folder the benchmarks wrote into")
@@ -173,6 +244,7 @@ def main():
     imp = load(out, "import.json")
     load_doc = load(out, "load.json")
     cold = load(out, "cold.json")
+    soak = load(out, "soak.json")
     m = machine(out)
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     # The commit the benchmarks ran on (`make bench` records it before starting), else now's.
@@ -232,6 +304,7 @@ def main():
     targets.append(("import >= 500 pages/s (markdown, embedded store)",
                     fmt(imp["pages_per_s"], 0, " pages/s") if imp else "n/a",
                     status(imp["pages_per_s"] >= 500 if imp else None)))
+    targets.append(soak_target(soak))
     lambdas = [r for r in (cold or {}).get("results", []) if r.get("kind") == "lambda"]
     if lambdas:
         ok = [r for r in lambdas if "error" not in r]
@@ -317,6 +390,7 @@ def main():
         w.writeheader()
         w.writerows(rows)
     plotted = plot(rows, os.path.join(root, "bench", "search_latency.png"))
+    soak_plotted = bool(soak) and plot_soak(soak, os.path.join(root, "bench", "soak_rss.png"))
 
     # ---- the report ----
     L = []
@@ -341,7 +415,8 @@ def main():
     L.append("```sh\nmake bench        # all of the below, then this report\n"
              "make bench-micro  # criterion: parser, crypto, search (1k/10k/100k), dispatch\n"
              "make bench-load   # nib serve vs the floor server under wrk, plus the import rate\n"
-             "make bench-cold   # cold start of functions/*/ binaries (and nib serve)\n```\n")
+             "make bench-cold   # cold start of functions/*/ binaries (and nib serve)\n"
+             "make bench-soak   # nib serve's memory through an hour of mixed load\n```\n")
     L.append("## Where the targets stand\n")
     L.append("| target | measured | |\n|---|---|---|")
     for t, v, s in targets:
@@ -412,10 +487,13 @@ def main():
     L.append("## Import\n")
     if imp:
         L.append(f"`nib import` of {imp['pages']:,} generated markdown pages into a fresh data "
-                 f"directory (embedded store, every commit fsynced): {imp['seconds']:.1f} s, "
+                 "directory (embedded store, synced once a second and at the end): "
+                 f"{imp['seconds']:.1f} s, "
                  f"**{imp['pages_per_s']:,.0f} pages/s**.\n")
     else:
         L.append("not measured\n")
+
+    L.extend(soak_section(soak, soak_plotted))
 
     # Hand-written: the OCR engine's measurements (`make bench-ocr`, `make ocr-eval`).
     ocr = os.path.join(root, "bench", "ocr.md")
