@@ -117,13 +117,21 @@ def growth(search, small, big):
     return math.log(b["p95_ms"] / a["p95_ms"]) / math.log(big / small)
 
 
-def plot(history_rows, path):
+def pyplot(what):
+    """matplotlib's pyplot drawing to files, or None (said) when it is not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("report: matplotlib is missing; no plot (make tools-bench installs it)")
+        print(f"report: matplotlib is missing; no {what} (make tools-bench installs it)")
+        return None
+    return plt
+
+
+def plot(history_rows, path):
+    plt = pyplot("plot")
+    if plt is None:
         return False
     sizes = [(1_000, "1k"), (10_000, "10k"), (100_000, "100k")]
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
@@ -163,12 +171,8 @@ def plot(history_rows, path):
 
 def plot_soak(soak, path):
     """The server's resident set through the soak run (bench/soak.py), against minutes."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("report: matplotlib is missing; no soak plot (make tools-bench installs it)")
+    plt = pyplot("soak plot")
+    if plt is None:
         return False
     minutes = [t / 60 for t, _ in soak["samples"]]
     mib = [kib / 1024 for _, kib in soak["samples"]]
@@ -182,7 +186,7 @@ def plot_soak(soak, path):
     ax.axvspan(0, upload_end, color="C1", alpha=0.06,
                label=f"uploads ({soak['uploaded']:,} pages)")
     ax.axvline(soak["load_seconds"] / 60, color="grey", linewidth=0.8, linestyle="--")
-    ax.text(soak["load_seconds"] / 60, max(mib) * 0.98, " load stops", fontsize=8,
+    ax.text(soak["load_seconds"] / 60, max(mib) * 0.98, "load stops ", fontsize=8, ha="right",
             color="grey", va="top")
     ax.set_xlabel("minutes since nib serve started")
     ax.set_ylabel("resident set (MiB)")

@@ -519,19 +519,8 @@ async fn an_import_killed_midway_loses_nothing_once_run_again() {
     let server = serve(data.path(), false);
     let token = server.token.clone().expect("first start prints a token");
     for n in [1, at, pages] {
-        let r: Value = reqwest::Client::new()
-            .post(&server.url)
-            .bearer_auth(&token)
-            .json(
-                &json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                "name": "search_pages", "arguments": { "query": format!("crate{n}") } } }),
-            )
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let query = json!({ "query": format!("crate{n}") });
+        let r = crate::helpers::call_served(&server.url, &token, "search_pages", query).await;
         let hits = r["result"]["structuredContent"]["results"]
             .as_array()
             .cloned();

@@ -33,6 +33,24 @@ pub fn stop(child: &mut std::process::Child) {
     let _ = child.wait();
 }
 
+/// One `tools/call` to a `nib serve` process at `url` (its `/mcp`) with `token`: the JSON-RPC
+/// reply.
+pub async fn call_served(url: &str, token: &str, tool: &str, arguments: Value) -> Value {
+    reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 pub fn sample_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data/sample")
 }

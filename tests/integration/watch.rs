@@ -239,21 +239,13 @@ async fn serve_with_a_watched_folder_serves_the_pages_written_into_it() {
     let line = w.line();
     assert!(line.starts_with("2026-05-04.md: new page "), "{line}");
 
-    let reply: serde_json::Value = reqwest::Client::new()
-        .post(&url)
-        .bearer_auth(&token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-06-18")
-        .json(
-            &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "list_tasks", "arguments": {"status": "open"}}}),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let reply = crate::helpers::call_served(
+        &url,
+        &token,
+        "list_tasks",
+        serde_json::json!({"status": "open"}),
+    )
+    .await;
     let tasks = &reply["result"]["structuredContent"]["tasks"];
     assert_eq!(tasks[0]["text"], "Water the ferns", "{reply}");
     w.stop();
