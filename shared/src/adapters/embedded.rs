@@ -86,7 +86,8 @@ const CACHE_BYTES: usize = 1 << 20;
 pub const BULK_CACHE_BYTES: usize = 256 << 20;
 
 /// How often a bulk writer's commits are synced (see the module's documentation): an import
-/// of 10,000 pages with every group synced ran at 490-530 pages/s, 570-670 this way.
+/// of 10,000 pages ran at a median 485 pages/s with every group synced, 658 this way
+/// (BENCHMARKS.md, "Footprint, third pass").
 pub const BULK_SYNC_EVERY: Duration = Duration::from_secs(1);
 
 /// At most this many queued transactions share one commit, which bounds the latency a
