@@ -125,9 +125,11 @@ async fn a_killed_import_leaves_only_whole_pages_and_a_rerun_completes_it() {
                 .list_pages(&user, None, None, 200)
                 .await
                 .unwrap();
+            // After the kill there may be none: `nib import` syncs once a second, and a kill
+            // within the first one leaves the notebook as it was before the import.
             assert!(
-                !listed.is_empty(),
-                "some pages were imported before the kill"
+                !expect_all || !listed.is_empty(),
+                "the rerun imported the pages"
             );
             let mut count = 0;
             let mut from = None;
