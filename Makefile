@@ -312,12 +312,15 @@ bench-load: bench-build ## nib serve vs the floor server under wrk at c=1/16/64,
 bench-cold: bench-build tools-python ## cold start of each functions/*/ binary (and nib serve), median of 20
 	$(PYTHON3) bench/cold.py --target $(BENCH_TARGET) --functions-profile release-lambda --out $(BENCH_OUT)
 
-# An hour by default (issue 31's target): SOAK_SECONDS=600 for a shorter look.
+# An hour by default (issue 31's target): SOAK_SECONDS=600 for a shorter look. SOAK_FLAGS=--steady
+# runs the same load with writes that leave the notebook's size alone (growth with the data or a
+# leak; bench/soak.py).
 SOAK_SECONDS ?= 3600
+SOAK_FLAGS ?=
 bench-soak: bench-build ## nib serve's RSS through SOAK_SECONDS of mixed load on BENCH_PAGES pages (plot: bench/soak_rss.png)
 	$(PYTHON3) bench/soak.py --nib $(BENCH_TARGET)/release/nib \
 		--gen $(BENCH_TARGET)/release/nib-bench-gen --out $(BENCH_OUT) --pages $(BENCH_PAGES) \
-		--seconds $(SOAK_SECONDS)
+		--seconds $(SOAK_SECONDS) $(SOAK_FLAGS)
 
 bench-report: tools-bench ## BENCHMARKS.md, bench/history.csv and the plot from $(BENCH_OUT)
 	$(VENV)/bin/python bench/report.py --out $(BENCH_OUT)

@@ -217,12 +217,18 @@ def soak_section(soak, plotted):
     if not soak:
         return L + ["not measured\n"]
     ok = sum(soak["ok"].values())
+    if soak.get("steady"):
+        writes = ("update_task_status (todo and done in turn), while the owner, signed in to the "
+                  f"web app, replaces the text of {soak['uploaded']:,} imported pages one file per "
+                  "request over the first 60% of the run (`--steady`: the notebook keeps its size)")
+    else:
+        writes = (f"create_task, while the owner, signed in to the web app, uploads "
+                  f"{soak['uploaded']:,} more pages one file per request over the first 60% of "
+                  "the run")
     L.append(f"`bench/soak.py`: `nib serve` on {soak['pages']:,} generated pages for "
              f"{soak['seconds'] / 60:.0f} minutes at {soak['rate_per_s']:g} MCP requests a "
              "second, a fixed mix of search_pages, get_page (a random page), list_tasks and "
-             f"create_task, while the owner, signed in to the web app, uploads "
-             f"{soak['uploaded']:,} more pages one file per request over the first 60% of the "
-             f"run. The resident set (`VmRSS`) is read every few seconds, and once more after "
+             f"{writes}. The resident set (`VmRSS`) is read every few seconds, and once more after "
              f"{soak['idle_seconds']} s without load. {ok:,} requests answered, "
              f"{sum(soak['failed'].values())} failed.\n")
     L.append("| after 1 min | at the end | after the idle | peak | end / first minute |")

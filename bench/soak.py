@@ -16,6 +16,12 @@ Steps (only 127.0.0.1 is ever contacted; every step is bounded in time):
 Every response is checked (HTTP 200, a JSON-RPC result that is not an error; each upload's
 outcome `new`); a failure is counted and the run fails at the end when any happened.
 
+With --steady the same load leaves the notebook's size as it was, to tell memory that grows
+with the data from memory that leaks: each upload carries the next page's text under the name
+of a page already imported (outcome `updated`: the page's text, terms and vectors replaced),
+and create_task is update_task_status instead, turning one of 200 existing tasks todo or done
+in turn.
+
 Writes OUT/soak.json: the samples, the RSS after the first minute, at the end and after the
 idle, the peak, and the counts. Standard library only.
 """
@@ -133,6 +139,8 @@ def main():
     ap.add_argument("--rate", type=float, default=20.0, help="MCP requests a second")
     ap.add_argument("--sample", type=float, default=5.0)
     ap.add_argument("--idle", type=int, default=60)
+    ap.add_argument("--steady", action="store_true",
+                    help="uploads replace imported pages; created tasks are deleted again")
     args = ap.parse_args()
 
     work = os.path.join(args.out, "soak")
@@ -184,16 +192,20 @@ def main():
                 samples.append([round(time.monotonic() - started, 1), vm_rss_kib(proc.pid)])
                 done.wait(args.sample)
 
+        want = "updated" if args.steady else "new"
+
         def uploader():
             owner = WebOwner(base, "default")
             gap = 0.6 * args.seconds / max(1, len(later))
             for k, path in enumerate(later):
                 if done.wait(max(0.0, started + k * gap - time.monotonic())):
                     return
+                # Steady: the next page's text under an imported page's name (its date).
+                name = names[k] if args.steady else os.path.basename(path)
                 with open(path, "rb") as f:
-                    status, body = owner.upload(os.path.basename(path), f.read())
+                    status, body = owner.upload(name, f.read())
                 files = json.loads(body).get("files", []) if status == 200 else []
-                ok = len(files) == 1 and files[0].get("outcome") == "new"
+                ok = len(files) == 1 and files[0].get("outcome") == want
                 counts.add("upload", ok, f"{status} {body[:300]!r}")
 
         mix = itertools.cycle(["search_pages", "get_page", "get_page", "search_pages",
@@ -203,6 +215,17 @@ def main():
         for t in threads:
             t.start()
         k = created = 0
+        toggled = {}   # steady: a task's last status set
+
+        def refill():
+            # An upload that replaces a page's text takes its tasks with it: take others.
+            status, _, body = post(base + "/mcp", rpc("tools/call", {
+                "name": "list_tasks", "arguments": {"status": "open", "limit": 200}}), token)
+            for t in json.loads(body)["result"]["structuredContent"]["tasks"]:
+                toggled.setdefault(t["task_link_id"], "todo")
+
+        if args.steady:
+            refill()
         while time.monotonic() - started < args.seconds:
             k += 1
             wait = started + k / args.rate - time.monotonic()
@@ -215,6 +238,11 @@ def main():
                 arguments = {"page_id": rng.choice(page_ids)}
             elif what == "list_tasks":
                 arguments = {"status": "open", "limit": 50}
+            elif args.steady:
+                task = rng.choice(sorted(toggled))
+                toggled[task] = "done" if toggled[task] == "todo" else "todo"
+                what, arguments = "update_task_status", {"task_link_id": task,
+                                                         "status": toggled[task]}
             else:
                 # 40 tasks a day (a page links at most about 48), on days after the notebook's.
                 created += 1
@@ -223,6 +251,12 @@ def main():
                              "target_date": day.isoformat()}
             status, _, body = post(base + "/mcp", rpc("tools/call", {
                 "name": what, "arguments": arguments}), token)
+            if what == "update_task_status" and b'"task not found"' in body:
+                del toggled[arguments["task_link_id"]]
+                refill()
+                what = "update_task_status (task gone with its page)"
+                counts.add(what, True)
+                continue
             counts.add(what, call_ok(status, body), f"{status} {body[:300]!r}")
         load_end = time.monotonic() - started
         rss_end = vm_rss_kib(proc.pid)
@@ -239,6 +273,7 @@ def main():
     at_minute = next((kib for t, kib in samples if t >= 60), samples[0][1])
     result = {
         "pages": args.pages, "uploaded": counts.ok.get("upload", 0), "seconds": args.seconds,
+        "steady": args.steady,
         "rate_per_s": args.rate, "load_seconds": round(load_end, 1),
         "samples": samples,
         "rss_first_minute_kib": at_minute, "rss_end_kib": rss_end,
