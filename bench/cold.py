@@ -13,16 +13,31 @@ includes the first request's real work against the emulator. The size of the arm
 `make lambdas` is recorded beside the host build's when target/lambda/ has it. Then the same for `nib serve`: spawn to the first
 200 answer to `tools/list` with a bearer token, on a data directory with one user and a token.
 
+Then the first search (issue 31: "the first `search_pages` on a cold pages function", <= 150 ms
+at 10,000 pages): `nib import` puts --search-pages generated pages (nib-bench-gen, or
+--pages-dir) into moto for the event's user, and the pages function answers
+`bench/events/pages-search.json` cold, its first search opening the notebook's index and the
+model. Its answer is checked first (one invocation under a runtime API here: a result with
+hits, not an error). With --pages-layer-bin, a pages binary built with NIB_EMBED_MODEL_LAYER
+(the model read from a file at first use, as `make lambdas` builds it) is measured beside it:
+the probe event, and the same first search. moto runs as bench/moto_server.py: moto's server
+with transactions that back up only the items they name and queries that start from their
+partition's matching items (moto's own made the import quadratic in the notebook's size, and
+each query cost the whole table).
+
 Writes OUT/cold.json. Standard library only.
 """
 
 import argparse
+import http.server
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 # The fixture each function gets as its first event (as `make invoke-<fn>`).
@@ -47,8 +62,9 @@ def start_aws(root, work):
     venv = os.path.join(root, ".venv", "bin")
     port = free_port()
     log = open(os.path.join(work, "moto.log"), "w")
-    moto = subprocess.Popen([os.path.join(venv, "moto_server"), "-H", "127.0.0.1", "-p",
-                             str(port)], stdout=log, stderr=log)
+    moto = subprocess.Popen([os.path.join(venv, "python"),
+                             os.path.join(root, "bench", "moto_server.py"), "-H", "127.0.0.1",
+                             "-p", str(port)], stdout=log, stderr=log)
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
@@ -57,7 +73,8 @@ def start_aws(root, work):
             time.sleep(0.1)
     env_file = os.path.join(work, "lambda.env")
     subprocess.run([os.path.join(venv, "python"), os.path.join(root, "tests/lambda/dev_env.py"),
-                    "--endpoint", f"http://127.0.0.1:{port}", "--out", env_file], check=True)
+                    "--endpoint", f"http://127.0.0.1:{port}", "--out", env_file], check=True,
+                   timeout=120)
     env = {}
     with open(env_file) as f:
         for line in f:
@@ -99,6 +116,166 @@ def coldstart(tool, args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def invoke_once(binary, event, timeout=60):
+    """The function's answer to one event, under a minimal Lambda Runtime API served here
+    (nib-coldstart times the answer but does not keep it): (how, body, its log), how being
+    "response", "error", "init_error" or "timeout"."""
+    with open(event, "rb") as f:
+        body = f.read()
+    answered = threading.Event()
+    answer = {}
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def reply(self, status, data, headers=()):
+            self.send_response(status)
+            for k, v in headers:
+                self.send_header(k, v)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if answer or answered.is_set():  # its second invocation: none comes (it is killed)
+                answered.wait(timeout)
+                return
+            answer["asked"] = True
+            deadline = str(int(time.time() * 1000) + 30_000)
+            self.reply(200, body, [
+                ("lambda-runtime-aws-request-id", "check-1"),
+                ("lambda-runtime-deadline-ms", deadline),
+                ("lambda-runtime-invoked-function-arn",
+                 "arn:aws:lambda:us-east-1:000000000000:function:bench"),
+                ("lambda-runtime-trace-id", "Root=1-00000000-000000000000000000000000"),
+                ("content-type", "application/json")])
+
+        def do_POST(self):
+            data = self.rfile.read(int(self.headers.get("content-length") or 0))
+            how = self.path.rsplit("/", 1)[-1]  # response, error (or init/error)
+            answer.setdefault("how", "init_error" if "/init/" in self.path else how)
+            answer.setdefault("body", data.decode("utf-8", "replace"))
+            answered.set()
+            self.reply(202, b'{"status":"OK"}')
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = dict(os.environ, AWS_LAMBDA_RUNTIME_API=f"127.0.0.1:{server.server_address[1]}",
+               AWS_LAMBDA_FUNCTION_NAME=os.path.basename(binary),
+               AWS_LAMBDA_FUNCTION_VERSION="$LATEST", AWS_LAMBDA_FUNCTION_MEMORY_SIZE="128",
+               AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
+               AWS_EC2_METADATA_DISABLED="true")
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            if not answered.wait(timeout):
+                answer["how"], answer["body"] = "timeout", f"no answer within {timeout} s"
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+            answered.set()
+            server.shutdown()
+            server.server_close()
+        log.seek(0)
+        err = log.read().decode("utf-8", "replace")
+    return answer["how"], answer["body"], err
+
+
+def check_search(binary, event):
+    """The number of hits of the function's answer to the search event; raises unless it is
+    a result (not an error kind, not a failed invocation) with at least one hit."""
+    how, body, log = invoke_once(binary, event)
+    try:
+        reply = json.loads(body) if how == "response" else None
+    except ValueError:
+        reply = None
+    results = ((reply or {}).get("result") or {}).get("results")
+    if not results:
+        raise RuntimeError(f"{binary} answered {event} with no hits ({how}): {body[:1000]}\n"
+                           f"its log: {log[-2000:]}")
+    return len(results)
+
+
+def import_pages(nib, folder, work, timeout):
+    """`nib import FOLDER --backend aws` into moto for the default user (the search event's),
+    in seconds. Pages the import could not store (moto refuses a connection now and then under
+    the import's 64 pages in flight) are imported again, from a folder of those alone."""
+    started = time.monotonic()
+    for attempt in (1, 2, 3):
+        left = timeout - (time.monotonic() - started)
+        out = subprocess.run([nib, "--backend", "aws", "import", folder],
+                             capture_output=True, text=True, timeout=max(left, 1))
+        print(f"cold: import (pass {attempt}): {out.stdout.strip()[-300:]}", flush=True)
+        if out.returncode == 0:
+            return time.monotonic() - started
+        failed = [line[len("error: "):].split(": could not be stored")[0]
+                  for line in out.stderr.splitlines()
+                  if line.startswith("error: ") and ": could not be stored" in line]
+        if not failed:
+            break
+        folder = os.path.join(work, f"import-retry-{attempt}")
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        for path in failed:
+            shutil.copy(path, folder)
+    sys.exit(f"cold: nib import into moto failed: {out.stderr.strip()[-1500:]}")
+
+
+def generated_pages(args, work):
+    """A folder of exactly --search-pages generated pages: --pages-dir, else written here."""
+    folder = args.pages_dir
+    if not folder:
+        folder = os.path.join(work, f"pages-{args.search_pages}")
+        shutil.rmtree(folder, ignore_errors=True)
+        gen = os.path.join(args.target, "release", "nib-bench-gen")
+        subprocess.run([gen, folder, str(args.search_pages)], check=True, timeout=600,
+                       stdout=subprocess.DEVNULL)
+    count = sum(1 for n in os.listdir(folder) if n.endswith(".md"))
+    if count != args.search_pages:
+        sys.exit(f"cold: {folder} holds {count} pages, not --search-pages {args.search_pages}")
+    return folder
+
+
+def search_rows(args, tool, work, pages_bin):
+    """The first search_pages of a cold pages function at --search-pages pages (and of the
+    --pages-layer-bin build), each answer checked before it is timed."""
+    event = os.path.join(args.root, "bench", "events", "pages-search.json")
+    folder = generated_pages(args, work)
+    import_s = import_pages(args.nib, folder, work, args.import_timeout)
+    print(f"cold: imported {args.search_pages} pages into moto in {import_s:.0f} s "
+          f"({args.search_pages / import_s:.1f} pages/s)", flush=True)
+    rows = []
+    for name, model, binary in pages_builds(args, pages_bin):
+        try:
+            hits = check_search(binary, event)
+        except RuntimeError as e:  # recorded as an error: main exits non-zero at the end
+            print(f"cold: {e}", file=sys.stderr, flush=True)
+            r, hits = {"name": name, "error": str(e)[-500:]}, None
+        else:
+            r = coldstart(tool, ["lambda", "--name", name, "--bin", binary, "--runs",
+                                 str(args.runs), "--event", event])
+            if "error" not in r and r.get("outcome") != "response":
+                r["error"] = f"the timed runs ended with {r.get('outcome')}, not a response"
+        r.update({"package": "nib-fn-pages", "kind": "first search_pages",
+                  "event": os.path.relpath(event, args.root), "model": model,
+                  "pages": args.search_pages, "hits": hits, "import_s": round(import_s, 1)})
+        rows.append(r)
+        print(f"cold: {name} (first search_pages, {args.search_pages} pages): {r}", flush=True)
+    return rows
+
+
+def pages_builds(args, pages_bin):
+    """(row name, where the model is, binary) of the pages builds to measure."""
+    found = []
+    if pages_bin and os.path.exists(pages_bin):
+        found.append(("pages", "inside", pages_bin))
+    if args.pages_layer_bin:
+        found.append(("pages (model in layer)", "layer", args.pages_layer_bin))
+    return found
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=".")
@@ -107,9 +284,31 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--functions-profile", default="release-lambda",
                     help="the cargo profile the function binaries were built with")
+    ap.add_argument("--functions", help="only these functions (comma-separated binary names)")
+    ap.add_argument("--nib", help="the nib binary (the stand-in, and the import into moto; "
+                    "default TARGET/release/nib)")
+    ap.add_argument("--no-stand-in", action="store_true", help="skip `nib serve`")
+    ap.add_argument("--search-pages", type=int, default=10000,
+                    help="pages in the notebook of the first-search measurement (0: skip it)")
+    ap.add_argument("--pages-dir", help="a folder of exactly --search-pages pages to import "
+                    "(default: written by TARGET/release/nib-bench-gen)")
+    ap.add_argument("--import-timeout", type=int, default=1800,
+                    help="seconds the import into moto may take in all")
+    ap.add_argument("--pages-layer-bin", help="a pages binary built with "
+                    "NIB_EMBED_MODEL_LAYER (the model read from a file at first use)")
+    ap.add_argument("--model-file", help="the model file a --pages-layer-bin build reads "
+                    "(NIB_EMBED_MODEL_FILE; default ROOT/.tools/embed/model.nibm)")
     args = ap.parse_args()
+    if args.runs < 5 and args.search_pages:
+        ap.error("--runs: at least 5 for the first-search median")
     tool = os.path.join(args.target, "release", "nib-coldstart")
-    nib = os.path.join(args.target, "release", "nib")
+    nib = args.nib = args.nib or os.path.join(args.target, "release", "nib")
+    if args.pages_layer_bin:
+        # Read by the layer build only (cfg(embed_layer)); a build with the model inside
+        # ignores it.
+        os.environ["NIB_EMBED_MODEL_FILE"] = os.path.abspath(
+            args.model_file or os.path.join(args.root, ".tools", "embed", "model.nibm"))
+    only = set(args.functions.split(",")) if args.functions else None
     results = []
     work = os.path.join(args.out, "cold")
     os.makedirs(work, exist_ok=True)
@@ -117,7 +316,12 @@ def main():
     saved_env = dict(os.environ)
     os.environ.update(function_env)
 
+    pages_bin = None
     for pkg, name, path in function_binaries(args.root, args.target, args.functions_profile):
+        if only is not None and name not in only:
+            continue
+        if name == "pages":
+            pages_bin = path
         if not os.path.exists(path):
             results.append({"name": name, "package": pkg, "kind": "lambda",
                             "error": f"{path} not built"})
@@ -144,14 +348,33 @@ def main():
             results.append(r)
             print(f"cold: {name} ({kind}): {r}", flush=True)
 
-    moto.terminate()
+    if args.pages_layer_bin:
+        probe = os.path.join(args.root, "bench", "events", "pages.json")
+        r = coldstart(tool, ["lambda", "--name", "pages (model in layer)", "--bin",
+                             args.pages_layer_bin, "--runs", str(args.runs), "--event", probe])
+        r.update({"package": "nib-fn-pages", "kind": "lambda (model in layer)",
+                  "event": os.path.relpath(probe, args.root), "model": "layer"})
+        results.append(r)
+        print(f"cold: pages, model in layer (lambda): {r}", flush=True)
+    try:
+        if args.search_pages:
+            results += search_rows(args, tool, work, pages_bin)
+    finally:
+        moto.terminate()
+        try:
+            moto.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            moto.kill()
+            moto.wait(timeout=10)
     os.environ.clear()
     os.environ.update(saved_env)
+    if args.no_stand_in:
+        return finish(args, results)
     data = os.path.join(work, "data")
     shutil.rmtree(data, ignore_errors=True)
     os.makedirs(work, exist_ok=True)
     token = subprocess.run([nib, "--data-dir", data, "token", "create", "--scope", "read"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+                           capture_output=True, text=True, check=True, timeout=120).stdout.strip()
     body = os.path.join(work, "tools_list.json")
     with open(body, "w") as f:
         f.write('{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}')
@@ -163,6 +386,10 @@ def main():
     r.update({"kind": "stand-in"})
     results.append(r)
     print(f"cold: nib serve: {r}", flush=True)
+    finish(args, results)
+
+
+def finish(args, results):
     with open(os.path.join(args.out, "cold.json"), "w") as f:
         json.dump({"runs": args.runs, "results": results}, f, indent=2)
     if any("error" in r for r in results):

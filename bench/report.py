@@ -530,19 +530,36 @@ def main():
                  "work against the emulator (moto on 127.0.0.1) included. Binary sizes are this "
                  "machine's build (profile release-lambda); `arm64` is the binary in "
                  "`make lambdas`' zip, which is what ships.\n")
+        searched = [r for r in cold["results"] if r.get("kind") == "first search_pages"]
+        if searched:
+            pages = searched[0].get("pages")
+            L.append(f"`first search_pages` answers `bench/events/pages-search.json` (a hybrid "
+                     f"query of three words) on a notebook of {pages:,} generated pages that "
+                     f"`nib import` put into moto ({searched[0].get('import_s', 0):.0f} s); the "
+                     "first search of a cold pages function opens the notebook's index and the "
+                     "model. Its answer was checked to be a result with hits before it was "
+                     "timed. `model in layer` is a pages binary built with "
+                     "`NIB_EMBED_MODEL_LAYER` (as `make lambdas` builds them), which reads the "
+                     "model from a file at its first use instead of carrying it.\n")
         L.append("| binary | kind | median | min | p90 | binary size | arm64 | peak RSS | answer |")
         L.append("|---|---|---:|---:|---:|---:|---:|---:|---|")
         for r in cold["results"]:
+            kind = r.get("kind")
+            if kind == "first search_pages" and r.get("pages"):
+                kind += f", {r['pages']:,} pages"
             if "error" in r:
-                L.append(f"| {r.get('name')} | {r.get('kind')} | failed: {r['error'][:80]} "
+                L.append(f"| {r.get('name')} | {kind} | failed: {r['error'][:80]} "
                          "| | | | | | |")
                 continue
-            L.append(f"| {r['name']} | {r['kind']} | {r['median_ms']:.1f} ms | "
+            answer = r.get("outcome")
+            if r.get("hits") is not None:
+                answer = f"{answer}, {r['hits']} hits"
+            L.append(f"| {r['name']} | {kind} | {r['median_ms']:.1f} ms | "
                      f"{r['min_ms']:.1f} ms | {r['p90_ms']:.1f} ms | "
                      f"{r['binary_bytes'] / 1e6:.1f} MB | "
                      + (f"{r['deployed_binary_bytes'] / 1e6:.1f} MB | "
                         if r.get("deployed_binary_bytes") else "| ")
-                     + f"{(r.get('peak_rss_kib') or 0) / 1024:.1f} MiB | {r.get('outcome')} |")
+                     + f"{(r.get('peak_rss_kib') or 0) / 1024:.1f} MiB | {answer} |")
         if not lambdas:
             L.append("\nNo `functions/*/` crates exist yet; the harness builds and measures "
                      "each one's release binary as soon as they do (an event for a function "
