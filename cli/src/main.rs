@@ -19,6 +19,7 @@ use nib::domain::UserId;
 use nib::http::{HttpConfig, RateLimits};
 use nib::services::{DEFAULT_USER, LocalOptions, Role, Services, Settings};
 
+mod idle;
 mod watch;
 
 #[derive(Parser)]
@@ -792,7 +793,16 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
     }
     // The web app needs the authorization server's sign-in.
     let serves_app = config.oauth.is_some();
-    let router = app.router(config);
+    // Every request counts as activity: an idle server drops its caches (idle.rs).
+    let activity = idle::Activity::default();
+    let seen = activity.clone();
+    let router = app.router(config).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            seen.saw_request();
+            next.run(req)
+        },
+    ));
+    let idle_watch = tokio::spawn(idle::run(activity, app.notebook().clone()));
 
     // Tests and scripts read these lines: keep their shape. Written so that a reader that
     // closed the pipe (`nib serve | head -1`) cannot stop the server: println! would panic.
@@ -850,6 +860,7 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
             tokio::try_join!(server, inbox.run(shutdown()))?;
         }
     }
+    idle_watch.abort();
     // The access records still waiting in memory (the flusher writes them every 0.5 s).
     match app.notebook().access_log().flush().await {
         Ok(n) => tracing::info!(records = n, "access records written at shutdown"),

@@ -188,6 +188,17 @@ impl Notebook {
         &self.answers
     }
 
+    /// Drops what this process's caches filled under load: the open search indexes' posting
+    /// lists and opened pages (their statistics and vectors stay) and the kept answers. An
+    /// idle `nib serve` calls it so its memory goes back to what it was after its first
+    /// minute; the next query reads its terms' postings again. Returns the bytes dropped
+    /// (estimated).
+    pub fn release_caches(&self) -> usize {
+        let answers = self.answers.bytes();
+        self.answers.clear();
+        answers + self.search_cache.shed()
+    }
+
     /// The access record's writer.
     pub fn access_log(&self) -> &Arc<AccessLog> {
         &self.access

@@ -243,6 +243,17 @@ impl UserIndex {
         self.hits.lock().expect("hit pages").insert(id, page, size);
     }
 
+    /// Drops the kept posting lists and opened pages (what fills under load), keeping the
+    /// statistics and vectors; returns the bytes they took (estimated).
+    fn shed(&self) -> usize {
+        let postings = std::mem::take(&mut *self.terms.lock().expect("term lists")).entries
+            * std::mem::size_of::<(u32, super::rank::Posting)>();
+        let mut hits = self.hits.lock().expect("hit pages");
+        let pages = hits.bytes();
+        *hits = BoundedFifo::new(MAX_HIT_BYTES);
+        postings + pages
+    }
+
     fn bytes(&self) -> usize {
         let postings = self.terms.lock().expect("term lists").entries
             * std::mem::size_of::<(u32, super::rank::Posting)>();
@@ -326,6 +337,19 @@ impl SearchCache {
     /// Forgets the user's build lock when nobody else holds or waits for it.
     pub fn release_build(&self, user: &UserId, lock: Arc<tokio::sync::Mutex<()>>) {
         self.builds.release(user, lock);
+    }
+
+    /// Drops every open index's kept posting lists and opened pages, keeping their statistics
+    /// and vectors (the costly part to open again); returns the bytes they took (estimated).
+    pub fn shed(&self) -> usize {
+        let users: Vec<Arc<UserIndex>> = self
+            .users
+            .lock()
+            .expect("search cache")
+            .values()
+            .cloned()
+            .collect();
+        users.iter().map(|index| index.shed()).sum()
     }
 
     /// The user's open index, whatever its revision.
@@ -493,5 +517,37 @@ mod tests {
         // A list larger than the bound is not kept at all.
         index.keep_postings("d".into(), list(MAX_CACHED_POSTINGS + 1));
         assert!(index.postings("d").is_none());
+    }
+
+    #[test]
+    fn shedding_drops_the_postings_and_pages_and_keeps_the_vectors() {
+        let cache = SearchCache::default();
+        let user = UserId::parse("alice").unwrap();
+        let index = index_of(7, 1);
+        let posting = Posting {
+            tf: 1,
+            len: 1,
+            rev: 1,
+        };
+        index.keep_postings("a".into(), vec![(0, posting)].into());
+        let page = HitPage::new(
+            PageId::new(),
+            Date::parse("2026-06-19").unwrap(),
+            1,
+            (false, false),
+            vec!["one line".into()],
+        );
+        index.keep_hit(0, Arc::new(page));
+        cache.put(&user, index);
+        let vectors = cache.get(&user).unwrap().vectors.as_ref().unwrap().bytes();
+
+        let shed = cache.shed();
+        assert!(shed >= std::mem::size_of::<(u32, Posting)>() + "one line".len());
+        let index = cache.get(&user).expect("the index stays open");
+        assert_eq!(index.revision, 7);
+        assert!(index.postings("a").is_none() && index.hit(0).is_none());
+        assert_eq!(index.vectors.as_ref().unwrap().bytes(), vectors);
+        assert_eq!(index.bytes(), vectors);
+        assert_eq!(cache.shed(), 0, "nothing left to shed");
     }
 }
