@@ -207,7 +207,9 @@ fn stem_date(stem: &str) -> Option<Date> {
     }
 }
 
-/// Why a PDF that does not parse is refused.
+/// Why a PDF that does not parse is refused (checked only where the OCR pipeline, which
+/// parses PDFs, is built in).
+#[cfg(feature = "ocr")]
 pub const UNREADABLE_PDF: &str = "the PDF cannot be read (damaged, or not a PDF)";
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";

@@ -92,6 +92,9 @@ pub enum NotebookError {
     Assets(#[from] AssetsError),
     #[error("stored record is corrupt: {0}")]
     Corrupt(String),
+    /// The search model cannot be used (a function whose model layer is missing).
+    #[error("the search model is unavailable")]
+    Model(#[from] crate::embed::ModelError),
     #[error("OCR failure")]
     Ocr(#[source] crate::ports::OcrError),
     /// Notion refused or failed a call the caller asked for (connect); pushes never fail a

@@ -320,7 +320,7 @@ impl Notebook {
         if batch.len() == stats_len {
             return Ok((items, None));
         }
-        let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        let model = embed::model()?;
         let pending = match items.last() {
             Some(Some(_)) => Some(Arc::new(self.open_pending(user, keys).await?)),
             _ => None,
@@ -420,7 +420,7 @@ impl Notebook {
         let query_vector = if opts.mode == SearchMode::Keyword {
             None
         } else {
-            let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+            let model = embed::model()?;
             model.embed(query)
         };
         let required = parsed.phrases.iter().flatten().count();

@@ -389,7 +389,7 @@ impl super::Notebook {
                 Write::delete(pk, pending_sk(page), Cond::None),
             ]);
         }
-        let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        let model = embed::model()?;
         let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
         let pending = Block {
             model: model.id().to_owned(),
@@ -418,7 +418,7 @@ impl super::Notebook {
         date: Date,
         lines: &[records::StoredLine],
     ) -> Result<Write, NotebookError> {
-        let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        let model = embed::model()?;
         let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
         let pk = records::user_pk(user);
         let sk = block_sk(block_of(page));
@@ -493,7 +493,7 @@ impl super::Notebook {
         user: &UserId,
         keys: &UserKeys,
     ) -> Result<OpenBlock, NotebookError> {
-        let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        let model = embed::model()?;
         let items = self.pending_items(user, None).await?;
         let mut open = OpenBlock::with_capacity(0, model.id().to_owned(), model.dims(), 0, 0);
         for item in &items {
@@ -548,7 +548,7 @@ impl super::Notebook {
         keys: &UserKeys,
         index: usize,
     ) -> Result<(usize, bool), NotebookError> {
-        let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        let model = embed::model()?;
         let pk = records::user_pk(user);
         let sk = block_sk(index);
         let mut attempt = 0;
@@ -613,7 +613,7 @@ impl super::Notebook {
     /// written. Safe to run while the notebook changes (each block is written conditionally
     /// and done again on conflict).
     pub async fn reindex(&self, user: &UserId) -> Result<ReindexReport, NotebookError> {
-        let model = embed::model().map_err(|e| NotebookError::Corrupt(e.to_string()))?;
+        let model = embed::model()?;
         // An import cut short left entries pending: into their blocks first, so the blocks
         // compared below are whole.
         self.fold_vectors(user).await?;
