@@ -17,8 +17,8 @@ Then the first search (issue 31: "the first `search_pages` on a cold pages funct
 at 10,000 pages): `nib import` puts --search-pages generated pages (nib-bench-gen, or
 --pages-dir) into moto for the event's user, and the pages function answers
 `bench/events/pages-search.json` cold, its first search opening the notebook's index and the
-model. Its answer is checked first (one invocation under a runtime API here: a result with
-hits, not an error). With --pages-layer-bin, a pages binary built with NIB_EMBED_MODEL_LAYER
+model. The answer of the timed runs is checked (nib-coldstart reports it): a result with hits,
+not an error. With --pages-layer-bin, a pages binary built with NIB_EMBED_MODEL_LAYER
 (the model read from a file at first use, as `make lambdas` builds it) is measured beside it:
 the probe event, and the same first search. moto runs as bench/moto_server.py: moto's server
 with transactions that back up only the items they name and queries that start from their
@@ -29,15 +29,12 @@ Writes OUT/cold.json. Standard library only.
 """
 
 import argparse
-import http.server
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 # The fixture each function gets as its first event (as `make invoke-<fn>`).
@@ -109,92 +106,28 @@ def deployed_size(target, name):
         return z.getinfo("bootstrap").file_size
 
 
-def coldstart(tool, args):
+def coldstart(tool, args, answer=False):
+    """nib-coldstart's report; with `answer`, the last run's answer body in it too."""
     out = subprocess.run([tool] + args, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         return {"error": (out.stderr or out.stdout).strip()[-500:]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    if not answer:
+        r.pop("answer", None)
+    return r
 
 
-def invoke_once(binary, event, timeout=60):
-    """The function's answer to one event, under a minimal Lambda Runtime API served here
-    (nib-coldstart times the answer but does not keep it): (how, body, its log), how being
-    "response", "error", "init_error" or "timeout"."""
-    with open(event, "rb") as f:
-        body = f.read()
-    answered = threading.Event()
-    answer = {}
-
-    class Api(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def reply(self, status, data, headers=()):
-            self.send_response(status)
-            for k, v in headers:
-                self.send_header(k, v)
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self):
-            if answer or answered.is_set():  # its second invocation: none comes (it is killed)
-                answered.wait(timeout)
-                return
-            answer["asked"] = True
-            deadline = str(int(time.time() * 1000) + 30_000)
-            self.reply(200, body, [
-                ("lambda-runtime-aws-request-id", "check-1"),
-                ("lambda-runtime-deadline-ms", deadline),
-                ("lambda-runtime-invoked-function-arn",
-                 "arn:aws:lambda:us-east-1:000000000000:function:bench"),
-                ("lambda-runtime-trace-id", "Root=1-00000000-000000000000000000000000"),
-                ("content-type", "application/json")])
-
-        def do_POST(self):
-            data = self.rfile.read(int(self.headers.get("content-length") or 0))
-            how = self.path.rsplit("/", 1)[-1]  # response, error (or init/error)
-            answer.setdefault("how", "init_error" if "/init/" in self.path else how)
-            answer.setdefault("body", data.decode("utf-8", "replace"))
-            answered.set()
-            self.reply(202, b'{"status":"OK"}')
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    env = dict(os.environ, AWS_LAMBDA_RUNTIME_API=f"127.0.0.1:{server.server_address[1]}",
-               AWS_LAMBDA_FUNCTION_NAME=os.path.basename(binary),
-               AWS_LAMBDA_FUNCTION_VERSION="$LATEST", AWS_LAMBDA_FUNCTION_MEMORY_SIZE="128",
-               AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
-               AWS_EC2_METADATA_DISABLED="true")
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL, stderr=log)
-        try:
-            if not answered.wait(timeout):
-                answer["how"], answer["body"] = "timeout", f"no answer within {timeout} s"
-        finally:
-            proc.kill()
-            proc.wait(timeout=30)
-            answered.set()
-            server.shutdown()
-            server.server_close()
-        log.seek(0)
-        err = log.read().decode("utf-8", "replace")
-    return answer["how"], answer["body"], err
-
-
-def check_search(binary, event):
-    """The number of hits of the function's answer to the search event; raises unless it is
-    a result (not an error kind, not a failed invocation) with at least one hit."""
-    how, body, log = invoke_once(binary, event)
+def search_hits(r):
+    """The number of hits in a timed run's answer (nib-coldstart reports the last one's body);
+    raises unless it is a result (not an error kind, not a failed invocation) with hits."""
     try:
-        reply = json.loads(body) if how == "response" else None
+        reply = json.loads(r.get("answer") or "") if r.get("outcome") == "response" else None
     except ValueError:
         reply = None
     results = ((reply or {}).get("result") or {}).get("results")
     if not results:
-        raise RuntimeError(f"{binary} answered {event} with no hits ({how}): {body[:1000]}\n"
-                           f"its log: {log[-2000:]}")
+        raise RuntimeError(f"{r.get('binary')} answered the search with no hits "
+                           f"({r.get('outcome')}): {str(r.get('answer'))[:1000]}")
     return len(results)
 
 
@@ -240,7 +173,7 @@ def generated_pages(args, work):
 
 def search_rows(args, tool, work, pages_bin):
     """The first search_pages of a cold pages function at --search-pages pages (and of the
-    --pages-layer-bin build), each answer checked before it is timed."""
+    --pages-layer-bin build), the answer of the timed runs checked."""
     event = os.path.join(args.root, "bench", "events", "pages-search.json")
     folder = generated_pages(args, work)
     import_s = import_pages(args.nib, folder, work, args.import_timeout)
@@ -248,16 +181,16 @@ def search_rows(args, tool, work, pages_bin):
           f"({args.search_pages / import_s:.1f} pages/s)", flush=True)
     rows = []
     for name, model, binary in pages_builds(args, pages_bin):
-        try:
-            hits = check_search(binary, event)
-        except RuntimeError as e:  # recorded as an error: main exits non-zero at the end
-            print(f"cold: {e}", file=sys.stderr, flush=True)
-            r, hits = {"name": name, "error": str(e)[-500:]}, None
-        else:
-            r = coldstart(tool, ["lambda", "--name", name, "--bin", binary, "--runs",
-                                 str(args.runs), "--event", event])
-            if "error" not in r and r.get("outcome") != "response":
-                r["error"] = f"the timed runs ended with {r.get('outcome')}, not a response"
+        r = coldstart(tool, ["lambda", "--name", name, "--bin", binary, "--runs",
+                             str(args.runs), "--event", event], answer=True)
+        hits = None
+        if "error" not in r:
+            try:
+                hits = search_hits(r)
+            except RuntimeError as e:  # recorded as an error: main exits non-zero at the end
+                print(f"cold: {e}", file=sys.stderr, flush=True)
+                r["error"] = str(e)[-500:]
+        r.pop("answer", None)
         r.update({"package": "nib-fn-pages", "kind": "first search_pages",
                   "event": os.path.relpath(event, args.root), "model": model,
                   "pages": args.search_pages, "hits": hits, "import_s": round(import_s, 1)})

@@ -140,7 +140,7 @@ def main():
     ap.add_argument("--sample", type=float, default=5.0)
     ap.add_argument("--idle", type=int, default=60)
     ap.add_argument("--steady", action="store_true",
-                    help="uploads replace imported pages; created tasks are deleted again")
+                    help="uploads replace imported pages; update_task_status instead of create_task")
     args = ap.parse_args()
 
     work = os.path.join(args.out, "soak")

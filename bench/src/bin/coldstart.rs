@@ -13,7 +13,7 @@
 //!   functions exist.
 //!
 //! Peak RSS is the process's `VmHWM` just after its first answer. The result is one JSON object on
-//! stdout.
+//! stdout, with the last run's answer (a Lambda function's body) for callers that check it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -31,12 +31,15 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Notify, oneshot};
 
+/// A first answer: when it came, how (`response`, `error`, `init_error`) and its body.
+type Answer = (Instant, &'static str, Bytes);
+
 /// The first answer of the current run, and who waits for it.
 #[derive(Default)]
 struct Runtime {
     event: Bytes,
     /// Set per run: the request id handed out, and where to report the answer.
-    waiting: Mutex<Option<oneshot::Sender<(Instant, &'static str)>>>,
+    waiting: Mutex<Option<oneshot::Sender<Answer>>>,
     /// Hands out one invocation per run; later `next` calls wait forever (until killed).
     served: Mutex<bool>,
     forever: Notify,
@@ -83,23 +86,27 @@ async fn next(State(rt): State<Arc<Runtime>>) -> Response {
     (headers, rt.event.clone()).into_response()
 }
 
-async fn answered(rt: &Runtime, how: &'static str) -> Response {
+async fn answered(rt: &Runtime, how: &'static str, body: Bytes) -> Response {
     if let Some(tx) = rt.waiting.lock().unwrap().take() {
-        let _ = tx.send((Instant::now(), how));
+        let _ = tx.send((Instant::now(), how, body));
     }
     (StatusCode::ACCEPTED, "{\"status\":\"OK\"}").into_response()
 }
 
-async fn response(State(rt): State<Arc<Runtime>>, Path(_id): Path<String>) -> Response {
-    answered(&rt, "response").await
+async fn response(
+    State(rt): State<Arc<Runtime>>,
+    Path(_id): Path<String>,
+    body: Bytes,
+) -> Response {
+    answered(&rt, "response", body).await
 }
 
-async fn error(State(rt): State<Arc<Runtime>>, Path(_id): Path<String>) -> Response {
-    answered(&rt, "error").await
+async fn error(State(rt): State<Arc<Runtime>>, Path(_id): Path<String>, body: Bytes) -> Response {
+    answered(&rt, "error", body).await
 }
 
-async fn init_error(State(rt): State<Arc<Runtime>>) -> Response {
-    answered(&rt, "init_error").await
+async fn init_error(State(rt): State<Arc<Runtime>>, body: Bytes) -> Response {
+    answered(&rt, "init_error", body).await
 }
 
 /// `VmHWM` of a live process, in KiB.
@@ -133,6 +140,8 @@ struct Run {
     ms: f64,
     rss_kib: Option<u64>,
     outcome: String,
+    /// The body of the answer (a Lambda function's), empty for `http`.
+    answer: Bytes,
 }
 
 async fn lambda_runs(bin: &PathBuf, event: Bytes, runs: usize) -> anyhow::Result<Vec<Run>> {
@@ -195,10 +204,11 @@ async fn lambda_runs(bin: &PathBuf, event: Bytes, runs: usize) -> anyhow::Result
         stop(&mut child, false);
         rt.forever.notify_waiters();
         match result {
-            Ok(Ok((at, how))) => out.push(Run {
+            Ok(Ok((at, how, answer))) => out.push(Run {
                 ms: at.duration_since(started).as_secs_f64() * 1000.0,
                 rss_kib,
                 outcome: how.to_owned(),
+                answer,
             }),
             _ => bail!(
                 "{} did not answer its first invocation within 10 s",
@@ -270,6 +280,7 @@ async fn http_runs(
                 ms: at.duration_since(started).as_secs_f64() * 1000.0,
                 rss_kib,
                 outcome: "200".into(),
+                answer: Bytes::new(),
             }),
             Some((_, status)) => bail!("{} answered {status}, not 200", bin.display()),
             None => bail!("{} did not answer within 10 s", bin.display()),
@@ -337,6 +348,8 @@ async fn main() -> anyhow::Result<()> {
         "max_ms": ms[ms.len() - 1],
         "peak_rss_kib": results.iter().filter_map(|r| r.rss_kib).max(),
         "outcome": results.last().map(|r| r.outcome.clone()),
+        // The last run's answer, for a caller that checks what was timed.
+        "answer": results.last().map(|r| String::from_utf8_lossy(&r.answer).into_owned()),
     });
     println!("{report}");
     Ok(())

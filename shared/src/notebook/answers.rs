@@ -59,9 +59,10 @@ impl AnswerCache {
         self.kept().insert(revision.to_owned(), value, size);
     }
 
-    /// Forgets every answer (a process starting cold, in tests).
-    pub fn clear(&self) {
-        *self.kept() = BoundedFifo::new(ANSWER_CACHE_BYTES);
+    /// Forgets every answer (a process starting cold, in tests; an idle server); returns the
+    /// bytes they took.
+    pub fn clear(&self) -> usize {
+        self.kept().clear()
     }
 
     /// Bytes of answers kept.

@@ -51,6 +51,13 @@ impl<K: Hash + Eq + Clone, V> BoundedFifo<K, V> {
         }
     }
 
+    /// Drops every entry (the budget stays); returns the bytes they took.
+    pub fn clear(&mut self) -> usize {
+        self.entries.clear();
+        self.order.clear();
+        std::mem::take(&mut self.bytes)
+    }
+
     /// The sizes of the entries kept, summed.
     pub fn bytes(&self) -> usize {
         self.bytes

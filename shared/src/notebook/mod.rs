@@ -197,9 +197,7 @@ impl Notebook {
     /// minute; the next query reads its terms' postings again. Returns the bytes dropped
     /// (estimated).
     pub fn release_caches(&self) -> usize {
-        let answers = self.answers.bytes();
-        self.answers.clear();
-        answers + self.search_cache.shed()
+        self.answers.clear() + self.search_cache.shed()
     }
 
     /// The access record's writer.

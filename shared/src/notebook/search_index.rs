@@ -128,6 +128,13 @@ struct TermLists {
     clock: u64,
 }
 
+impl TermLists {
+    /// What the kept lists take.
+    fn bytes(&self) -> usize {
+        self.entries * std::mem::size_of::<(u32, super::rank::Posting)>()
+    }
+}
+
 impl UserIndex {
     pub fn new(
         revision: u64,
@@ -246,17 +253,12 @@ impl UserIndex {
     /// Drops the kept posting lists and opened pages (what fills under load), keeping the
     /// statistics and vectors; returns the bytes they took (estimated).
     fn shed(&self) -> usize {
-        let postings = std::mem::take(&mut *self.terms.lock().expect("term lists")).entries
-            * std::mem::size_of::<(u32, super::rank::Posting)>();
-        let mut hits = self.hits.lock().expect("hit pages");
-        let pages = hits.bytes();
-        *hits = BoundedFifo::new(MAX_HIT_BYTES);
-        postings + pages
+        let postings = std::mem::take(&mut *self.terms.lock().expect("term lists")).bytes();
+        postings + self.hits.lock().expect("hit pages").clear()
     }
 
     fn bytes(&self) -> usize {
-        let postings = self.terms.lock().expect("term lists").entries
-            * std::mem::size_of::<(u32, super::rank::Posting)>();
+        let postings = self.terms.lock().expect("term lists").bytes();
         let hits = self.hits.lock().expect("hit pages").bytes();
         postings + hits + self.vectors.as_ref().map_or(0, |v| v.bytes())
     }
