@@ -195,6 +195,8 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--concurrency", default="1,16,64")
     ap.add_argument("--data", help="serve this existing data directory; skip generation and import")
+    ap.add_argument("--scenarios", default="get_page,search_pages,tools_list",
+                    help="which scenarios to run, comma-separated")
     args = ap.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
 
@@ -243,6 +245,11 @@ def main():
                                                "arguments": {"query": "budget review"}}),
             "tools_list": rpc("tools/list", {}),
         }
+        wanted = args.scenarios.split(",")
+        unknown = set(wanted) - set(scenarios)
+        if unknown:
+            sys.exit(f"load: unknown scenarios {sorted(unknown)}")
+        scenarios = {name: req for name, req in scenarios.items() if name in wanted}
         captures = []
         body_files = {}
         for name, req in scenarios.items():

@@ -2,6 +2,7 @@
 //! every failure logged once with its whole cause chain.
 
 use std::error::Error;
+use std::io::IsTerminal;
 
 use tracing::Subscriber;
 use tracing::level_filters::LevelFilter;
@@ -62,9 +63,12 @@ where
     let filter = rust_log
         .and_then(|directives| EnvFilter::try_new(directives).ok())
         .unwrap_or_else(|| EnvFilter::new("info"));
+    // Colours only for a person at a terminal: a log file or a collector gets plain lines
+    // (the escape codes were a tenth of each line's formatting under load).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_target(false);
     if json {
         Box::new(builder.json().flatten_event(true).finish().with(caps()))

@@ -21,11 +21,10 @@ use rmcp::model::{
     ServerConfig, ServerResult, Tool, ToolAnnotations,
 };
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::auth::{Principal, Scope};
 use crate::telemetry;
-use crate::tools::{self, Dispatch, ToolError};
+use crate::tools::{self, Dispatch, Output, ToolError};
 
 /// Tools per `tools/list` page.
 pub const TOOLS_PAGE_SIZE: usize = 50;
@@ -393,7 +392,7 @@ impl NibMcp {
 /// It is what rmcp's `CallToolResult::structured` serializes to, for `stateless_era` with its
 /// `resultType` (tested against it), without building the output as a tree first.
 fn tool_result(
-    output: &RawValue,
+    output: &Output,
     links: &[rmcp::model::Resource],
     can_write: Option<bool>,
     stateless_era: bool,
@@ -405,9 +404,9 @@ fn tool_result(
         out.extend_from_slice(b"\"resultType\":\"complete\",");
     }
     out.extend_from_slice(b"\"content\":[{\"type\":\"text\",\"text\":");
-    // Writing JSON into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut out, json);
+    out.extend_from_slice(output.as_text().as_bytes());
     out.push(b'}');
+    // Writing JSON into a Vec cannot fail.
     for link in links {
         out.push(b',');
         let _ = serde_json::to_writer(&mut out, &ContentBlock::resource_link(link.clone()));
@@ -486,7 +485,7 @@ mod tool_result_tests {
             "page_id": "p1", "text": "a \"quoted\" line\nand a second, ü",
             "lines": [{ "n": 1, "done": null }], "unchanged": false,
         });
-        let output = serde_json::value::to_raw_value(&value).unwrap();
+        let output = Output::new(serde_json::value::to_raw_value(&value).unwrap());
         let links = [page_resource("p1", "2026-06-19")];
         for stateless in [false, true] {
             for (links, can_write) in [(&links[..0], None), (&links[..], Some(true))] {

@@ -9,12 +9,11 @@
 //! its user, and the old answers age out). Keyed by the verified user and the token; the
 //! answers are opaque JSON here (a tool's serialized output), held only in memory.
 
-use std::sync::{Arc, Mutex};
-
-use serde_json::value::RawValue;
+use std::sync::Mutex;
 
 use super::bounded::BoundedFifo;
 use crate::domain::UserId;
+use crate::tools::Output;
 
 /// How many bytes of answers a process keeps.
 pub const ANSWER_CACHE_BYTES: usize = 4 << 20;
@@ -25,7 +24,7 @@ const LARGEST_KEPT: usize = 256 << 10;
 /// practice) with the user each was answered to: a lookup borrows the token.
 #[derive(Debug)]
 pub struct AnswerCache {
-    kept: Mutex<BoundedFifo<String, (UserId, Arc<RawValue>)>>,
+    kept: Mutex<BoundedFifo<String, (UserId, Output)>>,
 }
 
 impl Default for AnswerCache {
@@ -37,12 +36,12 @@ impl Default for AnswerCache {
 }
 
 impl AnswerCache {
-    fn kept(&self) -> std::sync::MutexGuard<'_, BoundedFifo<String, (UserId, Arc<RawValue>)>> {
+    fn kept(&self) -> std::sync::MutexGuard<'_, BoundedFifo<String, (UserId, Output)>> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The answer kept for `user` at `revision`.
-    pub fn get(&self, user: &UserId, revision: &str) -> Option<Arc<RawValue>> {
+    pub fn get(&self, user: &UserId, revision: &str) -> Option<Output> {
         match self.kept().get(revision) {
             Some((owner, answer)) if owner == user => Some(answer.clone()),
             _ => None,
@@ -50,12 +49,14 @@ impl AnswerCache {
     }
 
     /// Keeps `answer` for `user` at `revision`, letting the oldest answers go over the budget.
-    pub fn put(&self, user: &UserId, revision: &str, answer: &RawValue) {
+    pub fn put(&self, user: &UserId, revision: &str, answer: &Output) {
         let size = answer.get().len();
         if size > LARGEST_KEPT {
             return;
         }
-        let value = (user.clone(), Arc::from(answer.to_owned()));
+        // The answer and, once a call has written it, its text block: twice its JSON.
+        let size = 2 * size;
+        let value = (user.clone(), answer.clone());
         self.kept().insert(revision.to_owned(), value, size);
     }
 
@@ -80,7 +81,7 @@ mod tests {
         let cache = AnswerCache::default();
         let alice = UserId::parse("alice").unwrap();
         let bob = UserId::parse("bob").unwrap();
-        let json = |s: String| RawValue::from_string(s).unwrap();
+        let json = |s: String| Output::new(serde_json::value::RawValue::from_string(s).unwrap());
         cache.put(&alice, "r1.a", &json(r#"{"a":1}"#.into()));
         assert_eq!(cache.get(&alice, "r1.a").unwrap().get(), r#"{"a":1}"#);
         // Another user's read of the same revision is not this one's.
@@ -88,7 +89,7 @@ mod tests {
         assert!(cache.get(&alice, "r1.b").is_none());
         // Past the budget the oldest go first.
         let big = json(format!("\"{}\"", "x".repeat(200 << 10)));
-        for n in 0..(ANSWER_CACHE_BYTES / (200 << 10) + 2) {
+        for n in 0..(ANSWER_CACHE_BYTES / (400 << 10) + 2) {
             cache.put(&bob, &format!("r1.{n}"), &big);
         }
         assert!(cache.bytes() <= ANSWER_CACHE_BYTES);
@@ -98,7 +99,7 @@ mod tests {
             cache
                 .get(
                     &bob,
-                    &format!("r1.{}", ANSWER_CACHE_BYTES / (200 << 10) + 1)
+                    &format!("r1.{}", ANSWER_CACHE_BYTES / (400 << 10) + 1)
                 )
                 .is_some()
         );

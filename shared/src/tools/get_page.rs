@@ -66,7 +66,7 @@ async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     }
     // The same revision answers the same: kept from an earlier read (`notebook::answers`).
     if let Some(kept) = ctx.notebook.answers().get(user, &revision) {
-        return Ok((*kept).to_owned());
+        return Ok(kept);
     }
     let p = ctx.notebook.page_view(user, page).await?;
     let answer = PageOutput {

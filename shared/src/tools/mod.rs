@@ -327,7 +327,7 @@ impl InProcess {
 const UNRECORDED: &[&str] = &["list_access", "delete_account"];
 
 /// The pages and tasks a call opened, in the order its result names them.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Opened {
     pub pages: Vec<PageId>,
     pub tasks: Vec<TaskLinkId>,
@@ -364,17 +364,21 @@ pub fn opened(tool: &str, result: &Output) -> Option<Opened> {
     if UNRECORDED.contains(&tool) || result.get().starts_with(r#"{"unchanged":true"#) {
         return None;
     }
-    let mut opened = Opened::default();
-    for (key, value) in scan::fields(result.get(), &["page_id", "id", "task_link_id"]) {
-        if key < 2 {
-            if let Ok(id) = PageId::parse(value) {
-                opened.page(id);
+    // A kept answer (get_page's) is given again and again: its ids are found once.
+    let opened = result.opened(|json| {
+        let mut opened = Opened::default();
+        for (key, value) in scan::fields(json, &["page_id", "id", "task_link_id"]) {
+            if key < 2 {
+                if let Ok(id) = PageId::parse(value) {
+                    opened.page(id);
+                }
+            } else if let Ok(id) = TaskLinkId::parse(value) {
+                opened.task(id);
             }
-        } else if let Ok(id) = TaskLinkId::parse(value) {
-            opened.task(id);
         }
-    }
-    Some(opened)
+        opened
+    });
+    Some(opened.clone())
 }
 
 /// `{"type":"object","properties":...,"required":[...],"additionalProperties":false}`.

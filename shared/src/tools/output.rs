@@ -7,22 +7,81 @@
 //! is built on the way.
 
 use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 
 use schemars::generate::{Contract, SchemaSettings};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::ToolError;
+use super::{Opened, ToolError};
 use crate::notebook::NotebookError;
 
-/// A tool's answer: the JSON of its typed output, written once.
-pub type Output = Box<RawValue>;
+/// A tool's answer: the JSON of its typed output, written once and shared, not copied (a kept
+/// answer, `notebook::answers`, is the same `Output` each time it is given). What the MCP
+/// layer derives from it on every call (the text block: the same JSON escaped as a string) is
+/// derived once per answer too ([`Output::as_text`]).
+#[derive(Debug, Clone)]
+pub struct Output(Arc<Written>);
+
+#[derive(Debug)]
+struct Written {
+    json: Box<RawValue>,
+    text: OnceLock<Box<str>>,
+    opened: OnceLock<Opened>,
+}
+
+impl Output {
+    pub fn new(json: Box<RawValue>) -> Output {
+        Output(Arc::new(Written {
+            json,
+            text: OnceLock::new(),
+            opened: OnceLock::new(),
+        }))
+    }
+
+    /// The pages and tasks this answer names, for the access record: `find` runs on first use.
+    pub(super) fn opened(&self, find: impl FnOnce(&str) -> Opened) -> &Opened {
+        self.0.opened.get_or_init(|| find(self.0.json.get()))
+    }
+
+    /// The JSON as a JSON string literal (quoted and escaped), as a result's text block
+    /// carries it; written on first use.
+    pub fn as_text(&self) -> &str {
+        self.0.text.get_or_init(|| {
+            // A `&str` always serializes.
+            serde_json::to_string(self.0.json.get())
+                .unwrap_or_default()
+                .into_boxed_str()
+        })
+    }
+}
+
+impl std::ops::Deref for Output {
+    type Target = RawValue;
+
+    fn deref(&self) -> &RawValue {
+        &self.0.json
+    }
+}
+
+impl Serialize for Output {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.json.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Output {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Box::<RawValue>::deserialize(deserializer).map(Output::new)
+    }
+}
 
 /// Serializes a tool's typed output.
 pub fn output<T: Serialize>(value: &T) -> Result<Output, ToolError> {
     serde_json::value::to_raw_value(value)
+        .map(Output::new)
         .map_err(|e| ToolError::Internal(NotebookError::Corrupt(format!("tool output: {e}"))))
 }
 
