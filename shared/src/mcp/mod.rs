@@ -404,7 +404,7 @@ fn tool_result(
         out.extend_from_slice(b"\"resultType\":\"complete\",");
     }
     out.extend_from_slice(b"\"content\":[{\"type\":\"text\",\"text\":");
-    out.extend_from_slice(output.as_text().as_bytes());
+    output.write_text(&mut out);
     out.push(b'}');
     // Writing JSON into a Vec cannot fail.
     for link in links {

@@ -54,8 +54,8 @@ impl AnswerCache {
         if size > LARGEST_KEPT {
             return;
         }
-        // The answer and, once a call has written it, its text block: twice its JSON.
-        let size = 2 * size;
+        // It will be given again: its text block is written once, now, and kept with it.
+        let size = size + answer.keep_text();
         let value = (user.clone(), answer.clone());
         self.kept().insert(revision.to_owned(), value, size);
     }

@@ -19,9 +19,9 @@ use super::{Opened, ToolError};
 use crate::notebook::NotebookError;
 
 /// A tool's answer: the JSON of its typed output, written once and shared, not copied (a kept
-/// answer, `notebook::answers`, is the same `Output` each time it is given). What the MCP
-/// layer derives from it on every call (the text block: the same JSON escaped as a string) is
-/// derived once per answer too ([`Output::as_text`]).
+/// answer, `notebook::answers`, is the same `Output` each time it is given). A kept answer
+/// also keeps what the MCP layer would derive from it on every call: its text block (the same
+/// JSON escaped as a string, [`Output::keep_text`]) and the ids the access record names.
 #[derive(Debug, Clone)]
 pub struct Output(Arc<Written>);
 
@@ -46,15 +46,30 @@ impl Output {
         self.0.opened.get_or_init(|| find(self.0.json.get()))
     }
 
-    /// The JSON as a JSON string literal (quoted and escaped), as a result's text block
-    /// carries it; written on first use.
-    pub fn as_text(&self) -> &str {
-        self.0.text.get_or_init(|| {
-            // A `&str` always serializes.
-            serde_json::to_string(self.0.json.get())
-                .unwrap_or_default()
-                .into_boxed_str()
-        })
+    /// Writes the text block (the JSON as a JSON string: quoted and escaped) into `out`: the
+    /// one [`Output::keep_text`] wrote, or escaped now.
+    pub fn write_text(&self, out: &mut Vec<u8>) {
+        match self.0.text.get() {
+            Some(text) => out.extend_from_slice(text.as_bytes()),
+            // Writing JSON into a Vec cannot fail.
+            None => {
+                let _ = serde_json::to_writer(out, self.0.json.get());
+            }
+        }
+    }
+
+    /// Escapes the text block once and keeps it with the answer, for an answer that will be
+    /// given again (`notebook::answers`); returns its length.
+    pub fn keep_text(&self) -> usize {
+        self.0
+            .text
+            .get_or_init(|| {
+                // A `&str` always serializes.
+                serde_json::to_string(self.0.json.get())
+                    .unwrap_or_default()
+                    .into_boxed_str()
+            })
+            .len()
     }
 }
 
@@ -232,6 +247,22 @@ mod tests {
         date: Option<String>,
         #[serde(flatten)]
         paging: Paging,
+    }
+
+    /// A kept text block is the one a call would escape.
+    #[test]
+    fn a_kept_text_block_is_the_escaped_json() {
+        let out = output(&serde_json::json!({ "text": "a \"quoted\" line\nand ü" })).unwrap();
+        let (mut fresh, mut kept) = (Vec::new(), Vec::new());
+        out.write_text(&mut fresh);
+        assert_eq!(out.keep_text(), fresh.len());
+        out.write_text(&mut kept);
+        assert_eq!(fresh, kept);
+        assert_eq!(
+            serde_json::from_slice::<String>(&kept).unwrap(),
+            out.get(),
+            "the text block is the JSON as a string"
+        );
     }
 
     #[test]
