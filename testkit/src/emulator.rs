@@ -1,12 +1,17 @@
 //! A local AWS for tests: moto's server, started from the project's `.venv` (`make
 //! tools-python` installs it), listening on 127.0.0.1 on a port the kernel picks.
 //!
-//! moto is run through `.venv/bin/python` with the same WSGI application as `moto_server`, but
+//! moto is run by `testkit/emulator.py` with the same WSGI application as `moto_server`, but
 //! served by one thread: DynamoDB applies each request atomically, and a single-threaded
 //! server is how moto does that too (its threaded server may interleave two conditional
 //! writes). Port 0 avoids racing other processes for a free port, and the server exits when
-//! its standard input closes, so it never outlives the process that started it, even one
-//! that is killed.
+//! the pipe or socket it was started over closes, so it never outlives the process that
+//! started it, even one that is killed.
+//!
+//! With `NIB_MOTO_ZYGOTE` set to the Unix socket of `emulator.py zygote` (`make test` starts
+//! one around nextest: tests/lib/with-emulator.sh), a server is forked from that process, which
+//! has imported moto once, instead of started as a new Python process that imports it: the
+//! same server, without half a CPU second of imports per test process.
 //!
 //! [`Emulator::shared`] is one server per process (one per test binary, or per test under
 //! nextest); [`Emulator::fresh`] provisions a new table and bucket with random names on it, so
@@ -14,7 +19,8 @@
 //! `pk`/`sk`, the `gsi1` index (projection ALL) and TTL on `expires_at`.
 
 use std::error::Error;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -35,25 +41,6 @@ use nib::adapters::aws::AwsClients;
 use nib::adapters::aws::dynamo::GSI1;
 use nib::config::{AwsConfig, Secret, StaticCredentials};
 
-/// Serves moto's application on 127.0.0.1, port 0, one request at a time; prints the port;
-/// exits when stdin closes.
-const LAUNCHER: &str = r#"
-import logging, os, sys, threading
-logging.getLogger("werkzeug").setLevel(logging.ERROR)
-from werkzeug.serving import make_server
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication, MotoRequestHandler, create_backend_app)
-app = DomainDispatcherApplication(create_backend_app)
-server = make_server("127.0.0.1", 0, app, threaded=False, request_handler=MotoRequestHandler)
-server.socket.listen(1024)  # a burst of concurrent clients waits in the backlog, not in SYN retries
-def exit_with_parent():
-    sys.stdin.read()
-    os._exit(0)
-threading.Thread(target=exit_with_parent, daemon=True).start()
-print(server.server_address[1], flush=True)
-server.serve_forever()
-"#;
-
 #[derive(Debug, thiserror::Error)]
 pub enum EmulatorError {
     #[error("moto is not installed ({0} is missing): run `make tools-python`")]
@@ -62,6 +49,12 @@ pub enum EmulatorError {
     Spawn(#[source] std::io::Error),
     #[error("moto's server did not start ({0}); run `make tools-python` to reinstall it")]
     Startup(String),
+    #[error("cannot reach the emulator zygote at {path} (NIB_MOTO_ZYGOTE)")]
+    Zygote {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot create the emulator's {what}")]
     Provision {
         what: &'static str,
@@ -80,7 +73,41 @@ fn provision_error(
 pub struct Emulator {
     endpoint: String,
     kms_key_id: String,
-    process: Mutex<Option<(Child, ChildStdout)>>,
+    process: Mutex<Option<Server>>,
+}
+
+/// How [`Emulator::start_with`] starts a server.
+#[derive(Debug, Clone)]
+pub enum Launch {
+    /// `emulator.py serve`: a Python process of its own, which imports moto.
+    Process,
+    /// Forked by `emulator.py zygote` listening on this Unix socket.
+    Zygote(PathBuf),
+}
+
+/// How the server was started, which is how it is stopped.
+enum Server {
+    /// A Python process of its own; it exits when its stdin closes.
+    Process(Child, ChildStdout),
+    /// Forked by the zygote; it exits when this connection closes.
+    Forked(UnixStream),
+}
+
+impl Server {
+    /// Stops the server and returns once it no longer accepts connections.
+    fn stop(self) {
+        match self {
+            Server::Process(mut child, _stdout) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Server::Forked(mut stream) => {
+                // The server closes its listening socket, then exits: the end of this stream.
+                let _ = stream.write_all(b"stop\n");
+                let _ = std::io::copy(&mut stream, &mut std::io::sink());
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Emulator {
@@ -113,45 +140,34 @@ fn random_name() -> String {
 static SHARED: OnceCell<Emulator> = OnceCell::const_new();
 
 impl Emulator {
-    /// Starts a new server (and its KMS key); it stops when this value is dropped.
+    /// Starts a new server (and its KMS key); it stops when this value is dropped. Forked from
+    /// the zygote at `NIB_MOTO_ZYGOTE` when that is set, else a process of its own.
     pub async fn start() -> Result<Emulator, EmulatorError> {
+        let launch = match std::env::var_os("NIB_MOTO_ZYGOTE") {
+            Some(path) => Launch::Zygote(PathBuf::from(path)),
+            None => Launch::Process,
+        };
+        Emulator::start_with(launch).await
+    }
+
+    /// Starts a new server the given way (and its KMS key).
+    pub async fn start_with(launch: Launch) -> Result<Emulator, EmulatorError> {
         let venv = venv_dir();
         let marker = venv.join("bin/moto_server");
         if !marker.exists() {
             return Err(EmulatorError::NotInstalled(marker));
         }
-        let mut child = Command::new(venv.join("bin/python"))
-            .arg("-c")
-            .arg(LAUNCHER)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(EmulatorError::Spawn)?;
-        let stdout = child.stdout.take().expect("stdout is piped");
-        // moto takes a second or two to import; read its port off the async threads.
-        let read = tokio::task::spawn_blocking(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let read = reader.read_line(&mut line);
-            (read, line, reader.into_inner())
+        // moto takes a second or two to import, a zygote a moment to fork: off the async threads.
+        let (port, server) = tokio::task::spawn_blocking(move || match launch {
+            Launch::Zygote(path) => fork(path),
+            Launch::Process => spawn(&venv),
         })
         .await
-        .map_err(|e| EmulatorError::Startup(e.to_string()))?;
-        let (read, line, stdout) = read;
-        let port: Option<u16> = read.ok().and_then(|_| line.trim().parse().ok());
-        let Some(port) = port else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(EmulatorError::Startup(format!(
-                "it printed {:?} instead of its port",
-                line.trim()
-            )));
-        };
+        .map_err(|e| EmulatorError::Startup(e.to_string()))??;
         let mut emulator = Emulator {
             endpoint: format!("http://127.0.0.1:{port}"),
             kms_key_id: String::new(),
-            process: Mutex::new(Some((child, stdout))),
+            process: Mutex::new(Some(server)),
         };
         emulator.kms_key_id = emulator.create_key().await?;
         Ok(emulator)
@@ -265,18 +281,68 @@ impl Emulator {
         Ok((arn, pem))
     }
 
-    /// Kills the server now (tests of failures); later requests fail to connect.
+    /// Stops the server now (tests of failures); later requests fail to connect.
     pub fn stop(&self) {
-        let process = self
+        let server = self
             .process
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let Some((mut child, _stdout)) = process {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(server) = server {
+            server.stop();
         }
     }
+}
+
+/// `testkit/emulator.py`, next to this crate's sources.
+pub fn script() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/emulator.py"))
+}
+
+/// The port a server announced on its first line.
+fn announced_port(read: std::io::Result<usize>, line: &str) -> Result<u16, EmulatorError> {
+    read.ok()
+        .and_then(|_| line.trim().parse().ok())
+        .ok_or_else(|| {
+            EmulatorError::Startup(format!("it printed {:?} instead of its port", line.trim()))
+        })
+}
+
+/// A server in a Python process of its own.
+fn spawn(venv: &std::path::Path) -> Result<(u16, Server), EmulatorError> {
+    let mut child = Command::new(venv.join("bin/python"))
+        .arg(script())
+        .arg("serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(EmulatorError::Spawn)?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    let read = reader.read_line(&mut line);
+    match announced_port(read, &line) {
+        Ok(port) => Ok((port, Server::Process(child, reader.into_inner()))),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
+    }
+}
+
+/// A server forked by the zygote listening on `path`.
+fn fork(path: PathBuf) -> Result<(u16, Server), EmulatorError> {
+    let stream = UnixStream::connect(&path).map_err(|source| EmulatorError::Zygote {
+        path: path.clone(),
+        source,
+    })?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    let read = reader.read_line(&mut line);
+    let port = announced_port(read, &line)?;
+    Ok((port, Server::Forked(reader.into_inner())))
 }
 
 /// Creates the table of DESIGN §5: string keys `pk`/`sk`, the index `gsi1` on

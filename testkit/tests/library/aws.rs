@@ -100,6 +100,70 @@ async fn dynamo_store_conforms_to_the_store_suite() {
     .await;
 }
 
+/// Starts `emulator.py zygote` on a socket in `dir` and waits for its "ready" line.
+fn start_zygote(dir: &std::path::Path) -> (std::process::Child, std::path::PathBuf) {
+    use std::io::BufRead;
+    let socket = dir.join("zygote.sock");
+    let mut child =
+        std::process::Command::new(nib_testkit::emulator::venv_dir().join("bin/python"))
+            .arg(nib_testkit::emulator::script())
+            .arg("zygote")
+            .arg(&socket)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    (child, socket)
+}
+
+/// Whether anything accepts connections at `endpoint` (`http://127.0.0.1:PORT`).
+fn accepts(endpoint: &str) -> bool {
+    std::net::TcpStream::connect(endpoint.trim_start_matches("http://")).is_ok()
+}
+
+#[tokio::test]
+async fn a_server_forked_from_the_zygote_is_a_server_of_its_own_and_stops_when_told() {
+    use nib_testkit::emulator::Launch;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut zygote, socket) = start_zygote(dir.path());
+    let own = Emulator::start_with(Launch::Process).await.unwrap();
+    let one = Emulator::start_with(Launch::Zygote(socket.clone()))
+        .await
+        .unwrap();
+    let two = Emulator::start_with(Launch::Zygote(socket)).await.unwrap();
+
+    // Each answers, with state of its own: a table made on one is not on the other, and
+    // moto's random source is not the zygote's copy (keys, like any id, differ).
+    for emulator in [&own, &one, &two] {
+        let config = emulator.fresh().await.unwrap();
+        let clients = AwsClients::connect(&config).await;
+        let tables = clients.dynamodb.list_tables().send().await.unwrap();
+        assert_eq!(tables.table_names(), std::slice::from_ref(&config.table));
+    }
+    let keys = [own.kms_key_id(), one.kms_key_id(), two.kms_key_id()];
+    assert!(
+        keys[0] != keys[1] && keys[1] != keys[2] && keys[0] != keys[2],
+        "{keys:?}"
+    );
+
+    // Once stop returns, nothing listens on a stopped server's port; the others go on.
+    one.stop();
+    assert!(!accepts(one.endpoint()));
+    assert!(accepts(two.endpoint()));
+    own.stop();
+    assert!(!accepts(own.endpoint()));
+    zygote.kill().unwrap();
+    zygote.wait().unwrap();
+    // A forked server outlives its zygote until its own connection closes.
+    assert!(two.fresh().await.is_ok());
+    two.stop();
+    assert!(!accepts(two.endpoint()));
+}
+
 #[tokio::test]
 async fn each_store_operation_sends_the_fewest_requests() {
     let (config, clients) = fresh().await;
