@@ -40,12 +40,11 @@ from moto.moto_server.werkzeug_app import (  # noqa: E402
 SERVICES = ("dynamodb", "s3", "kms")
 
 
-def application(warm):
+def application():
     app = DomainDispatcherApplication(create_backend_app)
-    if warm:
-        # What the first request to each service would build (its Flask app and URL map).
-        for service in SERVICES:
-            app.app_instances[service] = app.create_app(service)
+    # What the first request to each service would build (its Flask app and URL map).
+    for service in SERVICES:
+        app.app_instances[service] = app.create_app(service)
     return app
 
 
@@ -69,7 +68,7 @@ def until_stop(readline):
     def wait():
         while True:
             line = readline()
-            if not line or line.strip() in (b"stop", "stop"):
+            if not line or line.strip() == b"stop":
                 return
 
     return wait
@@ -84,7 +83,7 @@ def zygote(path):
     listener.bind(path)
     listener.listen(64)
     listener.settimeout(1.0)
-    app = application(warm=True)
+    app = application()
     parent = os.getppid()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the servers
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -118,7 +117,7 @@ def zygote(path):
 
 def main():
     if sys.argv[1:2] == ["serve"]:
-        serve(application(warm=False), announce_on_stdout, until_stop(sys.stdin.buffer.readline))
+        serve(application(), announce_on_stdout, until_stop(sys.stdin.buffer.readline))
     elif sys.argv[1:2] == ["zygote"] and len(sys.argv) == 3:
         zygote(sys.argv[2])
     else:
