@@ -216,6 +216,11 @@ tools-browser: ## install Debian's chromium and chromium-driver when missing
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	fi
 
+# `make run`'s nib has no AWS back end (LOCAL_BUILD below); the workspace build has it, so this
+# compiles the other configuration too (type checks only: ~80 s from nothing, less after the
+# build), lest it break unseen. `make lint` runs clippy on it.
+LEAN_CHECK := $(CARGO) check -p nib-shared -p nib-cli --no-default-features --features nib-cli/ocr-local
+
 # The tools install side by side (-j), and the Rust dependencies compile meanwhile
 # (prebuild-test): the search model's derivation takes minutes on a clean clone and is mostly one
 # core's numpy, so the other core builds. Everything after runs one thing at a time.
@@ -235,18 +240,22 @@ test: ## install tools, build, run all tests
 	tests/oauth/run.sh || failed="$$failed oauth"; \
 	tests/apps/run.sh || failed="$$failed apps"; \
 	$(MAKE) --no-print-directory test-infra || failed="$$failed infra"; \
+	$(LEAN_CHECK) || failed="$$failed lean-build"; \
 	if [[ -n "$$failed" ]]; then echo "make test: FAILED:$$failed"; exit 1; fi
 
-# `make run` builds the local `nib` with the `local` profile (Cargo.toml: release optimisation
-# without fat LTO, the AWS SDK unoptimised), imports the sample notebook once per build of nib
+# `make run` builds the local `nib`: the `local` profile (Cargo.toml: our crates optimised
+# without fat LTO, the dependencies unoptimised but for the hot ones) and no AWS back end
+# (`--backend aws` needs the operator's build, `cargo build --release -p nib-cli`). It imports
+# the sample notebook once per build of nib
 # (the stamp below: a new binary may carry a new search model, so it re-embeds too) and serves.
 # A second `make run` with nothing changed only checks that the binary is fresh, then serves.
 LOCAL_NIB := $(or $(CARGO_TARGET_DIR),target)/local/nib
+LOCAL_BUILD := $(CARGO) build --profile local -p nib-cli --no-default-features --features ocr-local
 LOCAL_DATA := .data/local
 LOCAL_STAMP := $(LOCAL_DATA)/.sample-imported
 run: ## import the sample notebook (and its handwritten, ink-only pages), re-embed it with this build's model and serve it locally
 	$(MAKE) --no-print-directory -j 4 tools-ocr embed-model prebuild-run
-	$(CARGO) build --profile local -p nib-cli
+	$(LOCAL_BUILD)
 	$(MAKE) --no-print-directory $(LOCAL_STAMP)
 	$(LOCAL_NIB) serve --data-dir $(LOCAL_DATA)
 
@@ -270,7 +279,7 @@ prebuild-test:
 prebuild-run:
 	@mkdir -p target
 	@echo "prebuild: compiling the dependencies while the tools install (log: target/prebuild-run.log)"
-	@$(CARGO) build --profile local -p nib-cli --keep-going >target/prebuild-run.log 2>&1 || true
+	@$(LOCAL_BUILD) --keep-going >target/prebuild-run.log 2>&1 || true
 
 viewer-screenshots: ## run the page viewer's browser test and write docs/viewer-desktop.png, docs/viewer-phone.png
 	$(CARGO) build -p nib-cli
@@ -284,6 +293,8 @@ app-screenshots: tools-node tools-ocr ## run the web app's local browser tests a
 lint: ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p nib-shared -p nib-cli --no-default-features --features nib-cli/ocr-local \
+		--all-targets -- -D warnings
 
 # ---- Benchmarks ---------------------------------------------------------------------------
 # `make bench` runs them all and writes BENCHMARKS.md, a row of bench/history.csv and

@@ -631,6 +631,10 @@ async fn run_main() -> ExitCode {
 }
 
 async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
+    // A nib built without the AWS back end (`make run`'s) says so before reading any setting.
+    if target.backend == Backend::Aws && !cfg!(feature = "aws") {
+        return Err(nib::services::ServicesError::NoAws.into());
+    }
     match command {
         Command::Serve(args) => serve(args, target).await,
         Command::Import {
@@ -662,7 +666,10 @@ async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
                     .await?;
                     Ok(ExitCode::SUCCESS)
                 }
+                #[cfg(feature = "aws")]
                 (Some(dir), None) if via_upload => upload(&dir, &user_id(&user)?, target).await,
+                #[cfg(not(feature = "aws"))]
+                (Some(_), None) if via_upload => Err(nib::services::ServicesError::NoAws.into()),
                 (Some(dir), None) => import(&dir, &user_id(&user)?, target, ocr, force_ocr).await,
                 (None, None) => unreachable!("clap requires a folder or --bundle"),
             }
@@ -704,7 +711,10 @@ async fn run(command: Command, target: &Target) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "aws")]
         Command::Doctor => doctor(target).await,
+        #[cfg(not(feature = "aws"))]
+        Command::Doctor => Err(nib::services::ServicesError::NoAws.into()),
         Command::Smoke { url, token } => {
             let checks = nib::smoke::smoke(&url, token.as_deref()).await;
             let mut failed = false;
@@ -1845,6 +1855,7 @@ async fn notion(command: NotionCommand, target_of: &Target) -> anyhow::Result<Ex
 /// `nib import --via-upload`: the folder's page files under `uploads/{user}/` in the bucket,
 /// for the ingest function (each page's text files first, so its ink arrives second and the
 /// page is read once with both).
+#[cfg(feature = "aws")]
 async fn upload(dir: &Path, user: &UserId, target: &Target) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         target.backend == Backend::Aws,
@@ -1957,6 +1968,7 @@ async fn ensure_owner(
 }
 
 /// `nib doctor`: the checks of `nib::doctor`, one line each.
+#[cfg(feature = "aws")]
 async fn doctor(target: &Target) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         target.backend == Backend::Aws,

@@ -1,14 +1,18 @@
 //! `nib doctor`: checks a deployment the way its operator can, one line per check, each `ok`
 //! or a cause and its fix. Read-only but for a probe item (written, read back, deleted), a
 //! data key generated under a throwaway user id, and a temporary read token (created, used to
-//! list the tools, revoked).
+//! list the tools, revoked). The checks need the AWS back end (feature `aws`); [`Check`] is
+//! `nib smoke`'s too.
 
-use crate::adapters::aws::AwsClients;
-use crate::auth::Scope;
-use crate::config::AwsConfig;
-use crate::domain::UserId;
-use crate::ports::{Cond, Item, Keys, Write};
-use crate::services::Services;
+#[cfg(feature = "aws")]
+use crate::{
+    adapters::aws::AwsClients,
+    auth::Scope,
+    config::AwsConfig,
+    domain::UserId,
+    ports::{Cond, Item, Keys, Write},
+    services::Services,
+};
 
 /// The user id the probes use: valid, and no person's.
 pub const PROBE_USER: &str = "nib-doctor-probe";
@@ -21,6 +25,7 @@ pub struct Check {
 }
 
 impl Check {
+    #[cfg(feature = "aws")]
     fn new(name: &str, outcome: Result<(), (String, String)>) -> Check {
         if let Err((cause, _)) = &outcome {
             tracing::warn!(check = name, %cause, "doctor check failed");
@@ -40,14 +45,17 @@ impl Check {
     }
 }
 
+#[cfg(feature = "aws")]
 fn fail<T>(cause: impl Into<String>, fix: &str) -> Result<T, (String, String)> {
     Err((cause.into(), fix.into()))
 }
 
+#[cfg(feature = "aws")]
 const APPLY: &str = "terraform -chdir=infra apply (infra/ creates it so)";
 
 /// Every check of the AWS deployment of `config`, over the services an operator's `app` (from
 /// [`Services::open_aws_admin`]) uses. The connector checks run when `config.public_url` is set.
+#[cfg(feature = "aws")]
 pub async fn check_aws(config: &AwsConfig, app: &Services) -> Vec<Check> {
     let clients = AwsClients::connect(config).await;
     let mut checks = Vec::new();
@@ -98,6 +106,7 @@ pub async fn check_aws(config: &AwsConfig, app: &Services) -> Vec<Check> {
 
 /// Some indexed user has a sign-in password (the owner `make deploy` creates), so the consent
 /// page can let someone in; listing users also proves the operator reaches the `USERS` index.
+#[cfg(feature = "aws")]
 async fn sign_in_user(app: &Services) -> Result<(), (String, String)> {
     match app.accounts().list().await {
         Ok(users) if users.iter().any(|u| u.has_password && !u.deleting) => Ok(()),
@@ -112,10 +121,12 @@ async fn sign_in_user(app: &Services) -> Result<(), (String, String)> {
     }
 }
 
+#[cfg(feature = "aws")]
 fn sdk_error(e: &(dyn std::error::Error + 'static)) -> String {
     crate::telemetry::chain(e)
 }
 
+#[cfg(feature = "aws")]
 async fn table_shape(config: &AwsConfig, clients: &AwsClients) -> Result<(), (String, String)> {
     let out = match clients
         .dynamodb
@@ -183,6 +194,7 @@ async fn table_shape(config: &AwsConfig, clients: &AwsClients) -> Result<(), (St
     Ok(())
 }
 
+#[cfg(feature = "aws")]
 async fn table_ttl(config: &AwsConfig, clients: &AwsClients) -> Result<(), (String, String)> {
     let out = match clients
         .dynamodb
@@ -218,6 +230,7 @@ async fn table_ttl(config: &AwsConfig, clients: &AwsClients) -> Result<(), (Stri
     Ok(())
 }
 
+#[cfg(feature = "aws")]
 async fn public_access_block(
     config: &AwsConfig,
     clients: &AwsClients,
@@ -261,6 +274,7 @@ async fn public_access_block(
     }
 }
 
+#[cfg(feature = "aws")]
 async fn bucket_encryption(
     config: &AwsConfig,
     clients: &AwsClients,
@@ -296,6 +310,7 @@ async fn bucket_encryption(
     }
 }
 
+#[cfg(feature = "aws")]
 async fn upload_notification(
     config: &AwsConfig,
     clients: &AwsClients,
@@ -323,7 +338,7 @@ async fn upload_notification(
             && c.filter().and_then(|f| f.key()).is_some_and(|k| {
                 k.filter_rules()
                     .iter()
-                    .any(|r| r.value() == Some(crate::functions::ingest::UPLOAD_PREFIX))
+                    .any(|r| r.value() == Some(crate::uploads::UPLOAD_PREFIX))
             })
     });
     if to_ingest {
@@ -336,6 +351,7 @@ async fn upload_notification(
     }
 }
 
+#[cfg(feature = "aws")]
 async fn data_key(config: &AwsConfig, clients: &AwsClients) -> Result<(), (String, String)> {
     let probe = UserId::parse(PROBE_USER).expect("a valid user id");
     match clients.keys(config).generate(&probe).await {
@@ -351,6 +367,7 @@ async fn data_key(config: &AwsConfig, clients: &AwsClients) -> Result<(), (Strin
     }
 }
 
+#[cfg(feature = "aws")]
 async fn round_trip(app: &Services) -> Result<(), (String, String)> {
     let fix = "attach the operator policy (output operator_policy_arn) to this caller's role";
     let (pk, sk) = (format!("U#{PROBE_USER}"), "DOCTOR#probe".to_owned());
@@ -408,6 +425,7 @@ async fn round_trip(app: &Services) -> Result<(), (String, String)> {
 
 /// The connector as a client meets it: the 401 and its `resource_metadata`, the
 /// authorization server's metadata and issuer, and a temporary read token listing the tools.
+#[cfg(feature = "aws")]
 async fn connector(public_url: &str, app: &Services) -> Vec<Check> {
     let http = reqwest::Client::new();
     let mcp = format!("{public_url}/mcp");

@@ -41,3 +41,4 @@ pub mod services;
 pub mod smoke;
 pub mod telemetry;
 pub mod tools;
+pub mod uploads;

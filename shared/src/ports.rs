@@ -475,6 +475,62 @@ pub trait Assets: Send + Sync {
     }
 }
 
+/// A signed upload form: POST `fields` in this order to `url` as `multipart/form-data`, then
+/// the file as the last part (named `file`; S3 ignores any field after it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresignedPost {
+    /// The bucket's URL (path-style on an emulator, virtual-hosted on AWS).
+    pub url: String,
+    /// The object key the upload will have (`uploads/{user}/{file}`; the form without script's
+    /// is `uploads/{user}/${filename}`).
+    pub key: String,
+    /// The form fields, in the order the browser must send them.
+    pub fields: Vec<(String, String)>,
+}
+
+impl PresignedPost {
+    /// The URL's origin (`scheme://host[:port]`), for the web app's Content-Security-Policy
+    /// (`form-action`, `connect-src`).
+    pub fn origin(&self) -> String {
+        crate::mcp::viewer::origin_of(&self.url)
+    }
+}
+
+/// Signs the web app's uploads straight to storage, where a deployment's ingest function
+/// imports them (`crate::uploads` names the keys): S3's presigned POST
+/// (`adapters::aws::S3Assets`). A server that imports uploads itself (`nib serve`) has none.
+#[async_trait]
+pub trait UploadSigner: Send + Sync {
+    /// The origin the browser posts to, for the Content-Security-Policy; `None` when unknown.
+    fn upload_origin(&self) -> Option<String>;
+    /// A form for one page file, `uploads/{user}/{file_name}` with this `content_type`, of at
+    /// most `max_bytes`, valid for `ttl_seconds`.
+    async fn presigned_post(
+        &self,
+        user: &UserId,
+        file_name: &str,
+        content_type: &str,
+        max_bytes: u64,
+        ttl_seconds: u64,
+    ) -> Result<PresignedPost, AssetsError>;
+    /// The form without script: any page file name, then a redirect back to `redirect`.
+    async fn presigned_form_post(
+        &self,
+        user: &UserId,
+        redirect: &str,
+        max_bytes: u64,
+        ttl_seconds: u64,
+    ) -> Result<PresignedPost, AssetsError>;
+    /// A form for one export bundle, `uploads/{user}/bundles/{id}.zip`, then a redirect.
+    async fn presigned_bundle_post(
+        &self,
+        user: &UserId,
+        id: &str,
+        redirect: &str,
+        ttl_seconds: u64,
+    ) -> Result<PresignedPost, AssetsError>;
+}
+
 /// One fixed window of a rate limit: at most `max` hits per `secs` seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {

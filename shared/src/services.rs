@@ -24,6 +24,7 @@ use std::time::Duration;
 use zeroize::Zeroizing;
 
 use crate::account::Accounts;
+#[cfg(feature = "aws")]
 use crate::adapters::aws::{AwsClients, CallCounter, S3Assets};
 use crate::adapters::embedded::EmbeddedStore;
 use crate::adapters::local_assets::LocalAssets;
@@ -67,12 +68,14 @@ pub enum ServicesError {
     Crypto(#[from] crate::crypto::CryptoError),
     #[error("invalid configuration")]
     Config(#[from] ConfigError),
+    #[cfg(feature = "aws")]
     #[error("cannot load a server secret")]
     Secret(#[from] crate::adapters::aws::kms::SecretError),
     #[error("user failure")]
     Users(#[from] UserError),
     #[error(transparent)]
     Account(#[from] crate::account::AccountError),
+    #[cfg(feature = "aws")]
     #[error("cannot load the OAuth keys")]
     OAuthKeys(#[from] crate::adapters::aws::signing::OAuthKeysError),
     #[error(
@@ -82,6 +85,12 @@ pub enum ServicesError {
         choice: OcrChoice,
         source: crate::ports::OcrError,
     },
+    /// `--backend aws` asked of a `nib` built without it (`make run`'s: `--no-default-features`).
+    #[error(
+        "this nib was built without the AWS back end (make run builds the local server alone); \
+         build the operator's nib with `cargo build --release -p nib-cli` for --backend aws"
+    )]
+    NoAws,
 }
 
 /// Which back end a system runs on.
@@ -270,6 +279,7 @@ impl Secrets {
     }
 
     /// Random, dying with the process (a role that signs nothing).
+    #[cfg(feature = "aws")]
     fn throwaway() -> Secrets {
         let random = || {
             let mut bytes = Zeroizing::new([0u8; 32]);
@@ -297,6 +307,7 @@ pub struct Ports {
     pub local_assets: Option<Arc<LocalAssets>>,
     pub clock: Arc<dyn Clock>,
     /// The SDK clients (AWS back end only).
+    #[cfg(feature = "aws")]
     pub aws: Option<AwsClients>,
     secrets: Secrets,
 }
@@ -307,11 +318,14 @@ impl Ports {
     pub async fn open(settings: &Settings) -> Result<Ports, ServicesError> {
         match &settings.back_end {
             BackEndSettings::Local { data_dir, options } => Ports::local(data_dir, options),
+            #[cfg(feature = "aws")]
             BackEndSettings::Aws(config) => {
                 config.validate()?;
                 let clients = AwsClients::connect(config).await;
                 Ports::aws(config, clients, settings.role).await
             }
+            #[cfg(not(feature = "aws"))]
+            BackEndSettings::Aws(_) => Err(ServicesError::NoAws),
         }
     }
 
@@ -349,6 +363,7 @@ impl Ports {
             assets: assets.clone(),
             local_assets: Some(assets),
             clock,
+            #[cfg(feature = "aws")]
             aws: None,
         })
     }
@@ -356,6 +371,7 @@ impl Ports {
     /// AWS over clients built by the caller (tests add interceptors to them), with the secrets
     /// `role` signs with: the server's session and OAuth keys ([`Role::Server`]), the OAuth
     /// keys ([`Role::OAuth`]), the signing key's public half ([`Role::Front`]), none otherwise.
+    #[cfg(feature = "aws")]
     pub async fn aws(
         config: &AwsConfig,
         clients: AwsClients,
@@ -417,6 +433,7 @@ pub struct Services {
     pub local_assets: Option<Arc<LocalAssets>>,
     pub clock: Arc<dyn Clock>,
     /// The SDK clients (AWS back end only).
+    #[cfg(feature = "aws")]
     pub aws: Option<AwsClients>,
     /// Request counters: in memory locally, counter items in the table on AWS (tests may swap
     /// it before building the router).
@@ -490,6 +507,7 @@ impl Services {
             assets,
             local_assets,
             clock,
+            #[cfg(feature = "aws")]
             aws,
             secrets,
         } = ports;
@@ -544,6 +562,7 @@ impl Services {
             assets,
             local_assets,
             clock,
+            #[cfg(feature = "aws")]
             aws,
             vault,
             notebook,
@@ -564,11 +583,13 @@ impl Services {
 
     /// DynamoDB, S3 and KMS as `nib serve --backend aws` uses them. Builds the SDK clients,
     /// then loads (or creates, on the very first start) the server's secrets.
+    #[cfg(feature = "aws")]
     pub async fn open_aws(config: AwsConfig) -> Result<Services, ServicesError> {
         Services::open(&Settings::aws(config, Role::Server, OcrChoice::Off)).await
     }
 
     /// [`Services::open_aws`] over clients built by the caller (tests add interceptors).
+    #[cfg(feature = "aws")]
     pub async fn open_aws_with(
         config: AwsConfig,
         clients: AwsClients,
@@ -578,6 +599,7 @@ impl Services {
     }
 
     /// An operator's command over DynamoDB, S3 and KMS ([`Role::Admin`]).
+    #[cfg(feature = "aws")]
     pub async fn open_aws_admin(
         config: AwsConfig,
         ocr: OcrChoice,
@@ -594,6 +616,7 @@ impl Services {
     }
 
     /// The AWS requests this process sent, per operation (AWS back end only).
+    #[cfg(feature = "aws")]
     pub fn aws_calls(&self) -> Option<&CallCounter> {
         self.aws.as_ref().map(|clients| &clients.calls)
     }
@@ -607,9 +630,20 @@ impl Services {
     /// ([`S3Assets::presigned_post`], [`S3Assets::upload_origin`]); AWS back end only. Any role
     /// on AWS has it, the mcp front (which serves `/app`) included; only the roles whose IAM
     /// policy grants `s3:PutObject` on `uploads/*` (mcp) sign uploads S3 accepts.
+    #[cfg(feature = "aws")]
     pub fn upload_signer(&self) -> Option<S3Assets> {
         let (config, clients) = (self.settings.aws_config()?, self.aws.as_ref()?);
         Some(clients.assets(config))
+    }
+
+    /// [`Services::upload_signer`] as the web app's port; `None` locally, where the server
+    /// imports uploads itself.
+    pub fn upload_port(&self) -> Option<Arc<dyn crate::ports::UploadSigner>> {
+        #[cfg(feature = "aws")]
+        if let Some(signer) = self.upload_signer() {
+            return Some(Arc::new(signer));
+        }
+        None
     }
 
     /// The notebook (every role but the front and the oauth function has one).
@@ -704,7 +738,7 @@ impl Services {
             dispatch: Some(dispatch),
             web_sessions: self.web_sessions(),
             notebook: Some(self.notebook().clone()),
-            upload_signer: self.upload_signer(),
+            upload_signer: self.upload_port(),
         });
         crate::http::router(state)
     }
@@ -787,7 +821,9 @@ mod tests {
         let server = open(Role::Server).await;
         assert_eq!(server.back_end, BackEnd::Local);
         assert_eq!(server.data_dir(), Some(dir.path()));
-        assert!(server.local_assets.is_some() && server.aws.is_none());
+        assert!(server.local_assets.is_some());
+        #[cfg(feature = "aws")]
+        assert!(server.aws.is_none());
         assert_eq!(server.notebook().config().public_url, "http://127.0.0.1");
         drop(server);
         for role in [Role::Front, Role::OAuth] {

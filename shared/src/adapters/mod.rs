@@ -1,5 +1,6 @@
 //! Adapters: implementations of the ports.
 
+#[cfg(feature = "aws")]
 pub mod aws;
 pub mod embedded;
 pub mod local_assets;

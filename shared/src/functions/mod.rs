@@ -22,10 +22,13 @@
 
 #[cfg(test)]
 mod iam_policy;
+#[cfg(feature = "aws")]
 pub mod ingest;
 
+#[cfg(feature = "aws")]
 use std::sync::Arc;
 
+#[cfg(feature = "aws")]
 use crate::adapters::aws::{ClassFunctions, LambdaDispatch};
 use crate::adapters::rate_limit::COUNTER_PREFIX;
 use crate::auth::oauth::authorize::CODE_PREFIX;
@@ -34,11 +37,15 @@ use crate::auth::oauth::grants::GRANT_PREFIX;
 use crate::auth::oauth::token::REFRESH_KEY_PREFIX;
 use crate::auth::web_sessions::SESSION_PREFIX;
 use crate::config::ConfigError;
-use crate::http::{HttpConfig, HttpState, RateLimits, url_authority};
-use crate::mcp::NibMcp;
-use crate::services::{Role, Services, ServicesError, Settings};
-use crate::tools::invocation::{ToolInvocation, ToolReply};
-use crate::tools::{InProcess, ToolClass};
+use crate::http::{RateLimits, url_authority};
+#[cfg(feature = "aws")]
+use crate::{
+    http::{HttpConfig, HttpState},
+    mcp::NibMcp,
+    services::{Role, Services, ServicesError, Settings},
+    tools::invocation::{ToolInvocation, ToolReply},
+    tools::{InProcess, ToolClass},
+};
 
 /// Items whose partition key (`pk`) a function reaches: every key with a prefix, or one key.
 /// As a `dynamodb:LeadingKeys` pattern: `{prefix}*`, or the key itself.
@@ -230,6 +237,7 @@ impl FunctionEnv {
 
 /// The `mcp` front over [`Services`] built for [`Role::Front`]: authenticates, limits,
 /// answers lifecycle and discovery itself, and forwards `tools/call` to the class functions.
+#[cfg(feature = "aws")]
 pub fn front(services: &Services) -> Result<axum::Router, ServicesError> {
     let env = &services.settings.function;
     let public_url = env.public_url()?;
@@ -260,6 +268,7 @@ pub fn front(services: &Services) -> Result<axum::Router, ServicesError> {
 /// The HTTP state of a deployed function: store-backed tokens and rate limits, no sessions,
 /// no local assets, the OAuth its role has (verify-only on the front). The front has the MCP
 /// service and the dispatch its tool calls and page views go through.
+#[cfg(feature = "aws")]
 fn http_state(
     services: &Services,
     config: HttpConfig,
@@ -270,7 +279,7 @@ fn http_state(
         .clone()
         .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
     // The front signs the web app's uploads; the oauth function serves no app.
-    let upload_signer = front.as_ref().and_then(|_| services.upload_signer());
+    let upload_signer = front.as_ref().and_then(|_| services.upload_port());
     let (mcp, dispatch) = front.unzip();
     Ok(Arc::new(HttpState {
         notebook: None,
@@ -289,11 +298,13 @@ fn http_state(
 }
 
 /// The services of a function from its environment ([`Settings::function_from_env`]).
+#[cfg(feature = "aws")]
 async fn from_env(role: Role) -> Result<Services, ServicesError> {
     Services::open(&Settings::function_from_env(role)?).await
 }
 
 /// The `mcp` front from the environment.
+#[cfg(feature = "aws")]
 pub async fn front_from_env() -> Result<axum::Router, ServicesError> {
     front(&from_env(Role::Front).await?)
 }
@@ -301,6 +312,7 @@ pub async fn front_from_env() -> Result<axum::Router, ServicesError> {
 /// The `oauth` function over [`Services`] built for [`Role::OAuth`]: the authorization server
 /// and the well-known documents; no `/mcp`. Its CSRF key derives from the KMS-wrapped
 /// `SECRET#oauth` secret.
+#[cfg(feature = "aws")]
 pub fn oauth(services: &Services) -> Result<axum::Router, ServicesError> {
     let public_url = services.settings.function.public_url()?;
     let http = HttpConfig::deployed(public_url, RateLimits::DEFAULT);
@@ -309,17 +321,20 @@ pub fn oauth(services: &Services) -> Result<axum::Router, ServicesError> {
 }
 
 /// The `oauth` function from the environment.
+#[cfg(feature = "aws")]
 pub async fn oauth_from_env() -> Result<axum::Router, ServicesError> {
     oauth(&from_env(Role::OAuth).await?)
 }
 
 /// The `ingest` function from the environment. `NIB_OCR=textract` reads ink-only uploads with
 /// Amazon Textract (a build without the `textract` feature refuses it at cold start).
+#[cfg(feature = "aws")]
 pub async fn ingest_from_env() -> Result<ingest::Ingest, ServicesError> {
     ingest(&from_env(Role::Ingest).await?)
 }
 
 /// The `ingest` function over [`Services`] built for [`Role::Ingest`].
+#[cfg(feature = "aws")]
 pub fn ingest(services: &Services) -> Result<ingest::Ingest, ServicesError> {
     let (Some(clients), Some(config)) = (&services.aws, services.settings.aws_config()) else {
         return Err(ConfigError::Missing("NIB_BUCKET").into());
@@ -332,11 +347,13 @@ pub fn ingest(services: &Services) -> Result<ingest::Ingest, ServicesError> {
 }
 
 /// A class function: runs the tools of one [`ToolClass`] for the front.
+#[cfg(feature = "aws")]
 pub struct ClassFunction {
     class: ToolClass,
     dispatch: InProcess,
 }
 
+#[cfg(feature = "aws")]
 impl ClassFunction {
     /// Over [`Services`] built for [`Role::Class`] (its notebook writes access records before
     /// each reply, never in the background).
@@ -429,7 +446,7 @@ mod tests {
         .unwrap();
         let url = env.public_url().unwrap();
         assert_eq!(url, "https://nib.example.com");
-        let http = HttpConfig::deployed(url, env.rate_limits);
+        let http = crate::http::HttpConfig::deployed(url, env.rate_limits);
         assert_eq!(http.allowed_hosts, vec!["nib.example.com"]);
         assert_eq!(http.allowed_origins, vec!["https://nib.example.com"]);
         assert!(!http.sessions);

@@ -228,7 +228,7 @@ pub struct HttpState {
     /// through it, as `nib import` does. `None` on the mcp function, whose uploads go to S3.
     pub notebook: Option<Arc<crate::notebook::Notebook>>,
     /// Signs the web app's presigned POST uploads (the mcp function on AWS).
-    pub upload_signer: Option<crate::adapters::aws::S3Assets>,
+    pub upload_signer: Option<Arc<dyn crate::ports::UploadSigner>>,
 }
 
 /// Everything, for `nib serve`: `/mcp`, the well-known documents, the authorization server

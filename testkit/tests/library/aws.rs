@@ -16,7 +16,9 @@ use nib::adapters::aws::{AwsClients, CallCounts};
 use nib::config::AwsConfig;
 use nib::crypto::{Aad, Vault};
 use nib::domain::{PageId, UserId};
-use nib::ports::{AssetKind, Assets, Cond, Item, Keys, KeysError, Query, Store, StoreError, Write};
+use nib::ports::{
+    AssetKind, Assets, Cond, Item, Keys, KeysError, Query, Store, StoreError, UploadSigner, Write,
+};
 use nib_testkit::emulator::Emulator;
 use nib_testkit::store_suite;
 

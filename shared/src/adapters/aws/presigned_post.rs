@@ -27,19 +27,8 @@ use time::OffsetDateTime;
 use zeroize::Zeroizing;
 
 use crate::domain::UserId;
-use crate::functions::ingest::{UPLOAD_PREFIX, parse_upload_key};
-
-/// The largest page file a browser may upload (64 MiB), enforced by S3 through the policy's
-/// `content-length-range`. The ingest function reads a page's files whole into memory (up to
-/// seven of them, one per extension) and rasterises a PDF's pages, within its 1,536 MB; a
-/// scanned notebook page is a few MB, a PDF of a whole notebook some tens.
-pub const MAX_UPLOAD_BYTES: u64 = 64 << 20;
-
-/// The largest bundle the web app uploads for the ingest function to import (256 MiB),
-/// enforced by S3 through the policy's `content-length-range`: ingest keeps the bundle in its
-/// /tmp (512 MB on Lambda by default) while it imports it. Larger bundles go through
-/// `nib import --bundle --backend aws`.
-pub const MAX_BUNDLE_UPLOAD_BYTES: u64 = 256 << 20;
+pub use crate::uploads::{MAX_BUNDLE_UPLOAD_BYTES, MAX_UPLOAD_BYTES};
+use crate::uploads::{UPLOAD_PREFIX, parse_upload_key};
 
 /// The longest file name an upload may have, in bytes (a file system's usual limit; S3 keys
 /// may be 1,024).
@@ -57,26 +46,7 @@ pub const FILENAME: &str = "${filename}";
 /// form's field (not the file part's type) and a page without script cannot set it per file.
 pub const FORM_CONTENT_TYPE: &str = "application/octet-stream";
 
-/// A signed upload form: POST `fields` in this order to `url` as `multipart/form-data`, then
-/// the file as the last part (named `file`; S3 ignores any field after it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PresignedPost {
-    /// The bucket's URL (path-style on an emulator, virtual-hosted on AWS).
-    pub url: String,
-    /// The object key the upload will have (`uploads/{user}/{file}`; the form without script's
-    /// is `uploads/{user}/${filename}`).
-    pub key: String,
-    /// The form fields, in the order the browser must send them.
-    pub fields: Vec<(String, String)>,
-}
-
-impl PresignedPost {
-    /// The URL's origin (`scheme://host[:port]`), for the web app's Content-Security-Policy
-    /// (`form-action`, `connect-src`).
-    pub fn origin(&self) -> String {
-        crate::mcp::viewer::origin_of(&self.url)
-    }
-}
+pub use crate::ports::PresignedPost;
 
 /// The credentials a policy is signed with. `Debug` shows the access key id only.
 #[derive(Clone)]

@@ -42,8 +42,8 @@ use super::presigned_post::{
     PostUpload, PresignedPost,
 };
 use crate::domain::{PageId, UserId};
-use crate::functions::ingest::UPLOAD_PREFIX;
-use crate::ports::{AssetKind, Assets, AssetsError};
+use crate::ports::{AssetKind, Assets, AssetsError, UploadSigner};
+use crate::uploads::UPLOAD_PREFIX;
 
 /// The S3 bucket of page images.
 #[derive(Debug, Clone)]
@@ -189,54 +189,6 @@ impl S3Assets {
         &self.bucket
     }
 
-    /// The origin (`scheme://host[:port]`) presigned POST uploads go to, for the web app's
-    /// Content-Security-Policy (`form-action`, `connect-src`); `None` without POST signing.
-    pub fn upload_origin(&self) -> Option<String> {
-        let post = self.post.as_ref()?;
-        Some(crate::mcp::viewer::origin_of(&post.bucket_url))
-    }
-
-    /// A presigned POST for the browser to upload one page file as
-    /// `uploads/{user}/{file_name}` (the ingest function imports it from there), valid for
-    /// `ttl_seconds`. S3 refuses an upload whose key or `Content-Type` differs from these, or
-    /// that is empty or over `max_bytes` (at most [`MAX_UPLOAD_BYTES`]). Signing sends nothing
-    /// to S3; it asks the SDK's credentials provider chain each time (not the clients' identity
-    /// cache), which on Lambda reads the role's credentials from the environment.
-    ///
-    /// `InvalidUpload` when `file_name` is not a page file's name alone that ingest imports
-    /// (a `/`, `..`, a control character, another extension), the content type is not printable
-    /// ASCII, or `max_bytes` or `ttl_seconds` is out of range.
-    pub async fn presigned_post(
-        &self,
-        user: &UserId,
-        file_name: &str,
-        content_type: &str,
-        max_bytes: u64,
-        ttl_seconds: u64,
-    ) -> Result<PresignedPost, AssetsError> {
-        let key =
-            presigned_post::upload_key(user, file_name).map_err(AssetsError::InvalidUpload)?;
-        if !presigned_post::valid_content_type(content_type) {
-            return Err(AssetsError::InvalidUpload(
-                "the content type is not printable ASCII of 1 to 255 bytes",
-            ));
-        }
-        if !(1..=MAX_UPLOAD_BYTES).contains(&max_bytes) {
-            return Err(AssetsError::InvalidUpload(
-                "the size limit is outside 1 byte..MAX_UPLOAD_BYTES",
-            ));
-        }
-        self.sign_post(PostFields {
-            key: &key,
-            key_prefix: None,
-            redirect: None,
-            content_type,
-            max_bytes,
-            ttl_seconds,
-        })
-        .await
-    }
-
     /// Signs one POST of `fields` with the credentials of now, valid for its lifetime (1 second
     /// to 7 days); the callers check their own key, type and size first.
     async fn sign_post(&self, fields: PostFields<'_>) -> Result<PresignedPost, AssetsError> {
@@ -287,75 +239,6 @@ impl S3Assets {
         Ok((post, credentials))
     }
 
-    /// A presigned POST for one bundle upload from the web app's data screen: the exact key
-    /// `uploads/{user}/bundles/{id}.zip` (`functions::ingest::bundle_key`, which the ingest
-    /// function imports as a bundle), `Content-Type` `application/zip`, 1 byte to
-    /// [`MAX_BUNDLE_UPLOAD_BYTES`], then S3 sends the browser to `redirect`. `id` is the
-    /// caller's fresh id (letters, digits, `-`, `_`).
-    pub async fn presigned_bundle_post(
-        &self,
-        user: &UserId,
-        id: &str,
-        redirect: &str,
-        ttl_seconds: u64,
-    ) -> Result<PresignedPost, AssetsError> {
-        let key = crate::functions::ingest::bundle_key(user, id);
-        if crate::functions::ingest::parse_bundle_key(&key).is_none() {
-            return Err(AssetsError::InvalidUpload("not a bundle id"));
-        }
-        if !presigned_post::valid_content_type(redirect) {
-            return Err(AssetsError::InvalidUpload(
-                "the redirect is not printable ASCII of 1 to 255 bytes",
-            ));
-        }
-        self.sign_post(PostFields {
-            key: &key,
-            key_prefix: None,
-            redirect: Some(redirect),
-            content_type: "application/zip",
-            max_bytes: MAX_BUNDLE_UPLOAD_BYTES,
-            ttl_seconds,
-        })
-        .await
-    }
-
-    /// A presigned POST for the upload form that works without script: one file, any name,
-    /// under `uploads/{user}/` (the form's key is `uploads/{user}/${filename}`, which S3 fills
-    /// with the chosen file's name; the policy takes any key under the prefix), stored as
-    /// `application/octet-stream` (S3 checks the form's `Content-Type` field, which a page
-    /// without script cannot set per file; ingest goes by the name's extension, and by the
-    /// bytes), 1 byte to `max_bytes`, then S3 sends the browser to `redirect`. What is not a
-    /// page file is refused by the ingest function's checks, as on the script's path.
-    pub async fn presigned_form_post(
-        &self,
-        user: &UserId,
-        redirect: &str,
-        max_bytes: u64,
-        ttl_seconds: u64,
-    ) -> Result<PresignedPost, AssetsError> {
-        if !presigned_post::valid_content_type(redirect) {
-            return Err(AssetsError::InvalidUpload(
-                "the redirect is not printable ASCII of 1 to 255 bytes",
-            ));
-        }
-        if !(1..=MAX_UPLOAD_BYTES).contains(&max_bytes) {
-            return Err(AssetsError::InvalidUpload(
-                "the size limit is outside 1 byte..MAX_UPLOAD_BYTES",
-            ));
-        }
-        let prefix = format!("{UPLOAD_PREFIX}{user}/");
-        let key = format!("{prefix}{}", presigned_post::FILENAME);
-        self.sign_post(PostFields {
-            key: &key,
-            key_prefix: Some(&prefix),
-            redirect: Some(redirect),
-            content_type: presigned_post::FORM_CONTENT_TYPE,
-            max_bytes,
-            ttl_seconds,
-        })
-        .await
-    }
-
     /// Puts a page file of an import folder under `uploads/{user}/{file_name}`, for the ingest
     /// function to import (`nib import --via-upload`); returns the object key. `file_name` is a
     /// file's name alone (`2026-06-19.pdf`), as `group_dir` found it.
@@ -403,6 +286,126 @@ impl S3Assets {
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect(),
         })
+    }
+}
+
+#[async_trait]
+impl UploadSigner for S3Assets {
+    /// The origin (`scheme://host[:port]`) presigned POST uploads go to, for the web app's
+    /// Content-Security-Policy (`form-action`, `connect-src`); `None` without POST signing.
+    fn upload_origin(&self) -> Option<String> {
+        let post = self.post.as_ref()?;
+        Some(crate::mcp::viewer::origin_of(&post.bucket_url))
+    }
+
+    /// A presigned POST for the browser to upload one page file as
+    /// `uploads/{user}/{file_name}` (the ingest function imports it from there), valid for
+    /// `ttl_seconds`. S3 refuses an upload whose key or `Content-Type` differs from these, or
+    /// that is empty or over `max_bytes` (at most [`MAX_UPLOAD_BYTES`]). Signing sends nothing
+    /// to S3; it asks the SDK's credentials provider chain each time (not the clients' identity
+    /// cache), which on Lambda reads the role's credentials from the environment.
+    ///
+    /// `InvalidUpload` when `file_name` is not a page file's name alone that ingest imports
+    /// (a `/`, `..`, a control character, another extension), the content type is not printable
+    /// ASCII, or `max_bytes` or `ttl_seconds` is out of range.
+    async fn presigned_post(
+        &self,
+        user: &UserId,
+        file_name: &str,
+        content_type: &str,
+        max_bytes: u64,
+        ttl_seconds: u64,
+    ) -> Result<PresignedPost, AssetsError> {
+        let key =
+            presigned_post::upload_key(user, file_name).map_err(AssetsError::InvalidUpload)?;
+        if !presigned_post::valid_content_type(content_type) {
+            return Err(AssetsError::InvalidUpload(
+                "the content type is not printable ASCII of 1 to 255 bytes",
+            ));
+        }
+        if !(1..=MAX_UPLOAD_BYTES).contains(&max_bytes) {
+            return Err(AssetsError::InvalidUpload(
+                "the size limit is outside 1 byte..MAX_UPLOAD_BYTES",
+            ));
+        }
+        self.sign_post(PostFields {
+            key: &key,
+            key_prefix: None,
+            redirect: None,
+            content_type,
+            max_bytes,
+            ttl_seconds,
+        })
+        .await
+    }
+
+    /// A presigned POST for one bundle upload from the web app's data screen: the exact key
+    /// `uploads/{user}/bundles/{id}.zip` (`functions::ingest::bundle_key`, which the ingest
+    /// function imports as a bundle), `Content-Type` `application/zip`, 1 byte to
+    /// [`MAX_BUNDLE_UPLOAD_BYTES`], then S3 sends the browser to `redirect`. `id` is the
+    /// caller's fresh id (letters, digits, `-`, `_`).
+    async fn presigned_bundle_post(
+        &self,
+        user: &UserId,
+        id: &str,
+        redirect: &str,
+        ttl_seconds: u64,
+    ) -> Result<PresignedPost, AssetsError> {
+        let key = crate::uploads::bundle_key(user, id);
+        if crate::uploads::parse_bundle_key(&key).is_none() {
+            return Err(AssetsError::InvalidUpload("not a bundle id"));
+        }
+        if !presigned_post::valid_content_type(redirect) {
+            return Err(AssetsError::InvalidUpload(
+                "the redirect is not printable ASCII of 1 to 255 bytes",
+            ));
+        }
+        self.sign_post(PostFields {
+            key: &key,
+            key_prefix: None,
+            redirect: Some(redirect),
+            content_type: "application/zip",
+            max_bytes: MAX_BUNDLE_UPLOAD_BYTES,
+            ttl_seconds,
+        })
+        .await
+    }
+
+    /// A presigned POST for the upload form that works without script: one file, any name,
+    /// under `uploads/{user}/` (the form's key is `uploads/{user}/${filename}`, which S3 fills
+    /// with the chosen file's name; the policy takes any key under the prefix), stored as
+    /// `application/octet-stream` (S3 checks the form's `Content-Type` field, which a page
+    /// without script cannot set per file; ingest goes by the name's extension, and by the
+    /// bytes), 1 byte to `max_bytes`, then S3 sends the browser to `redirect`. What is not a
+    /// page file is refused by the ingest function's checks, as on the script's path.
+    async fn presigned_form_post(
+        &self,
+        user: &UserId,
+        redirect: &str,
+        max_bytes: u64,
+        ttl_seconds: u64,
+    ) -> Result<PresignedPost, AssetsError> {
+        if !presigned_post::valid_content_type(redirect) {
+            return Err(AssetsError::InvalidUpload(
+                "the redirect is not printable ASCII of 1 to 255 bytes",
+            ));
+        }
+        if !(1..=MAX_UPLOAD_BYTES).contains(&max_bytes) {
+            return Err(AssetsError::InvalidUpload(
+                "the size limit is outside 1 byte..MAX_UPLOAD_BYTES",
+            ));
+        }
+        let prefix = format!("{UPLOAD_PREFIX}{user}/");
+        let key = format!("{prefix}{}", presigned_post::FILENAME);
+        self.sign_post(PostFields {
+            key: &key,
+            key_prefix: Some(&prefix),
+            redirect: Some(redirect),
+            content_type: presigned_post::FORM_CONTENT_TYPE,
+            max_bytes,
+            ttl_seconds,
+        })
+        .await
     }
 }
 

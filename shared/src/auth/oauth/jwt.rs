@@ -18,7 +18,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use p256::PublicKey;
-use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
+use p256::ecdsa::{Signature, SigningKey};
 use p256::elliptic_curve::sec1::ToEncodedPoint;
 use p256::pkcs8::DecodePublicKey;
 use serde::{Deserialize, Serialize};
@@ -123,10 +123,14 @@ fn low_s(signature: Signature) -> [u8; 64] {
 }
 
 /// Checks that `signature` over `message` verifies with `public`.
+#[cfg(any(feature = "aws", test))]
 pub(crate) fn verifies(public: &PublicKey, message: &[u8], signature: &[u8; 64]) -> bool {
     use p256::ecdsa::signature::Verifier as _;
-    Signature::from_slice(signature)
-        .is_ok_and(|s| VerifyingKey::from(public).verify(message, &s).is_ok())
+    Signature::from_slice(signature).is_ok_and(|s| {
+        p256::ecdsa::VerifyingKey::from(public)
+            .verify(message, &s)
+            .is_ok()
+    })
 }
 
 /// Signs `claims` as an access token: `base64url(header).base64url(claims)`, then the signer's

@@ -166,11 +166,11 @@ pub(super) async fn import_sent(
         Ok(v) => v,
         Err(r) => return r,
     };
-    let key = crate::functions::ingest::bundle_key(&v.user, q.id.as_deref().unwrap_or_default());
-    let Some((_, id)) = crate::functions::ingest::parse_bundle_key(&key) else {
+    let key = crate::uploads::bundle_key(&v.user, q.id.as_deref().unwrap_or_default());
+    let Some((_, id)) = crate::uploads::parse_bundle_key(&key) else {
         return not_found();
     };
-    let name = crate::functions::ingest::bundle_result_name(&key);
+    let name = crate::uploads::bundle_result_name(&key);
     let found = match call(&st, &v, "upload_result", json!({ "name": name })).await {
         Ok(f) => f,
         Err(e) => return tool_failure(e, "upload_result"),
@@ -324,7 +324,7 @@ async fn screen_with(
             import_result,
             bundle_post: bundle_post(st, v).await,
             import_refresh,
-            bundle_max_mb: crate::adapters::aws::MAX_BUNDLE_UPLOAD_BYTES >> 20,
+            bundle_max_mb: crate::uploads::MAX_BUNDLE_UPLOAD_BYTES >> 20,
             trash,
             records,
             next_records: access["next_cursor"].as_str().map(str::to_owned),

@@ -29,11 +29,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Chrome, Visitor, call, changer, may_change, message, render, visitor};
-use crate::adapters::aws::presigned_post::MAX_UPLOAD_BYTES;
 use crate::domain::Date;
 use crate::http::HttpState;
 use crate::notebook::{PageFiles, SavedPage, is_page_extension};
 use crate::telemetry;
+use crate::uploads::MAX_UPLOAD_BYTES;
 
 /// How long a presigned POST may be used (a Lambda role's credentials outlive it).
 const POST_TTL_SECONDS: u64 = 900;
@@ -194,7 +194,7 @@ pub(super) async fn sent(
     };
     let since = q.since.unwrap_or(0);
     // Only a key under this visitor's own prefix is asked about.
-    let prefix = format!("{}{}/", crate::functions::ingest::UPLOAD_PREFIX, v.user);
+    let prefix = format!("{}{}/", crate::uploads::UPLOAD_PREFIX, v.user);
     let Some(raw) = q
         .key
         .as_deref()
