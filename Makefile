@@ -243,33 +243,37 @@ test: ## install tools, build, run all tests
 	$(LEAN_CHECK) || failed="$$failed lean-build"; \
 	if [[ -n "$$failed" ]]; then echo "make test: FAILED:$$failed"; exit 1; fi
 
-# `make run` builds the local `nib`: the `local` profile (Cargo.toml: our crates optimised
-# without fat LTO, the dependencies unoptimised but for the hot ones) and no AWS back end
-# (`--backend aws` needs the operator's build, `cargo build --release -p nib-cli`). It imports
-# the sample notebook once per build of nib
-# (the stamp below: a new binary may carry a new search model, so it re-embeds too) and serves.
-# A second `make run` with nothing changed only checks that the binary is fresh, then serves.
+# `make run` builds the local `nib`: the `local` profile (Cargo.toml: our library optimised
+# without fat LTO, the dependencies unoptimised but for the hot ones), no AWS back end
+# (`--backend aws` needs the operator's build, `cargo build --release -p nib-cli`), and the
+# search model read at run time from .tools/embed/model.nibm (NIB_EMBED_MODEL_LAYER, as the
+# Lambda functions read theirs from a layer), so the whole build runs beside the model's
+# derivation instead of after it. It imports the sample notebook once per build of nib or of
+# the model (the stamp below; a new model re-embeds too) and serves. A second `make run` with
+# nothing changed only checks that both are fresh, then serves.
 LOCAL_NIB := $(or $(CARGO_TARGET_DIR),target)/local/nib
-LOCAL_BUILD := $(CARGO) build --profile local -p nib-cli --no-default-features --features ocr-local
+LOCAL_BUILD := NIB_EMBED_MODEL_LAYER=$(CURDIR)/$(EMBED_MODEL) $(CARGO) build --profile local \
+	-p nib-cli --no-default-features --features ocr-local
 LOCAL_DATA := .data/local
 LOCAL_STAMP := $(LOCAL_DATA)/.sample-imported
-run: ## import the sample notebook (and its handwritten, ink-only pages), re-embed it with this build's model and serve it locally
+run: ## import the sample notebook (and its handwritten, ink-only pages), re-embed it with the current model and serve it locally
 	$(MAKE) --no-print-directory -j 4 tools-ocr embed-model prebuild-run
 	$(LOCAL_BUILD)
 	$(MAKE) --no-print-directory $(LOCAL_STAMP)
 	$(LOCAL_NIB) serve --data-dir $(LOCAL_DATA)
 
-$(LOCAL_STAMP): $(LOCAL_NIB) $(shell find tests/data/sample tests/data/ocr -type f)
+$(LOCAL_STAMP): $(LOCAL_NIB) $(EMBED_MODEL) $(shell find tests/data/sample tests/data/ocr -type f)
 	$(LOCAL_NIB) import tests/data/sample --data-dir $(LOCAL_DATA)
 	$(LOCAL_NIB) import tests/data/ocr --data-dir $(LOCAL_DATA)
 	$(LOCAL_NIB) reindex --data-dir $(LOCAL_DATA)
 	touch $@
 
-# Compile what does not need the search model while `embed-model` derives it. Without the model
-# nib-shared's build script stops (shared/build.rs) and `--keep-going` builds every crate that
-# does not depend on nib-shared: the dependencies, most of the work. Its failure is expected and
-# its output is in the log; the build that follows (the model there by then) is the real one.
-# With the model already there it is that build, done early.
+# Compile while `embed-model` derives the model. `make test`'s build compiles the model in:
+# without it nib-shared's build script stops (shared/build.rs) and `--keep-going` builds every
+# crate that does not depend on nib-shared, the dependencies, most of the work; that failure is
+# expected and its output is in the log, and the build that follows (the model there by then) is
+# the real one. `make run`'s build needs no model, so its prebuild is the whole build (its
+# errors, if any, show again in the build that follows).
 .PHONY: prebuild-test prebuild-run
 prebuild-test:
 	@mkdir -p target
@@ -278,7 +282,7 @@ prebuild-test:
 
 prebuild-run:
 	@mkdir -p target
-	@echo "prebuild: compiling the dependencies while the tools install (log: target/prebuild-run.log)"
+	@echo "prebuild: compiling nib while the tools install (log: target/prebuild-run.log)"
 	@$(LOCAL_BUILD) --keep-going >target/prebuild-run.log 2>&1 || true
 
 viewer-screenshots: ## run the page viewer's browser test and write docs/viewer-desktop.png, docs/viewer-phone.png

@@ -4,8 +4,10 @@
 //! (ignored); `NIB_EMBED_MODEL` names another file. Without it the build stops here, naming the
 //! make target, rather than with include_bytes!'s bare "file not found".
 //!
-//! `NIB_EMBED_MODEL_LAYER` (set by `make lambdas`) builds without the model inside: the binary
-//! reads it at run time from that path, where the functions' layer puts it.
+//! `NIB_EMBED_MODEL_LAYER` builds without the model inside: the binary reads it at run time from
+//! that path. `make lambdas` sets it to where the functions' layer puts the file; `make run` to
+//! `.tools/embed/model.nibm` itself, so that its build need not wait for the model's derivation
+//! (the two run side by side). The file need not exist yet then.
 
 use std::path::PathBuf;
 
@@ -20,6 +22,9 @@ fn main() {
     {
         println!("cargo:rustc-cfg=embed_layer");
         println!("cargo:rustc-env=NIB_EMBED_MODEL_LAYER_PATH={layer}");
+        // Nothing here reads the file: no `rerun-if-changed` on it either, or its arrival would
+        // compile nib-shared again.
+        return;
     }
     let path = match std::env::var_os("NIB_EMBED_MODEL") {
         Some(p) => PathBuf::from(p),

@@ -11,7 +11,9 @@
 //! The Lambda functions are built without it (`make lambdas` sets `NIB_EMBED_MODEL_LAYER`,
 //! `build.rs` turns on `cfg(embed_layer)`): there the same file comes in a Lambda layer and is
 //! read once from `/opt/nib/embed.nibm` (or `NIB_EMBED_MODEL_FILE`) on first use, which keeps
-//! each function's own zip small (ARCHITECTURE.md, "Search by meaning").
+//! each function's own zip small (ARCHITECTURE.md, "Search by meaning"). `make run`'s `nib` is
+//! built the same way over `.tools/embed/model.nibm`, so that it compiles while the model is
+//! derived.
 //!
 //! Pure: no I/O beyond the model's bytes. Vectors leave this module only to be sealed
 //! (`notebook::vectors`); they are never logged.
@@ -58,8 +60,11 @@ pub const CHUNK_LINES: usize = 3;
 pub enum ModelError {
     #[error("the embedding model file is damaged: {0}")]
     Damaged(&'static str),
-    /// A function's layer without the model (built with `cfg(embed_layer)`).
-    #[error("the embedding model file cannot be read (is the function's model layer attached?)")]
+    /// A build that reads the model at run time (`cfg(embed_layer)`) without the file.
+    #[error(
+        "the embedding model file cannot be read (a function: is its model layer attached? \
+         make run's nib: is .tools/embed/model.nibm there? `make embed-model` makes it)"
+    )]
     Missing,
 }
 
