@@ -7,6 +7,8 @@
 //! [`MAX_TRANSACTION_ITEMS`] writes, an atomic counter, and range queries returning pages with
 //! an opaque cursor. There is no scan.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -307,6 +309,16 @@ pub trait Store: Send + Sync {
     /// A single conditional put.
     async fn put(&self, item: Item, cond: Cond) -> Result<(), StoreError> {
         self.transact(vec![Write::put(item, cond)]).await
+    }
+
+    /// A counter the store adds one to after each committed write (a put, delete or add in a
+    /// transaction, an increment) of an item whose `pk` starts with `prefix`, so that a process
+    /// may keep such items in memory for as long as the counter stands still (`auth::tokens`).
+    /// `None`, the default, where other processes write the same table (DynamoDB): no copy in
+    /// memory could be trusted there.
+    fn write_counter(&self, prefix: &'static str) -> Option<Arc<AtomicU64>> {
+        let _ = prefix;
+        None
     }
 }
 

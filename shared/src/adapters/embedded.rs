@@ -48,7 +48,8 @@
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -129,6 +130,8 @@ pub struct EmbeddedStore {
 
 struct Shared {
     db: Arc<Database>,
+    /// The counters of `Store::write_counter`, by key prefix; few, registered at start.
+    watched: Mutex<Vec<(&'static str, Arc<AtomicU64>)>>,
     /// Where writes queue for the writer thread. Taken on drop to stop the thread.
     jobs: Option<mpsc::Sender<Job>>,
     writer: Option<JoinHandle<()>>,
@@ -215,6 +218,7 @@ impl EmbeddedStore {
         Ok(EmbeddedStore {
             shared: Arc::new(Shared {
                 db,
+                watched: Mutex::new(Vec::new()),
                 jobs: Some(jobs),
                 writer: Some(writer),
             }),
@@ -267,6 +271,33 @@ impl EmbeddedStore {
     }
 
     /// Queues a write for the writer thread and waits for its commit.
+    /// The write counters watching any of `pks` (`Store::write_counter`).
+    fn watching<'a>(&self, pks: impl IntoIterator<Item = &'a str>) -> Vec<Arc<AtomicU64>> {
+        let watched = self
+            .shared
+            .watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if watched.is_empty() {
+            return Vec::new();
+        }
+        let pks: Vec<&str> = pks.into_iter().collect();
+        watched
+            .iter()
+            .filter(|(prefix, _)| pks.iter().any(|pk| pk.starts_with(prefix)))
+            .map(|(_, counter)| counter.clone())
+            .collect()
+    }
+
+    /// Adds one to each counter once the write it counts has committed (or failed: a count
+    /// too many only empties a cache), so a reader that sees the old count read the store
+    /// before the write could be seen, and will not trust what it kept.
+    fn counted(counters: Vec<Arc<AtomicU64>>) {
+        for counter in counters {
+            counter.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
     async fn write<T>(
         &self,
         job: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Job,
@@ -1116,8 +1147,12 @@ impl Store for EmbeddedStore {
             return Ok(());
         }
         let now = self.clock.unix();
-        self.write(|reply| Job::Transact { writes, now, reply })
-            .await
+        let counters = self.watching(writes.iter().map(|w| w.key().0));
+        let done = self
+            .write(|reply| Job::Transact { writes, now, reply })
+            .await;
+        Self::counted(counters);
+        done
     }
 
     async fn increment(
@@ -1128,17 +1163,37 @@ impl Store for EmbeddedStore {
         expires_at: i64,
     ) -> Result<u64, StoreError> {
         crate::ports::validate_key(pk, sk)?;
+        let counters = self.watching([pk]);
         let (pk, sk) = (pk.to_owned(), sk.to_owned());
         let now = self.clock.unix();
-        self.write(|reply| Job::Increment {
-            pk,
-            sk,
-            by,
-            expires_at,
-            now,
-            reply,
-        })
-        .await
+        let done = self
+            .write(|reply| Job::Increment {
+                pk,
+                sk,
+                by,
+                expires_at,
+                now,
+                reply,
+            })
+            .await;
+        Self::counted(counters);
+        done
+    }
+
+    /// This process is the store's only writer (the file is locked), so every write passes
+    /// here and is counted.
+    fn write_counter(&self, prefix: &'static str) -> Option<Arc<AtomicU64>> {
+        let mut watched = self
+            .shared
+            .watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((_, counter)) = watched.iter().find(|(p, _)| *p == prefix) {
+            return Some(counter.clone());
+        }
+        let counter = Arc::new(AtomicU64::new(0));
+        watched.push((prefix, counter.clone()));
+        Some(counter)
     }
 }
 
