@@ -25,7 +25,7 @@ use zeroize::Zeroizing;
 
 use crate::account::Accounts;
 #[cfg(feature = "aws")]
-use crate::adapters::aws::{AwsClients, CallCounter, S3Assets};
+use crate::adapters::aws::{AwsClients, CallCounter};
 use crate::adapters::embedded::EmbeddedStore;
 use crate::adapters::local_assets::LocalAssets;
 use crate::adapters::local_keys::LocalKeys;
@@ -626,22 +626,15 @@ impl Services {
         self.settings.aws_config().map(AwsConfig::asset_origin)
     }
 
-    /// The bucket, for signing the web app's presigned POST uploads
-    /// ([`S3Assets::presigned_post`], [`S3Assets::upload_origin`]); AWS back end only. Any role
-    /// on AWS has it, the mcp front (which serves `/app`) included; only the roles whose IAM
-    /// policy grants `s3:PutObject` on `uploads/*` (mcp) sign uploads S3 accepts.
-    #[cfg(feature = "aws")]
-    pub fn upload_signer(&self) -> Option<S3Assets> {
-        let (config, clients) = (self.settings.aws_config()?, self.aws.as_ref()?);
-        Some(clients.assets(config))
-    }
-
-    /// [`Services::upload_signer`] as the web app's port; `None` locally, where the server
-    /// imports uploads itself.
-    pub fn upload_port(&self) -> Option<Arc<dyn crate::ports::UploadSigner>> {
+    /// The bucket, for signing the web app's presigned POST uploads (`S3Assets`, the
+    /// [`crate::ports::UploadSigner`] port); AWS back end only: `None` locally, where the server
+    /// imports uploads itself. Any role on AWS has it, the mcp front (which serves `/app`)
+    /// included; only the roles whose IAM policy grants `s3:PutObject` on `uploads/*` (mcp)
+    /// sign uploads S3 accepts.
+    pub fn upload_signer(&self) -> Option<Arc<dyn crate::ports::UploadSigner>> {
         #[cfg(feature = "aws")]
-        if let Some(signer) = self.upload_signer() {
-            return Some(Arc::new(signer));
+        if let (Some(config), Some(clients)) = (self.settings.aws_config(), &self.aws) {
+            return Some(Arc::new(clients.assets(config)));
         }
         None
     }
@@ -738,7 +731,7 @@ impl Services {
             dispatch: Some(dispatch),
             web_sessions: self.web_sessions(),
             notebook: Some(self.notebook().clone()),
-            upload_signer: self.upload_port(),
+            upload_signer: self.upload_signer(),
         });
         crate::http::router(state)
     }

@@ -271,20 +271,17 @@ impl EmbeddedStore {
     }
 
     /// Queues a write for the writer thread and waits for its commit.
-    /// The write counters watching any of `pks` (`Store::write_counter`).
-    fn watching<'a>(&self, pks: impl IntoIterator<Item = &'a str>) -> Vec<Arc<AtomicU64>> {
+    /// The write counters whose prefix `touches` says a write is under
+    /// (`Store::write_counter`). Nothing is allocated for a write no counter watches.
+    fn watching(&self, touches: impl Fn(&str) -> bool) -> Vec<Arc<AtomicU64>> {
         let watched = self
             .shared
             .watched
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if watched.is_empty() {
-            return Vec::new();
-        }
-        let pks: Vec<&str> = pks.into_iter().collect();
         watched
             .iter()
-            .filter(|(prefix, _)| pks.iter().any(|pk| pk.starts_with(prefix)))
+            .filter(|(prefix, _)| touches(prefix))
             .map(|(_, counter)| counter.clone())
             .collect()
     }
@@ -1147,7 +1144,7 @@ impl Store for EmbeddedStore {
             return Ok(());
         }
         let now = self.clock.unix();
-        let counters = self.watching(writes.iter().map(|w| w.key().0));
+        let counters = self.watching(|prefix| writes.iter().any(|w| w.key().0.starts_with(prefix)));
         let done = self
             .write(|reply| Job::Transact { writes, now, reply })
             .await;
@@ -1163,7 +1160,7 @@ impl Store for EmbeddedStore {
         expires_at: i64,
     ) -> Result<u64, StoreError> {
         crate::ports::validate_key(pk, sk)?;
-        let counters = self.watching([pk]);
+        let counters = self.watching(|prefix| pk.starts_with(prefix));
         let (pk, sk) = (pk.to_owned(), sk.to_owned());
         let now = self.clock.unix();
         let done = self

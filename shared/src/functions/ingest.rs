@@ -42,9 +42,8 @@ use crate::notebook::{
     BundleError, BundleImport, ImportFailure, Notebook, NotebookError, PAGE_EXTENSIONS, PageFiles,
     SavedPage, UploadResult, read_page_with,
 };
-pub use crate::uploads::{
-    BUNDLE_FOLDER, UPLOAD_PREFIX, bundle_key, bundle_result_name, decode_event_key,
-    parse_bundle_key, parse_upload_key,
+use crate::uploads::{
+    UPLOAD_PREFIX, bundle_result_name, decode_event_key, parse_bundle_key, parse_upload_key,
 };
 
 /// Why an object could not be imported now (Lambda retries the event). The messages name the

@@ -279,7 +279,7 @@ fn http_state(
         .clone()
         .ok_or(ConfigError::Missing("NIB_PUBLIC_URL"))?;
     // The front signs the web app's uploads; the oauth function serves no app.
-    let upload_signer = front.as_ref().and_then(|_| services.upload_port());
+    let upload_signer = front.as_ref().and_then(|_| services.upload_signer());
     let (mcp, dispatch) = front.unzip();
     Ok(Arc::new(HttpState {
         notebook: None,

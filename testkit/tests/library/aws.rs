@@ -474,7 +474,7 @@ fn upload_form(fields: &[(String, String)], file_type: &str, file: &[u8]) -> (St
 }
 
 /// Posts `post`'s form with the file, as the browser does; the status and the body.
-async fn post_upload(post: &nib::adapters::aws::PresignedPost, file: &[u8]) -> (u16, String) {
+async fn post_upload(post: &nib::ports::PresignedPost, file: &[u8]) -> (u16, String) {
     let (content_type, body) = upload_form(&post.fields, "application/octet-stream", file);
     let r = reqwest::Client::new()
         .post(&post.url)
@@ -498,10 +498,10 @@ async fn post_upload(post: &nib::adapters::aws::PresignedPost, file: &[u8]) -> (
 /// documented example).
 #[tokio::test]
 async fn a_presigned_post_uploads_at_its_key_with_its_type_and_ingest_imports_it() {
-    use nib::adapters::aws::MAX_UPLOAD_BYTES;
     use nib::config::OcrChoice;
-    use nib::functions::ingest::{Tally, parse_upload_key};
+    use nib::functions::ingest::Tally;
     use nib::services::{Role, Services, Settings};
+    use nib::uploads::{MAX_UPLOAD_BYTES, parse_upload_key};
 
     let emulator = emulator().await;
     let (key_arn, pem) = emulator.create_signing_key().await.unwrap();
@@ -587,8 +587,8 @@ async fn a_presigned_post_uploads_at_its_key_with_its_type_and_ingest_imports_it
 /// size limit or lifetime out of range are refused before anything is signed or sent.
 #[tokio::test]
 async fn a_presigned_post_is_refused_for_what_ingest_would_not_import() {
-    use nib::adapters::aws::MAX_UPLOAD_BYTES;
     use nib::ports::AssetsError;
+    use nib::uploads::MAX_UPLOAD_BYTES;
 
     let (config, clients) = fresh().await;
     let assets = clients.assets(&config);

@@ -53,7 +53,6 @@ pub use calls::{CallCounter, CallCounts};
 pub use dynamo::DynamoStore;
 pub use kms::KmsKeys;
 pub use lambda::{ClassFunctions, LambdaDispatch};
-pub use presigned_post::{MAX_BUNDLE_UPLOAD_BYTES, MAX_UPLOAD_BYTES, PresignedPost};
 pub use s3::S3Assets;
 #[cfg(feature = "textract")]
 pub use textract::TextractOcr;

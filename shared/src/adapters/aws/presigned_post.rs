@@ -27,7 +27,7 @@ use time::OffsetDateTime;
 use zeroize::Zeroizing;
 
 use crate::domain::UserId;
-pub use crate::uploads::{MAX_BUNDLE_UPLOAD_BYTES, MAX_UPLOAD_BYTES};
+use crate::ports::PresignedPost;
 use crate::uploads::{UPLOAD_PREFIX, parse_upload_key};
 
 /// The longest file name an upload may have, in bytes (a file system's usual limit; S3 keys
@@ -45,8 +45,6 @@ pub const FILENAME: &str = "${filename}";
 /// The `Content-Type` of the form without script: one for every file, since S3 checks the
 /// form's field (not the file part's type) and a page without script cannot set it per file.
 pub const FORM_CONTENT_TYPE: &str = "application/octet-stream";
-
-pub use crate::ports::PresignedPost;
 
 /// The credentials a policy is signed with. `Debug` shows the access key id only.
 #[derive(Clone)]
@@ -280,6 +278,7 @@ pub fn presign_post(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::uploads::MAX_UPLOAD_BYTES;
     use time::macros::datetime;
 
     const EXAMPLE_SECRET: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";

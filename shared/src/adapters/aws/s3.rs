@@ -37,13 +37,10 @@ use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{MetadataDirective, TaggingDirective};
 
-use super::presigned_post::{
-    self, MAX_BUNDLE_UPLOAD_BYTES, MAX_POST_TTL_SECONDS, MAX_UPLOAD_BYTES, PostCredentials,
-    PostUpload, PresignedPost,
-};
+use super::presigned_post::{self, MAX_POST_TTL_SECONDS, PostCredentials, PostUpload};
 use crate::domain::{PageId, UserId};
-use crate::ports::{AssetKind, Assets, AssetsError, UploadSigner};
-use crate::uploads::UPLOAD_PREFIX;
+use crate::ports::{AssetKind, Assets, AssetsError, PresignedPost, UploadSigner};
+use crate::uploads::{MAX_BUNDLE_UPLOAD_BYTES, MAX_UPLOAD_BYTES, UPLOAD_PREFIX};
 
 /// The S3 bucket of page images.
 #[derive(Debug, Clone)]
