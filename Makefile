@@ -216,10 +216,11 @@ tools-browser: ## install Debian's chromium and chromium-driver when missing
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	fi
 
-# `make run`'s nib has no AWS back end (LOCAL_BUILD below); the workspace build has it, so this
-# compiles the other configuration too (type checks only: ~80 s from nothing, less after the
-# build), lest it break unseen. `make lint` runs clippy on it.
-LEAN_CHECK := $(CARGO) check -p nib-shared -p nib-cli --no-default-features --features nib-cli/ocr-local
+# `make run`'s nib has no AWS back end (LOCAL_BUILD below); the workspace build has it, so
+# `make test` type-checks that configuration too (60 s after the build), lest it break unseen,
+# and `make lint` runs clippy on it.
+LEAN := -p nib-shared -p nib-cli --no-default-features --features nib-cli/ocr-local
+LEAN_CHECK := $(CARGO) check $(LEAN)
 
 # The tools install side by side (-j), and the Rust dependencies compile meanwhile
 # (prebuild-test): the search model's derivation takes minutes on a clean clone and is mostly one
@@ -297,8 +298,7 @@ app-screenshots: tools-node tools-ocr ## run the web app's local browser tests a
 lint: ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy -p nib-shared -p nib-cli --no-default-features --features nib-cli/ocr-local \
-		--all-targets -- -D warnings
+	$(CARGO) clippy $(LEAN) --all-targets -- -D warnings
 
 # ---- Benchmarks ---------------------------------------------------------------------------
 # `make bench` runs them all and writes BENCHMARKS.md, a row of bench/history.csv and
