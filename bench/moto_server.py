@@ -18,14 +18,21 @@ moto 5 costs the square of a notebook's size to fill, and a query costs the whol
   then sorts, tests and pages them as before, so answers are unchanged.
 
 Everything else is moto's own code.
+
+With NIB_MOTO_TIMING=1 every request's time in moto and its response's size are written to
+stderr, one line each (`moto-timing <X-Amz-Target or method> <ms> <bytes>`), to tell where a
+cold search's time goes (BENCHMARKS.md, "Footprint, ninth pass").
 """
 
 import copy
+import os
 import sys
 import threading
+import time
 
 from moto.dynamodb import models
 from moto.dynamodb.models import table as tables
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import main
 
 
@@ -127,6 +134,21 @@ def query(self, hash_key, range_comparison, range_objs, *args, **kwargs):
         _QUERYING.items = None
 
 
+_moto_call = DomainDispatcherApplication.__call__
+
+
+def timed_call(self, environ, start_response):
+    """moto's WSGI application, its time and response size written to stderr."""
+    started = time.perf_counter()
+    body = b"".join(_moto_call(self, environ, start_response))
+    what = environ.get("HTTP_X_AMZ_TARGET") or f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO', '')[:40]}"
+    print(f"moto-timing {what} {(time.perf_counter() - started) * 1000:.1f} {len(body)}",
+          file=sys.stderr, flush=True)
+    return [body]
+
+
+if os.environ.get("NIB_MOTO_TIMING") == "1":
+    DomainDispatcherApplication.__call__ = timed_call
 models.copy = _TablesNotCopied()
 models.DynamoDBBackend.transact_write_items = transact_write_items
 tables.Table.all_items = all_items
