@@ -20,7 +20,7 @@ moto 5 costs the square of a notebook's size to fill, and a query costs the whol
 Everything else is moto's own code.
 
 With NIB_MOTO_TIMING=1 every request's time in moto and its response's size are written to
-stderr, one line each (`moto-timing <X-Amz-Target or method> <ms> <bytes>`), to tell where a
+stderr, one line each (`moto-timing <X-Amz-Target, else the HTTP method> <ms> <bytes>`), to tell where a
 cold search's time goes (BENCHMARKS.md, "Footprint, ninth pass").
 """
 
@@ -141,7 +141,7 @@ def timed_call(self, environ, start_response):
     """moto's WSGI application, its time and response size written to stderr."""
     started = time.perf_counter()
     body = b"".join(_moto_call(self, environ, start_response))
-    what = environ.get("HTTP_X_AMZ_TARGET") or f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO', '')[:40]}"
+    what = environ.get("HTTP_X_AMZ_TARGET") or environ.get("REQUEST_METHOD")
     print(f"moto-timing {what} {(time.perf_counter() - started) * 1000:.1f} {len(body)}",
           file=sys.stderr, flush=True)
     return [body]
