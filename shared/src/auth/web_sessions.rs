@@ -265,19 +265,21 @@ mod tests {
     use super::*;
     use crate::adapters::embedded::EmbeddedStore;
 
-    /// A clock the test moves (the store's own expiry is judged by the system clock).
-    struct Moved(AtomicI64);
+    /// A clock the test moves, from the moment it was made (the store's own expiry is judged
+    /// by the system clock, so it starts from now). It stands still unless moved: when it ran
+    /// on with the system clock, a second boundary crossed between the create and the check
+    /// turned the 299 s the test moved into 300, a refresh, about once in a hundred runs.
+    struct Moved(std::time::SystemTime, AtomicI64);
 
     impl Clock for Moved {
         fn now(&self) -> std::time::SystemTime {
-            std::time::SystemTime::now()
-                + std::time::Duration::from_secs(self.0.load(Ordering::SeqCst) as u64)
+            self.0 + std::time::Duration::from_secs(self.1.load(Ordering::SeqCst) as u64)
         }
     }
 
     fn sessions(dir: &std::path::Path) -> (WebSessions, Arc<Moved>, Arc<dyn Store>) {
         let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&dir.join("s.redb")).unwrap());
-        let clock = Arc::new(Moved(AtomicI64::new(0)));
+        let clock = Arc::new(Moved(std::time::SystemTime::now(), AtomicI64::new(0)));
         (WebSessions::new(store.clone(), clock.clone()), clock, store)
     }
 
@@ -297,17 +299,17 @@ mod tests {
         let raw = format!("{:?}", stored[0]);
         assert!(!raw.contains(new.id.as_str()), "the id is never stored");
         // A view within the refresh interval writes nothing.
-        clock.0.store(REFRESH_AFTER_SECS - 1, Ordering::SeqCst);
+        clock.1.store(REFRESH_AFTER_SECS - 1, Ordering::SeqCst);
         let seen = s.check(&new.id).await.unwrap().unwrap();
         assert_eq!(seen.expires_at, new.session.expires_at);
         // Used every 7 hours, it lives on until the cap.
         let mut at = 0;
         while at + 7 * 3600 < ABSOLUTE_SECS {
             at += 7 * 3600;
-            clock.0.store(at, Ordering::SeqCst);
+            clock.1.store(at, Ordering::SeqCst);
             assert!(s.check(&new.id).await.unwrap().is_some(), "at {at}");
         }
-        clock.0.store(ABSOLUTE_SECS, Ordering::SeqCst);
+        clock.1.store(ABSOLUTE_SECS, Ordering::SeqCst);
         assert_eq!(s.check(&new.id).await.unwrap(), None, "the absolute cap");
     }
 
