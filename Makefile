@@ -386,6 +386,13 @@ ocr-pages: tools-python ## OCR evaluation set: 200 pages + a 10-page PDF with tr
 	$(VENV)/bin/python tests/ocr/generate.py --out $(OCR_EVAL_DIR) --seed $(OCR_SEED) \
 		--count $(OCR_PAGES) --pdf-pages $(OCR_PDF_PAGES)
 
+# Real handwriting (not fonts): pages built from fetched public sources, see tests/ocr/real/README.md.
+.PHONY: ocr-real
+ocr-real: tools-python ## real-handwriting OCR set: flat pages in .data/ocr-real, phone photos in .data/ocr-real-photo
+	rm -rf .data/ocr-real .data/ocr-real-photo
+	$(VENV)/bin/python tests/ocr/real/build.py --out .data/ocr-real --seed 46 && \
+		$(VENV)/bin/python tests/ocr/real/build.py --out .data/ocr-real-photo --seed 46 --photo
+
 # OCR speed and memory: the local engine over the committed handwritten pages (pages/s with one
 # worker per core, peak RSS), with their scores; BENCHMARKS.md "OCR" has the figures.
 .PHONY: bench-ocr
