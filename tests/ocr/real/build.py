@@ -68,6 +68,56 @@ SOURCES = {
         "what": "data/styles.pkl: 8 IAM-OnDB text lines (pen strokes + transcript), one per writer",
         "licence": "repository MIT; the strokes are IAM-OnDB (non-commercial research use only)",
     },
+    # Labels only (no images): IAM ascii/lines.txt (all 13353 lines: id, binarisation grey level,
+    # bbox, transcript) and forms_for_parsing.txt (form -> writer id).
+    "iam-lines-txt": {
+        "fetch": "github:Tyrian0/IAM_a_reader",
+        "dir": "Tyrian0+IAM_a_reader",
+        "what": "data/lines.txt: the IAM lines.txt label file (transcripts of every IAM line)",
+        "licence": "repository has no licence file; the labels are IAM (non-commercial research use only)",
+    },
+    "iam-forms-txt": {
+        "fetch": "github:sakshi101-tannirwar/Handwritting_Classifier-",
+        "dir": "sakshi101-tannirwar+Handwritting_Classifier-",
+        "what": "forms_for_parsing.txt: IAM form id -> writer id",
+        "licence": "repository has no licence file; the table is IAM (non-commercial research use only)",
+    },
+    # Paper scans: IAM line images bundled as demo/test inputs, labelled through lines.txt.
+    "tuandoan": {
+        "fetch": "github:tuandoan998/Handwritten-Text-Recognition",
+        "dir": "tuandoan998+Handwritten-Text-Recognition",
+        "what": "Demo/images + Resource/test_img: 9 IAM line images (8 lines, 8 writers)",
+        "licence": "repository has no licence file; the images are IAM (non-commercial research use only)",
+    },
+}
+
+# IAM line images of `tuandoan`: path -> IAM line id. Named files carry their id; the unnamed ones
+# were identified by their size, which equals the line's bbox w x h in lines.txt, and checked by eye
+# against the transcript (1661x89 also fits k07-077-00; the ink reads "A MOVE to stop ...").
+TUANDOAN_LINES = {
+    "Resource/test_img/1.png": "a01-000u-00",
+    "Resource/test_img/2.png": "a01-003x-05",
+    "Resource/test_img/4.png": "c02-000-00",
+    "Resource/test_img/3.png": "c02-000-03",
+    "Demo/images/a02-004-01.png": "a02-004-01",
+    "Demo/images/a02-012-00.png": "a02-012-00",
+    "Demo/images/a03-009-00.png": "a03-009-00",
+    "Demo/images/b02-035-00.png": "b02-035-00",
+    "Demo/images/c01-009-00.png": "c01-009-00",
+}
+
+# Style of each IAM writer, by looking at their lines (rule: `print` = letters mostly separate and
+# upright; `cursive` = most letters of a word joined, usually slanted and fast; `mixed` = words
+# partly joined, partly printed).
+IAM_STYLE = {
+    "000": "print",    # a01-000u: block capitals + separate lower case
+    "003": "mixed",    # a01-003x: upright, some joins
+    "022": "print",    # a02-004: separate letters, light slant
+    "024": "cursive",  # a02-012: joined, round
+    "041": "cursive",  # a03-009: fast, strongly slanted, joined
+    "095": "cursive",  # b02-035: joined, slanted
+    "135": "print",    # c01-009: neat print, large
+    "137": "mixed",    # c02-000: joined words next to printed ones
 }
 
 
@@ -206,6 +256,112 @@ def load_grzego(mirror: Path) -> list[Writer]:
             )
         )
     return writers
+
+
+# ---- Paper scans (IAM line images) ----------------------------------------------------------
+
+
+def iam_labels(mirror: Path) -> tuple[dict, dict]:
+    """lines.txt -> {line id: (grey level, text)}; forms_for_parsing.txt -> {form id: writer}."""
+    lines = {}
+    for raw in cached(mirror, "iam-lines-txt", "data/lines.txt").read_text(encoding="utf-8", errors="replace").splitlines():
+        if raw.startswith("#") or not raw.strip():
+            continue
+        p = raw.split(" ")
+        if len(p) < 9 or not p[2].isdigit():
+            continue
+        text = " ".join(p[8:]).replace("|", " ").replace("&quot;", '"')
+        lines[p[0]] = (int(p[2]), " ".join(text.split()))
+    forms = {}
+    for raw in cached(mirror, "iam-forms-txt", "forms_for_parsing.txt").read_text().splitlines():
+        p = raw.split()
+        if len(p) >= 2:
+            forms[p[0]] = p[1]
+    return lines, forms
+
+
+def ink_columns_split(a: np.ndarray, n_words: int) -> list[tuple[int, int]] | None:
+    """Splits a line (bool ink mask, rows x cols) into n_words column spans at the widest gaps."""
+    cols = np.flatnonzero(a.sum(axis=0) > 0)
+    if len(cols) == 0:
+        return None
+    runs, start, prev = [], cols[0], cols[0]
+    for c in cols[1:]:
+        if c > prev + 1:
+            runs.append((start, prev))
+            start = c
+        prev = c
+    runs.append((start, prev))
+    if len(runs) < n_words:
+        return None
+    gaps = sorted(((runs[i + 1][0] - runs[i][1], i) for i in range(len(runs) - 1)), reverse=True)
+    cuts = sorted(i for _, i in gaps[: n_words - 1])
+    spans, first = [], 0
+    for c in cuts + [len(runs) - 1]:
+        spans.append((runs[first][0], runs[c][1]))
+        first = c + 1
+    return spans
+
+
+def scan_line_words(img: Image.Image, grey: int, text: str, item: str) -> list[tuple] | None:
+    """An IAM line image -> word specs ("image", word ink, word, raw x-height, id).
+
+    The paper is lightened to white: pixels brighter than the form's binarisation grey level
+    (lines.txt) fade to 255, darker ones keep their tone (stretched so the darkest ink is ~0)."""
+    a = np.asarray(img.convert("L"), dtype=np.float32)
+    hi = min(float(grey) + 20.0, 240.0)
+    lo = float(np.percentile(a[a < grey], 5)) if (a < grey).any() else 0.0
+    light = np.clip((a - lo) / max(hi - lo, 1.0), 0, 1) * 255.0
+    ink = a < grey
+    # drop specks: columns/rows with a single ink pixel do not count
+    rows = np.flatnonzero(ink.sum(axis=1) > 1)
+    if len(rows) == 0:
+        return None
+    r0, r1 = rows[0], rows[-1] + 1
+    ink, light = ink[r0:r1], light[r0:r1]
+    words = text.split()
+    spans = ink_columns_split(ink, len(words))
+    if spans is None:
+        return None
+    prof = ink.sum(axis=1).astype(np.float64)
+    band = prof >= 0.4 * prof.max()
+    # x-height: the longest run of dense rows (the body of the lower-case letters)
+    best, cur = 0, 0
+    for b in band:
+        cur = cur + 1 if b else 0
+        best = max(best, cur)
+    xh_raw = float(max(best, 8))
+    out = []
+    for (c0, c1), w in zip(spans, words):
+        crop = light[:, max(0, c0 - 2) : c1 + 3]
+        out.append(("image", Image.fromarray(crop.astype(np.uint8), "L"), w, xh_raw, item))
+    return out
+
+
+def load_tuandoan(mirror: Path) -> list[Writer]:
+    lines, forms = iam_labels(mirror)
+    by_writer: dict[str, list] = {}
+    for path, lid in sorted(TUANDOAN_LINES.items(), key=lambda kv: kv[1]):
+        if excluded_id(lid) or lid not in lines:
+            continue
+        form = "-".join(lid.split("-")[:2])
+        wid = forms.get(form)
+        if wid is None:
+            continue
+        grey, text = lines[lid]
+        img = Image.open(cached(mirror, "tuandoan", path))
+        specs = scan_line_words(img, grey, text, lid)
+        if specs:
+            by_writer.setdefault(wid, []).append(specs)
+    return [
+        Writer(
+            wid=f"iam-{wid}",
+            style=IAM_STYLE.get(wid, "mixed"),
+            source="github:tuandoan998/Handwritten-Text-Recognition (IAM lines %s)" % ", ".join(s[0][4] for s in ls),
+            lines=ls,
+        )
+        for wid, ls in sorted(by_writer.items())
+    ]
 
 
 # ---- Page drawing ----------------------------------------------------------------------------
@@ -457,11 +613,12 @@ def main(argv=None) -> int:
 
     writers: list[Writer] = []
     missing = []
-    for key, loader in (("grzego", load_grzego),):
-        if available(args.mirror, key):
+    for key, loader in (("grzego", load_grzego), ("tuandoan", load_tuandoan)):
+        needs = [key] + (["iam-lines-txt", "iam-forms-txt"] if key != "grzego" else [])
+        if all(available(args.mirror, k) for k in needs):
             writers += loader(args.mirror)
         else:
-            missing.append(SOURCES[key]["fetch"])
+            missing += [SOURCES[k]["fetch"] for k in needs if not available(args.mirror, k)]
     if missing:
         print("build.py: sources not found under %s; fetch them first (the `fetch` tool):\n  %s"
               % (args.mirror, "\n  ".join(missing)), file=sys.stderr)
