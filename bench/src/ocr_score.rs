@@ -61,11 +61,24 @@ pub struct TruthPage {
     pub date: String,
     pub width: u32,
     pub height: u32,
-    /// `package/face file`, e.g. `fonts-breip/Breip.ttf`.
+    /// `package/face file`, e.g. `fonts-breip/Breip.ttf` (generated pages; empty for real
+    /// handwriting).
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub font: String,
     /// Counter-clockwise, in degrees.
+    #[serde(default)]
     pub rotation_deg: f64,
+    /// Real handwriting (`tests/ocr/real/`): `print`, `cursive`, `mixed` or `tablet`.
+    #[serde(default)]
+    pub style: Option<String>,
+    /// Real handwriting: who wrote the page.
+    #[serde(default)]
+    pub writer: Option<String>,
     pub lines: Vec<TruthLine>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A truth file: one page (`STEM.png` or a single-page `STEM.pdf`), or every page of a
@@ -406,6 +419,8 @@ mod tests {
             height: 1872,
             font: "fonts-breip/Breip.ttf".to_owned(),
             rotation_deg: 1.5,
+            style: None,
+            writer: None,
             lines,
         }
     }

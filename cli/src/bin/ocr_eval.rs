@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
         .find(|a| !a.starts_with("--"))
         .map(PathBuf::from)
     else {
-        bail!("usage: nib-ocr-eval DIR [--show] [--workers N]");
+        bail!("usage: nib-ocr-eval DIR [--show] [--workers N] [--greedy] [--cache DIR]");
     };
     let show = args.iter().any(|a| a == "--show");
     // `--cache DIR`: the engine's segments per page, kept for re-scoring the layout alone.
@@ -107,7 +107,9 @@ fn main() -> anyhow::Result<()> {
             jobs.push((format!("{}#{}", file.stem, i + 1), page, ink));
         }
     }
-    let engine = Arc::new(PaddleOcr::open(&default_dir(), workers)?);
+    // `--greedy`: without the word list, as the engine decoded before it.
+    let lexicon = !args.iter().any(|a| a == "--greedy");
+    let engine = Arc::new(PaddleOcr::open_with(&default_dir(), workers, lexicon)?);
     eprintln!(
         "{} pages, {workers} workers, engine {}",
         jobs.len(),
@@ -176,7 +178,7 @@ fn main() -> anyhow::Result<()> {
             score.tasks_truth,
             score.status_right,
             score.tasks_matched,
-            truth.font
+            truth.style.as_deref().unwrap_or(&truth.font)
         );
         if show {
             println!(
@@ -185,6 +187,26 @@ fn main() -> anyhow::Result<()> {
             );
         }
         scores.push(score);
+    }
+    // Real handwriting: the scores per style of writing too.
+    let mut styles: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r.2.style.as_deref())
+        .collect();
+    styles.sort_unstable();
+    styles.dedup();
+    for style in styles {
+        let of: Vec<PageScore> = results
+            .iter()
+            .zip(&scores)
+            .filter(|(r, _)| r.2.style.as_deref() == Some(style))
+            .map(|(_, s)| s.clone())
+            .collect();
+        let s = summarize(&of);
+        println!(
+            "style {style}\tpages {}\tmedian CER {:.4}\tmean CER {:.4}\ttask F1 {:.3}\tstatus {:.3}",
+            s.pages, s.median_cer, s.mean_cer, s.task_f1, s.status_accuracy
+        );
     }
     let summary = summarize(&scores);
     println!(

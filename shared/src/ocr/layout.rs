@@ -769,16 +769,21 @@ fn is_box_glyph(c: char) -> bool {
     )
 }
 
-/// A bullet mark an engine read at the start of a line.
+/// A bullet mark an engine read at the start of a line: a dash or a dot of its own, or a
+/// bullet dot read as a full stop, a comma or an underscore (those only with a space after
+/// them, so ".5 kg" stays).
 fn strip_bullet_mark(text: &str) -> Option<&str> {
     let t = text.trim_start();
     let mut chars = t.chars();
     let first = chars.next()?;
+    let after = chars.as_str();
+    let spaced = after.starts_with(char::is_whitespace);
     if matches!(
         first,
         '-' | '•' | '·' | '*' | '–' | '—' | '+' | '◦' | '●' | '∙' | '・' | '‧'
-    ) {
-        let rest = chars.as_str().trim_start();
+    ) || (matches!(first, '.' | ',' | '_' | '`' | '\'') && spaced)
+    {
+        let rest = after.trim_start();
         if !rest.is_empty() && rest.chars().next().is_some_and(|c| c.is_alphanumeric()) {
             return Some(rest);
         }
@@ -971,6 +976,28 @@ mod tests {
         let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(texts, vec!["hello world", "second", "a dash bullet"]);
         assert_eq!(lines[2].kind, Kind::Bullet);
+    }
+
+    #[test]
+    fn a_bullet_dot_read_as_a_full_stop_is_structure_not_text() {
+        let page = Canvas::new(1000, 400).0;
+        let lines = analyze(
+            &page,
+            vec![
+                seg(". Mr. Gaitskell", 20.0, 50.0, 300.0, 40.0),
+                seg("_ composed of", 20.0, 150.0, 300.0, 40.0),
+                seg(".5 kg of flour", 20.0, 250.0, 300.0, 40.0),
+            ],
+        );
+        let read: Vec<(&str, &Kind)> = lines.iter().map(|l| (l.text.as_str(), &l.kind)).collect();
+        assert_eq!(
+            read,
+            vec![
+                ("Mr. Gaitskell", &Kind::Bullet),
+                ("composed of", &Kind::Bullet),
+                (".5 kg of flour", &Kind::Text),
+            ]
+        );
     }
 
     #[test]

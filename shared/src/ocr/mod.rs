@@ -4,6 +4,8 @@
 //! checkboxes, bullets). The result is written as a page's OCR text and markdown and then runs
 //! through the same parser, task reconciliation and index as an imported markdown page.
 
+#[cfg(feature = "ocr-local")]
+pub mod decode;
 pub mod layout;
 #[cfg(feature = "ocr-local")]
 pub mod paddle;

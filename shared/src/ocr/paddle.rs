@@ -9,9 +9,9 @@
 //!    minimum-area rectangle (convex hull + rotating calipers), kept when its mean probability
 //!    is at least 0.5, grown by `area * 1.6 / perimeter` (DB's unclip);
 //! 2. recognition (SVTR, CTC): each rectangle cut out upright (bilinear, so rotated lines come
-//!    out straight), 48 px high, batched by width; greedy CTC decoding over the character list
-//!    the model carries in its metadata; the confidence is the mean probability of the kept
-//!    characters.
+//!    out straight), 48 px high, batched by width; CTC decoding over the character list the
+//!    model carries in its metadata, a beam search weighed by a word list (`ocr::decode`); the
+//!    confidence is the mean probability of the characters a greedy reading keeps.
 //!
 //! Sessions are not shareable while running (`Session::run` takes `&mut`), so the engine keeps
 //! a small pool, one per worker, each single-threaded: pages in parallel scale better on few
@@ -26,6 +26,7 @@ use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 
+use super::decode::{Decoder, Lexicon, Vocabulary};
 use crate::ports::{Ocr, OcrBox, OcrEngine, OcrError, OcrLine, PageImage};
 
 /// The model files: the recognition model by the name the `rapidocr` wheel gives it, the
@@ -33,6 +34,9 @@ use crate::ports::{Ocr, OcrBox, OcrEngine, OcrError, OcrLine, PageImage};
 /// of the floating-point detector's time, ARCHITECTURE.md "OCR").
 pub const DET_MODEL: &str = "PP-OCRv6_det_small.int8.onnx";
 pub const REC_MODEL: &str = "PP-OCRv6_rec_small.onnx";
+/// The word list the decoder weighs spellings with (`make tools-ocr` writes it from the
+/// wordfreq wheel, `tests/ocr/lexicon.py`); without it lines are decoded greedily.
+pub const LEXICON: &str = "lexicon.tsv";
 /// The longest side the page is scaled to before detection: PaddleOCR's own default
 /// (`det_limit_side_len`; rapidocr's 2000 took 2.6 GiB with two workers and 2.7x the time, for
 /// CER and task F1 within half a point of these, BENCHMARKS.md "Footprint, continued").
@@ -67,8 +71,9 @@ pub struct PaddleOcr {
 
 struct Inner {
     pool: Vec<Mutex<Sessions>>,
-    /// The recognition alphabet: index 0 is CTC's blank, the last is a space.
-    chars: Vec<String>,
+    /// The recognition alphabet (index 0 is CTC's blank, the last is a space) and the word
+    /// list, for decoding.
+    decoder: Decoder,
     engine: OcrEngine,
 }
 
@@ -115,6 +120,12 @@ impl PaddleOcr {
     /// Opens the engine from `dir` (the models, the runtime library and `VERSION`), with
     /// `workers` sessions.
     pub fn open(dir: &Path, workers: usize) -> Result<PaddleOcr, OcrError> {
+        PaddleOcr::open_with(dir, workers, true)
+    }
+
+    /// [`PaddleOcr::open`], with the word list or without it (greedy decoding: what the
+    /// evaluation compares against).
+    pub fn open_with(dir: &Path, workers: usize, lexicon: bool) -> Result<PaddleOcr, OcrError> {
         for file in [DET_MODEL, REC_MODEL] {
             if !dir.join(file).is_file() {
                 return Err(OcrError::Unavailable(format!(
@@ -159,13 +170,27 @@ impl PaddleOcr {
         let mut chars = vec![String::new()];
         chars.extend(alphabet.lines().map(str::to_owned));
         chars.push(" ".into());
-        let version = std::fs::read_to_string(dir.join("VERSION"))
+        let lexicon = match std::fs::read_to_string(dir.join(LEXICON)) {
+            Ok(_) if !lexicon => Lexicon::new(),
+            Ok(tsv) => Lexicon::parse(&tsv),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Lexicon::new(),
+            Err(e) => {
+                return Err(OcrError::Unavailable(format!(
+                    "cannot read {}: {e}",
+                    dir.join(LEXICON).display()
+                )));
+            }
+        };
+        let mut version = std::fs::read_to_string(dir.join("VERSION"))
             .map(|v| v.trim().to_owned())
             .unwrap_or_else(|_| "unknown".into());
+        if !lexicon.is_empty() {
+            version.push_str(" lexicon");
+        }
         Ok(PaddleOcr {
             inner: std::sync::Arc::new(Inner {
                 pool,
-                chars,
+                decoder: Decoder::new(chars, lexicon),
                 engine: OcrEngine {
                     name: "pp-ocrv6-small".into(),
                     version,
@@ -176,12 +201,25 @@ impl PaddleOcr {
 
     /// The whole pipeline on one page, on the calling thread.
     pub fn recognize_blocking(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError> {
-        self.inner.recognize(page)
+        self.inner.recognize(page, &Vocabulary::default())
+    }
+
+    /// The same, with the user's own words weighed as words (`Vocabulary`).
+    pub fn recognize_with_blocking(
+        &self,
+        page: &PageImage,
+        vocabulary: &Vocabulary,
+    ) -> Result<Vec<OcrLine>, OcrError> {
+        self.inner.recognize(page, vocabulary)
     }
 }
 
 impl Inner {
-    fn recognize(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError> {
+    fn recognize(
+        &self,
+        page: &PageImage,
+        vocabulary: &Vocabulary,
+    ) -> Result<Vec<OcrLine>, OcrError> {
         if page.width < 8 || page.height < 8 {
             return Ok(Vec::new());
         }
@@ -193,7 +231,7 @@ impl Inner {
             .unwrap_or_else(|| self.pool[0].lock().unwrap_or_else(|p| p.into_inner()));
         let sessions = &mut *guard;
         let boxes = detect(&mut sessions.det, page)?;
-        recognize(&mut sessions.rec, &self.chars, page, &boxes)
+        recognize(&mut sessions.rec, &self.decoder, vocabulary, page, &boxes)
     }
 }
 
@@ -205,7 +243,7 @@ impl Ocr for PaddleOcr {
 
     async fn recognize(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError> {
         let (inner, page) = (self.inner.clone(), page.clone());
-        tokio::task::spawn_blocking(move || inner.recognize(&page))
+        tokio::task::spawn_blocking(move || inner.recognize(&page, &Vocabulary::default()))
             .await
             .map_err(failed)?
     }
@@ -565,7 +603,8 @@ fn mean_inside(prob: &[f32], w: usize, h: usize, rect: &Rect) -> f32 {
 /// The text in each of `quads`.
 fn recognize(
     rec: &mut Session,
-    chars: &[String],
+    decoder: &Decoder,
+    vocabulary: &Vocabulary,
     page: &PageImage,
     quads: &[Quad],
 ) -> Result<Vec<OcrLine>, OcrError> {
@@ -617,7 +656,7 @@ fn recognize(
         let (steps, classes) = (shape[1] as usize, shape[2] as usize);
         for (b, &i) in batch.iter().enumerate() {
             let seq = &probs[b * steps * classes..(b + 1) * steps * classes];
-            results[i] = Some(ctc_decode(seq, steps, classes, chars));
+            results[i] = Some(decoder.decode(seq, steps, classes, vocabulary));
         }
     }
     Ok(quads
@@ -647,34 +686,6 @@ fn rec_batches(order: &[usize], width: impl Fn(usize) -> usize) -> Vec<Vec<usize
         }
     }
     batches
-}
-
-/// Greedy CTC: the best class per step, repeats merged, blanks dropped; the confidence is the
-/// mean probability of the characters kept.
-fn ctc_decode(seq: &[f32], steps: usize, classes: usize, chars: &[String]) -> (String, f32) {
-    let mut text = String::new();
-    let (mut sum, mut n) = (0.0f32, 0usize);
-    let mut previous = usize::MAX;
-    for t in 0..steps {
-        let row = &seq[t * classes..(t + 1) * classes];
-        let (best, p) = row
-            .iter()
-            .enumerate()
-            .fold(
-                (0, f32::NEG_INFINITY),
-                |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc },
-            );
-        if best != previous
-            && best != 0
-            && let Some(c) = chars.get(best)
-        {
-            text.push_str(c);
-            sum += p;
-            n += 1;
-        }
-        previous = best;
-    }
-    (text, if n == 0 { 0.0 } else { sum / n as f32 })
 }
 
 #[cfg(test)]
@@ -738,7 +749,8 @@ mod tests {
         for (t, &c) in steps.iter().enumerate() {
             seq[t * 4 + c] = 0.9;
         }
-        let (text, conf) = ctc_decode(&seq, steps.len(), 4, &chars);
+        let decoder = Decoder::new(chars, Lexicon::new());
+        let (text, conf) = decoder.decode(&seq, steps.len(), 4, &Vocabulary::default());
         assert_eq!(text, "aab");
         assert!((conf - 0.9).abs() < 1e-6);
     }

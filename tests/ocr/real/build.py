@@ -111,13 +111,13 @@ TUANDOAN_LINES = {
 # partly joined, partly printed).
 IAM_STYLE = {
     "000": "print",    # a01-000u: block capitals + separate lower case
-    "003": "mixed",    # a01-003x: upright, some joins
+    "003": "print",    # a01-003x: upright, some joins
     "022": "print",    # a02-004: separate letters, light slant
     "024": "cursive",  # a02-012: joined, round
     "041": "cursive",  # a03-009: fast, strongly slanted, joined
     "095": "cursive",  # b02-035: joined, slanted
     "135": "print",    # c01-009: neat print, large
-    "137": "mixed",    # c02-000: joined words next to printed ones
+    "137": "cursive",  # c02-000: joined words next to printed ones
 }
 
 
@@ -331,6 +331,14 @@ def scan_line_words(img: Image.Image, grey: int, text: str, item: str) -> list[t
         cur = cur + 1 if b else 0
         best = max(best, cur)
     xh_raw = float(max(best, 8))
+    # A split is trusted only when every word is about as wide per letter as the others (a
+    # word glued to its neighbour or a stray dot cut off as a word is not); otherwise the line
+    # is kept whole, as one run.
+    per_char = [(c1 - c0 + 1) / max(len(w), 1) for (c0, c1), w in zip(spans, words)]
+    median = float(np.median(per_char))
+    if any(not (0.45 * median <= p <= 2.2 * median) for p in per_char):
+        cols = np.flatnonzero(ink.sum(axis=0) > 0)
+        spans, words = [(int(cols[0]), int(cols[-1]))], [" ".join(words)]
     out = []
     for (c0, c1), w in zip(spans, words):
         crop = light[:, max(0, c0 - 2) : c1 + 3]
@@ -450,8 +458,8 @@ def join_runs(runs: list[Run], gap: int) -> Run:
 
 
 def plan_chunks(n: int, rng: random.Random) -> list[tuple[str, int]]:
-    """Splits n words of a writer into (kind, word count) chunks, top to bottom."""
-    # heading 1 word; then tasks; bullets; sentence
+    """Splits n words of a writer into (kind, word count) chunks, top to bottom: a one-word
+    heading, tasks of two or three words (short phrases, as tasks are), a bullet, a sentence."""
     if n < 4:
         return []
     rest = n - 1
@@ -461,10 +469,29 @@ def plan_chunks(n: int, rng: random.Random) -> list[tuple[str, int]]:
     rest -= n_bullets
     tasks = []
     while rest > 0:
-        k = 2 if rest >= 4 and rng.random() < 0.5 else 1
+        k = min(rest, rng.choice((2, 2, 3)))
         tasks.append(k)
         rest -= k
     return [("heading", 1)] + [("task", k) for k in tasks] + [("bullet", 1)] * n_bullets + [("text", sentence)]
+
+
+def plan_mixed(writers: list, rng: random.Random) -> list[tuple[str, list]]:
+    """A page of several writers' lines, as the held-out set's "mixed writers" pages: a heading
+    of one or two words, three to five tasks and one or two bullets of two to four consecutive
+    words each, and a whole line as the sentence; each part from a writer drawn at random."""
+    def run(lo: int, hi: int) -> list:
+        w = rng.choice(writers)
+        line = rng.choice(w.lines)
+        k = min(len(line), rng.randint(lo, hi))
+        start = rng.randint(0, len(line) - k)
+        return [(spec, w.style) for spec in line[start : start + k]]
+
+    chunks = [("heading", run(1, 2))]
+    chunks += [("task", run(2, 4)) for _ in range(rng.randint(3, 5))]
+    chunks += [("bullet", run(2, 4)) for _ in range(rng.randint(1, 2))]
+    w = rng.choice(writers)
+    chunks.append(("text", [(spec, w.style) for spec in rng.choice(w.lines)]))
+    return chunks
 
 
 INKS = [(18, 22, 30), (20, 35, 110), (25, 45, 140), (10, 10, 12), (40, 40, 48)]
@@ -479,22 +506,28 @@ def paper(rng: random.Random, nrng: np.random.Generator) -> Image.Image:
 
 
 def make_page(writer: Writer, runs_by_line: list[list[tuple]], stem: str, rng: random.Random, nrng):
+    """One writer's page: their words cut into a heading, tasks, a bullet and a sentence."""
+    words = [w for line in runs_by_line for w in line]
+    chunks, i = [], 0
+    for kind, k in plan_chunks(len(words), rng):
+        chunks.append((kind, [(spec, writer.style) for spec in words[i : i + k]]))
+        i += k
+    return draw_page(chunks, stem, writer.style, writer.wid, writer.source, rng, nrng)
+
+
+def draw_page(chunks, stem: str, style: str, wid: str, source: str, rng: random.Random, nrng):
+    """The page of `chunks` ((kind, [(word spec, writer style)]), top to bottom) and its truth."""
     page = paper(rng, nrng)
     ink = rng.choice(INKS)
-    style = writer.style
     xh = rng.uniform(15, 22)  # x-height in page px (lines ~40-70 px tall)
-    words = [w for line in runs_by_line for w in line]
-    chunks = plan_chunks(len(words), rng)
     lines_out = []
     x_left = rng.randint(110, 170)
     y = rng.randint(120, 170)
-    i = 0
     pen_w = rng.uniform(2.2, 3.2)
-    for kind, k in chunks:
-        specs = words[i : i + k]
-        i += k
+    for kind, specs in chunks:
         t_xh = xh * (1.45 if kind == "heading" else 1.0)
-        runs = [build_ink(s, t_xh, style, rng) for s in specs]
+        runs = [build_ink(spec, t_xh, st, rng) for spec, st in specs]
+        tablet = specs[0][1] == "tablet"
         run = join_runs(runs, gap=int(t_xh * rng.uniform(1.2, 1.8)))
         if run.ink.width > PAGE_W - x_left - 120:
             f = (PAGE_W - x_left - 120) / run.ink.width
@@ -520,7 +553,7 @@ def make_page(writer: Writer, runs_by_line: list[list[tuple]], stem: str, rng: r
                 pen_line(page, wobbly([(x, cy), (x + xh * 1.1, cy + rng.uniform(-1, 1))], nrng, 0.4), pen_w, ink)
                 mark = "dash"
             x += int(xh * 2.2)
-        paste_ink(page, run.ink, x, y, ink, keep_gray=(style != "tablet"))
+        paste_ink(page, run.ink, x, y, ink, keep_gray=not tablet)
         if kind == "heading" and rng.random() < 0.6:
             uy = y + h + 4
             pen_line(page, wobbly([(x, uy), (x + run.ink.width, uy + rng.uniform(-3, 3))], nrng, 0.8), pen_w, ink)
@@ -538,12 +571,12 @@ def make_page(writer: Writer, runs_by_line: list[list[tuple]], stem: str, rng: r
         "date": stem,
         "width": PAGE_W,
         "height": PAGE_H,
-        "font": None,
+        "font": "",
         "rotation_deg": 0.0,
         "format": "png",
         "style": style,
-        "writer": writer.wid,
-        "source": writer.source,
+        "writer": wid,
+        "source": source,
         "lines": lines_out,
     }
     return page, truth
@@ -609,6 +642,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mirror", type=Path, default=Path("/work/.mirror"))
     ap.add_argument("--photo", action="store_true", help="write phone-photo JPEGs instead of flat PNGs")
     ap.add_argument("--start", default="2026-05-01", help="date (stem) of the first page")
+    ap.add_argument("--mixed", type=int, default=24, help="pages of several writers' lines")
     args = ap.parse_args(argv)
 
     writers: list[Writer] = []
@@ -628,14 +662,21 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     day = datetime.date.fromisoformat(args.start)
     n = 0
-    for wi, w in enumerate(writers):
-        seed = int(hashlib.sha256(f"{args.seed}:{w.wid}".encode()).hexdigest()[:12], 16)
+    # One page per writer, then pages of several writers' lines ("mixed").
+    plans = [("writer", w) for w in writers if plan_chunks(sum(len(l) for l in w.lines), random.Random(0))]
+    plans += [("mixed", i) for i in range(args.mixed)]
+    for what, w in plans:
+        key = w.wid if what == "writer" else f"mixed-{w}"
+        seed = int(hashlib.sha256(f"{args.seed}:{key}".encode()).hexdigest()[:12], 16)
         rng = random.Random(seed)
         nrng = np.random.default_rng(seed)
-        if not plan_chunks(sum(len(l) for l in w.lines), random.Random(0)):
-            continue
         stem = (day + datetime.timedelta(days=n)).isoformat()
-        page, truth = make_page(w, w.lines, stem, rng, nrng)
+        if what == "writer":
+            page, truth = make_page(w, w.lines, stem, rng, nrng)
+        else:
+            chunks = plan_mixed(writers, rng)
+            ids = sorted({c for _, specs in chunks for c in {spec[4] for spec, _ in specs}})
+            page, truth = draw_page(chunks, stem, "mixed", "several", "lines " + ", ".join(ids), rng, nrng)
         if args.photo:
             img = photo(page, rng, nrng)
             truth.update({"variant": "photo", "format": "jpg", "width": img.width, "height": img.height})
