@@ -498,3 +498,61 @@ async fn an_oversized_form_token_is_refused_unread_on_both_multipart_forms() {
         assert!(pulled < 1 << 20, "{path}: the server pulled {pulled} bytes");
     }
 }
+
+/// A writer into a shared buffer: what the server logged during a test.
+#[derive(Clone, Default)]
+struct Logged(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logged {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Issue 48: a refused bundle import logs the refusal's kind and entry, not the parser's
+/// message, which quotes the bundle (notebook plaintext in the server's log). The user is
+/// still told what is wrong. The test's runtime runs on one thread, so the server's log lines
+/// reach the subscriber set here.
+#[tokio::test]
+async fn a_refused_bundle_import_logs_no_bundle_content() {
+    use std::io::Write;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    let logged = Logged::default();
+    let writer = logged.clone();
+    let _guard = tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::TRACE)
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .set_default();
+    let app = TestApp::spawn_empty().await;
+    with_password(&app, "default").await;
+    let b = Browser::sign_in(&app.base, "default").await;
+    let secret = "Dear diary the safe code is 4711";
+    let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    zip.start_file("manifest.json", zip::write::SimpleFileOptions::default())
+        .unwrap();
+    write!(
+        zip,
+        r#"{{"format":"nib-bundle","version":"{secret}","exported_at":0,"pages":0,"tasks":0,"ink_files":0}}"#
+    )
+    .unwrap();
+    let bundle = zip.finish().unwrap().into_inner();
+    let html = b.screen("/app/data").await;
+    let token = token_before(&html, "back").expect("a form token");
+    let r = b.import(Some(&token), &bundle).await;
+    assert_eq!(r.status(), 422);
+    let page = r.text().await.unwrap();
+    assert!(page.contains("Nothing was imported"), "{page}");
+    let logs = String::from_utf8(logged.0.lock().unwrap().clone()).unwrap();
+    assert!(logs.contains("web app bundle import refused"), "{logs}");
+    assert!(
+        logs.contains("kind=\"foreign\" entry=\"manifest.json\""),
+        "{logs}"
+    );
+    assert!(!logs.contains("diary"), "bundle content in the log: {logs}");
+}
