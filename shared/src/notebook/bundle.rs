@@ -1081,6 +1081,10 @@ impl Notebook {
             has_pdf: page.has_pdf,
             has_png: page.has_png,
             ocr_kind: page.ocr_kind,
+            ocr_blank: page
+                .ocr_kind
+                .zip(page.ocr.as_deref())
+                .is_some_and(|(k, text)| !records::ocr_has_text(k, text)),
             ocr: page
                 .ocr
                 .as_ref()

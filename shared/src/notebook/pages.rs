@@ -782,7 +782,7 @@ impl Notebook {
                     page_id: r.page_id,
                     date: r.date,
                     has_ink: r.has_pdf || r.has_png,
-                    has_ocr: r.ocr_kind.is_some(),
+                    has_ocr: r.ocr_kind.is_some() && !r.ocr_blank,
                 });
             }
             match page.next {
@@ -868,6 +868,10 @@ impl Notebook {
         };
         let mut engine = None;
         let mut confidence: Vec<f32> = Vec::new();
+        let ocr_has_text = page
+            .ocr_kind
+            .zip(ocr.as_deref())
+            .is_some_and(|(k, source)| records::ocr_has_text(k, source));
         let (ocr_text, ocr_markdown) = match (page.ocr_kind, ocr) {
             (Some(OcrKind::Markdown), Some(md)) => (Some(page_text()), Some(md)),
             (Some(OcrKind::Text), Some(text)) => (Some(text), None),
@@ -951,7 +955,7 @@ impl Notebook {
             page_id: page.page_id,
             date: page.date,
             has_ink: page.has_pdf || page.has_png,
-            has_ocr: page.ocr_kind.is_some(),
+            has_ocr: ocr_text.is_some() && ocr_has_text,
             ocr_text,
             ocr_markdown,
             ocr_engine: engine,
