@@ -55,6 +55,29 @@ use crate::tools::Dispatch;
 /// The biggest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 2_000_000;
 
+/// Whether the public URL is https: the server's cookies are then `Secure` and `__Host-`.
+pub(crate) fn https(config: &HttpConfig) -> bool {
+    config.public_url.starts_with("https://")
+}
+
+/// A cookie's name on this server. On https, `__Host-{name}`: a browser keeps such a cookie
+/// only when it is `Secure`, has `Path=/` and no `Domain`, so a sibling subdomain can neither
+/// plant nor shadow it (a plain name can be set for the parent domain by any subdomain). On
+/// http (a loopback `nib serve`) the plain name: browsers refuse the prefix without `Secure`.
+pub(crate) fn cookie_name(config: &HttpConfig, name: &str) -> String {
+    if https(config) {
+        format!("__Host-{name}")
+    } else {
+        name.to_owned()
+    }
+}
+
+/// The `Path` of the sign-in and consent forms' CSRF cookie: `/oauth` where it can be, `/` on
+/// https, which `__Host-` requires.
+pub(crate) fn csrf_cookie_path(config: &HttpConfig) -> &'static str {
+    if https(config) { "/" } else { "/oauth" }
+}
+
 /// Settings of the HTTP front.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {

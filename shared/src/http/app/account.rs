@@ -319,7 +319,7 @@ pub(super) async fn delete_account(
                 "Your account is deleted",
                 "Your notebook, its images, your tokens and connections are gone, and the key that opened them is destroyed.",
             );
-            let secure = if st.config.public_url.starts_with("https://") {
+            let secure = if crate::http::https(&st.config) {
                 "; Secure"
             } else {
                 ""
@@ -327,10 +327,10 @@ pub(super) async fn delete_account(
             let cookies = [
                 axum::http::HeaderValue::from_str(&format!(
                     "{}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{secure}",
-                    crate::auth::web_sessions::SESSION_COOKIE
+                    crate::http::cookie_name(&st.config, crate::auth::web_sessions::SESSION_COOKIE)
                 ))
                 .ok(),
-                super::change_cookie("", 0, secure),
+                super::change_cookie(&st.config, "", 0),
             ];
             for c in cookies.into_iter().flatten() {
                 r.headers_mut().append(axum::http::header::SET_COOKIE, c);

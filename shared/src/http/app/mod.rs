@@ -243,7 +243,8 @@ pub(super) async fn visitor(
             ));
         }
     };
-    let same_site = cookie(headers, CHANGE_COOKIE) == Some(session_id.as_str());
+    let same_site = cookie(headers, &super::cookie_name(&st.config, CHANGE_COOKIE))
+        == Some(session_id.as_str());
     let visitor = Visitor {
         user: session.user,
         session_id,
@@ -561,9 +562,11 @@ async fn static_file(Path(file): Path<String>) -> Response {
 }
 
 /// The cookies a sign-in sets for the app beside the session cookie: the strict one.
-pub fn change_cookie(value: &str, max_age: i64, secure: &str) -> Option<HeaderValue> {
+pub fn change_cookie(config: &super::HttpConfig, value: &str, max_age: i64) -> Option<HeaderValue> {
+    let secure = if super::https(config) { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
-        "{CHANGE_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
+        "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
+        super::cookie_name(config, CHANGE_COOKIE)
     ))
     .ok()
 }
