@@ -619,8 +619,8 @@ async fn files_uploaded_without_javascript_are_imported_each_with_its_result() {
     assert_eq!(listed["pages"].as_array().unwrap().len(), 2);
 }
 
-/// "Delete my account" (`nib serve`): refused unless the user name is typed, then the same
-/// deletion as `nib user delete`: the session, the tokens and the notebook are gone, another
+/// "Delete my account" (`nib serve`): refused unless the user name and the password are typed,
+/// then the same deletion as `nib user delete`: the session, the tokens and the notebook are gone, another
 /// user's notebook is not touched.
 #[tokio::test]
 async fn an_owner_deletes_the_account_after_typing_the_user_name() {
@@ -647,11 +647,32 @@ async fn an_owner_deletes_the_account_after_typing_the_user_name() {
         .await;
     assert_eq!(r.status(), 400, "another name deletes nothing");
     assert_eq!(env.call(&carol_token, "list_pages", json!({})).await.0, 200);
+    // The password again: an open session alone deletes nothing (issue 48).
+    for password in ["", "not her password"] {
+        let r = carol
+            .post(
+                "/app/account/delete",
+                &account,
+                &[
+                    ("back", "/app/account"),
+                    ("confirm", "carol"),
+                    ("password", password),
+                ],
+            )
+            .await;
+        assert_eq!(r.status(), 403, "{password:?} deletes nothing");
+        assert_eq!(env.call(&carol_token, "list_pages", json!({})).await.0, 200);
+    }
+    assert_eq!(carol.get("/app").await.0, 200, "the session is still there");
     let r = carol
         .post(
             "/app/account/delete",
             &account,
-            &[("back", "/app/account"), ("confirm", "carol")],
+            &[
+                ("back", "/app/account"),
+                ("confirm", "carol"),
+                ("password", PASSWORD),
+            ],
         )
         .await;
     assert_eq!(r.status(), 200);
@@ -734,7 +755,24 @@ async fn an_owner_deletes_the_account_through_the_functions() {
         .post(
             "/app/account/delete",
             &account,
-            &[("back", "/app/account"), ("confirm", "carol")],
+            &[
+                ("back", "/app/account"),
+                ("confirm", "carol"),
+                ("password", "not her password"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 403, "a wrong password deletes nothing");
+    assert_eq!(env.call(&carol_token, "list_pages", json!({})).await.0, 200);
+    let r = browser
+        .post(
+            "/app/account/delete",
+            &account,
+            &[
+                ("back", "/app/account"),
+                ("confirm", "carol"),
+                ("password", PASSWORD),
+            ],
         )
         .await;
     assert_eq!(r.status(), 200);

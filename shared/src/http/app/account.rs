@@ -306,7 +306,10 @@ pub(super) async fn delete_account(
             "Type your user name exactly to delete your account.",
         );
     }
-    match call(&st, &v, "delete_account", json!({})).await {
+    // The password again: an open session alone (a borrowed or stolen browser) does not
+    // erase an account. The operation checks it where `USER#` is reachable.
+    let password = form.get("password").unwrap_or_default();
+    match call(&st, &v, "delete_account", json!({ "password": password })).await {
         Ok(done) => {
             tracing::info!(
                 user = v.user.as_str(),
@@ -336,6 +339,17 @@ pub(super) async fn delete_account(
                 r.headers_mut().append(axum::http::header::SET_COOKIE, c);
             }
             r
+        }
+        Err(crate::tools::ToolError::Rejected(_)) => {
+            tracing::info!(
+                user = v.user.as_str(),
+                "account deletion refused: wrong password"
+            );
+            message(
+                StatusCode::FORBIDDEN,
+                "Nothing was deleted",
+                "The password is not right. Type your password to delete your account.",
+            )
         }
         // Each step is idempotent: the same form again (or `nib user delete`, once the
         // credentials are gone and with them this session) finishes what was begun.
