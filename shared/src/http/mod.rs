@@ -391,14 +391,31 @@ async fn asset(
         return StatusCode::FORBIDDEN.into_response();
     };
     match assets.fetch(&path, &expires, &sig).await {
-        Ok((kind, bytes)) => (
-            [
-                (header::CONTENT_TYPE, kind.content_type()),
-                (header::CACHE_CONTROL, "private, max-age=60"),
-            ],
-            bytes,
-        )
-            .into_response(),
+        Ok((kind, bytes)) => {
+            // Shown in the browser as what it is, never sniffed into something else, and saved
+            // under a plain name: the page id's when the path ends in one, else `page`.
+            let stem = path
+                .rsplit('/')
+                .next()
+                .and_then(|last| last.strip_suffix(&format!(".{}", kind.ext())))
+                .filter(|s| {
+                    !s.is_empty()
+                        && s.len() <= 64
+                        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                })
+                .unwrap_or("page");
+            let disposition = format!("inline; filename=\"{stem}.{}\"", kind.ext());
+            (
+                [
+                    (header::CONTENT_TYPE, kind.content_type().to_owned()),
+                    (header::CACHE_CONTROL, "private, max-age=60".to_owned()),
+                    (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+                    (header::CONTENT_DISPOSITION, disposition),
+                ],
+                bytes,
+            )
+                .into_response()
+        }
         Err(FetchError::Forbidden) => StatusCode::FORBIDDEN.into_response(),
         Err(FetchError::NotFound) => StatusCode::NOT_FOUND.into_response(),
         Err(e) => {
