@@ -1206,3 +1206,40 @@ async fn cookies_are_host_prefixed_on_https() {
     .await;
     assert_eq!(status, 303, "a plain-named cookie is no session on https");
 }
+
+/// Issue 48: the page list names each page as a person would, by its heading or first line
+/// (`list_pages`' `title`), and by its date only when it has no text.
+#[tokio::test]
+async fn the_page_list_names_pages_by_heading_or_first_line() {
+    let app = TestApp::spawn().await;
+    with_password(&app, "default").await;
+    let owner = Browser::sign_in(&app.base, "default").await;
+    let home = unescape(&owner.screen("/app").await);
+    let link = |page_id: &str| {
+        let at = home
+            .find(&format!("href=\"/app/pages/{page_id}\">"))
+            .unwrap_or_else(|| panic!("{page_id} listed: {home}"));
+        let rest = &home[at..];
+        let start = rest.find('>').unwrap() + 1;
+        rest[start..rest.find("</a>").unwrap()].to_owned()
+    };
+    assert_eq!(
+        link(&app.page_of("2026-06-18").await),
+        "Met with Dana about the roadmap."
+    );
+    assert_eq!(
+        link(&app.page_of("2026-06-19").await),
+        "Tasks",
+        "its heading"
+    );
+    assert_eq!(
+        link(&app.page_of("2026-06-20").await),
+        "Page of 2026-06-20",
+        "ink without text"
+    );
+    let listed = app.call("list_pages", json!({ "to": "2026-06-18" })).await;
+    assert_eq!(
+        listed["pages"][0]["title"], "Met with Dana about the roadmap.",
+        "{listed}"
+    );
+}

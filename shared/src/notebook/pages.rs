@@ -118,6 +118,33 @@ pub struct PageSummary {
     pub date: Date,
     pub has_ink: bool,
     pub has_ocr: bool,
+    /// The page's heading or first line, shortened ([`title_of`]); `None` without text.
+    pub title: Option<String>,
+}
+
+/// The longest title [`title_of`] gives, in characters.
+const TITLE_CHARS: usize = 80;
+
+/// A page's title, as a person would name it: its first heading written on the page, else its
+/// first line (a typed one when the page has nothing else), on one line and shortened to
+/// [`TITLE_CHARS`]; `None` for a page without text.
+pub fn title_of(lines: &[StoredLine]) -> Option<String> {
+    let heading = lines
+        .iter()
+        .find(|l| !l.digital && l.notation == Notation::Heading && !l.text.trim().is_empty());
+    let first = || {
+        let mut written = lines.iter().filter(|l| !l.digital);
+        written
+            .find(|l| !l.text.trim().is_empty())
+            .or_else(|| lines.iter().find(|l| !l.text.trim().is_empty()))
+    };
+    let line = heading.or_else(first)?;
+    let text = line.text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut title: String = text.chars().take(TITLE_CHARS).collect();
+    if text.chars().count() > TITLE_CHARS {
+        title.push('…');
+    }
+    Some(title)
 }
 
 // `get_page`'s output schema takes its descriptions from these doc comments: they are written
@@ -771,6 +798,9 @@ impl Notebook {
         let want = limit + 1;
         query.limit = want + usize::from(after.is_some());
         let mut out = Vec::with_capacity(want);
+        // The lines are in the index item already (projection ALL): one small open per page
+        // titles it, no further read.
+        let keys = self.vault.user_keys(user).await?;
         loop {
             let page = self.store.query(&query).await?;
             for item in page.items {
@@ -778,7 +808,9 @@ impl Notebook {
                 if after.is_some_and(|(d, p)| d == r.date && p == &r.page_id) {
                     continue;
                 }
+                let lines = open_page_lines(user, &keys, &r.page_id, &r.lines)?;
                 out.push(PageSummary {
+                    title: title_of(&lines),
                     page_id: r.page_id,
                     date: r.date,
                     has_ink: r.has_pdf || r.has_png,

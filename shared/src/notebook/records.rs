@@ -321,6 +321,9 @@ pub struct PageListing {
     pub notes: u32,
     #[serde(default)]
     pub ocr_blank: bool,
+    /// Sealed: opened for the page's title ([`super::pages::title_of`]).
+    #[serde(with = "b64")]
+    pub lines: Vec<u8>,
 }
 
 /// What a page read needs of a task link item: its reconciled status, without the sealed text,
