@@ -85,6 +85,8 @@ pub enum AccountError {
     Keys(#[from] crate::crypto::CryptoError),
     #[error("a stored record does not parse")]
     Corrupt(#[from] serde_json::Error),
+    #[error("password hashing failed")]
+    Hash,
 }
 
 /// The body of a profile item.
@@ -198,6 +200,27 @@ async fn delete_keys(store: &dyn Store, keys: Vec<(String, String)>) -> Result<u
 }
 
 impl Accounts {
+    /// Whether `password` is the user's (a deletion asked for in a browser is confirmed with
+    /// it: a session left open is not enough to erase an account); an unknown user is
+    /// [`AccountError::Unknown`]. Here rather than in the front because on AWS only the
+    /// account and oauth roles reach `USER#`.
+    pub async fn password_matches(
+        &self,
+        user: &UserId,
+        password: &str,
+    ) -> Result<bool, AccountError> {
+        // An unknown user is not found, as the deletion would answer, not a wrong password.
+        if !self.known(user).await? {
+            return Err(AccountError::Unknown(user.clone()));
+        }
+        let users = crate::auth::users::Users::new(self.store.clone(), self.clock.clone());
+        match users.check(user.as_str(), password).await {
+            Ok(found) => Ok(found.as_ref() == Some(user)),
+            Err(crate::auth::users::UserError::Store(e)) => Err(AccountError::Store(e)),
+            Err(_) => Err(AccountError::Hash),
+        }
+    }
+
     pub fn new(
         store: Arc<dyn Store>,
         assets: Arc<dyn Assets>,

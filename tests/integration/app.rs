@@ -619,8 +619,8 @@ async fn files_uploaded_without_javascript_are_imported_each_with_its_result() {
     assert_eq!(listed["pages"].as_array().unwrap().len(), 2);
 }
 
-/// "Delete my account" (`nib serve`): refused unless the user name is typed, then the same
-/// deletion as `nib user delete`: the session, the tokens and the notebook are gone, another
+/// "Delete my account" (`nib serve`): refused unless the user name and the password are typed,
+/// then the same deletion as `nib user delete`: the session, the tokens and the notebook are gone, another
 /// user's notebook is not touched.
 #[tokio::test]
 async fn an_owner_deletes_the_account_after_typing_the_user_name() {
@@ -647,11 +647,32 @@ async fn an_owner_deletes_the_account_after_typing_the_user_name() {
         .await;
     assert_eq!(r.status(), 400, "another name deletes nothing");
     assert_eq!(env.call(&carol_token, "list_pages", json!({})).await.0, 200);
+    // The password again: an open session alone deletes nothing (issue 48).
+    for password in ["", "not her password"] {
+        let r = carol
+            .post(
+                "/app/account/delete",
+                &account,
+                &[
+                    ("back", "/app/account"),
+                    ("confirm", "carol"),
+                    ("password", password),
+                ],
+            )
+            .await;
+        assert_eq!(r.status(), 403, "{password:?} deletes nothing");
+        assert_eq!(env.call(&carol_token, "list_pages", json!({})).await.0, 200);
+    }
+    assert_eq!(carol.get("/app").await.0, 200, "the session is still there");
     let r = carol
         .post(
             "/app/account/delete",
             &account,
-            &[("back", "/app/account"), ("confirm", "carol")],
+            &[
+                ("back", "/app/account"),
+                ("confirm", "carol"),
+                ("password", PASSWORD),
+            ],
         )
         .await;
     assert_eq!(r.status(), 200);
@@ -734,7 +755,24 @@ async fn an_owner_deletes_the_account_through_the_functions() {
         .post(
             "/app/account/delete",
             &account,
-            &[("back", "/app/account"), ("confirm", "carol")],
+            &[
+                ("back", "/app/account"),
+                ("confirm", "carol"),
+                ("password", "not her password"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 403, "a wrong password deletes nothing");
+    assert_eq!(env.call(&carol_token, "list_pages", json!({})).await.0, 200);
+    let r = browser
+        .post(
+            "/app/account/delete",
+            &account,
+            &[
+                ("back", "/app/account"),
+                ("confirm", "carol"),
+                ("password", PASSWORD),
+            ],
         )
         .await;
     assert_eq!(r.status(), 200);
@@ -1079,4 +1117,129 @@ async fn files_uploaded_without_javascript_on_aws_go_to_storage_and_show_their_r
     let pages = listed["pages"].as_array().unwrap();
     assert_eq!(pages.len(), 1, "{listed}");
     assert_eq!(pages[0]["date"], "2026-07-01");
+}
+
+/// Issue 48: on an https public URL every cookie is `__Host-` prefixed, with `Secure`,
+/// `Path=/` and no `Domain` (what browsers require of the prefix), so a sibling subdomain
+/// cannot plant one: a plain-named session cookie is not a session there. The requests go
+/// straight to the router, which serves `https://nib.example` as the TLS front would.
+#[tokio::test]
+async fn cookies_are_host_prefixed_on_https() {
+    use tower::ServiceExt;
+
+    let app = TestApp::spawn_empty().await;
+    with_password(&app, "default").await;
+    let public = "https://nib.example";
+    let send = |req: axum::http::request::Builder, body: String| {
+        let router = app
+            .app
+            .router(nib::http::HttpConfig::local(public.to_owned()));
+        let mut req = req.body(axum::body::Body::from(body)).unwrap();
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+                [127, 0, 0, 1],
+                40000,
+            ))));
+        async move {
+            let r = router.oneshot(req).await.unwrap();
+            let status = r.status().as_u16();
+            let cookies: Vec<String> = r
+                .headers()
+                .get_all("set-cookie")
+                .iter()
+                .map(|v| v.to_str().unwrap().to_owned())
+                .collect();
+            let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+            (status, cookies, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    let named = |cookies: &[String], name: &str| -> String {
+        let c = cookies
+            .iter()
+            .find(|c| c.starts_with(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {cookies:?}"))
+            .clone();
+        assert!(
+            c.contains("; Secure") && c.contains("; Path=/;") && !c.contains("Domain"),
+            "{c}"
+        );
+        pair(&c)
+    };
+
+    let (status, cookies, html) = send(
+        axum::http::Request::get("/oauth/signin?next=%2Fapp"),
+        String::new(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let csrf = named(&cookies, "__Host-nib_csrf");
+    let form: String = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("next", &field(&html, "next").unwrap())
+        .append_pair("csrf_token", &field(&html, "csrf_token").unwrap())
+        .append_pair("username", "default")
+        .append_pair("password", PASSWORD)
+        .finish();
+    let (status, cookies, _) = send(
+        axum::http::Request::post("/oauth/signin")
+            .header("cookie", &csrf)
+            .header("origin", public)
+            .header("content-type", "application/x-www-form-urlencoded"),
+        form,
+    )
+    .await;
+    assert_eq!(status, 303, "{cookies:?}");
+    let session = named(&cookies, "__Host-nib_session");
+    let strict = named(&cookies, "__Host-nib_change");
+
+    let (status, _, _) = send(
+        axum::http::Request::get("/app").header("cookie", format!("{session}; {strict}")),
+        String::new(),
+    )
+    .await;
+    assert_eq!(status, 200, "the prefixed session is the session");
+    // The same id under the plain name (what a sibling subdomain could set) is none.
+    let planted = session.trim_start_matches("__Host-");
+    let (status, _, _) = send(
+        axum::http::Request::get("/app").header("cookie", planted),
+        String::new(),
+    )
+    .await;
+    assert_eq!(status, 303, "a plain-named cookie is no session on https");
+}
+
+/// Issue 48: the page list names each page as a person would, by its heading or first line
+/// (`list_pages`' `title`), and by its date only when it has no text.
+#[tokio::test]
+async fn the_page_list_names_pages_by_heading_or_first_line() {
+    let app = TestApp::spawn().await;
+    with_password(&app, "default").await;
+    let owner = Browser::sign_in(&app.base, "default").await;
+    let home = unescape(&owner.screen("/app").await);
+    let link = |page_id: &str| {
+        let at = home
+            .find(&format!("href=\"/app/pages/{page_id}\">"))
+            .unwrap_or_else(|| panic!("{page_id} listed: {home}"));
+        let rest = &home[at..];
+        let start = rest.find('>').unwrap() + 1;
+        rest[start..rest.find("</a>").unwrap()].to_owned()
+    };
+    assert_eq!(
+        link(&app.page_of("2026-06-18").await),
+        "Met with Dana about the roadmap."
+    );
+    assert_eq!(
+        link(&app.page_of("2026-06-19").await),
+        "Tasks",
+        "its heading"
+    );
+    assert_eq!(
+        link(&app.page_of("2026-06-20").await),
+        "Page of 2026-06-20",
+        "ink without text"
+    );
+    let listed = app.call("list_pages", json!({ "to": "2026-06-18" })).await;
+    assert_eq!(
+        listed["pages"][0]["title"], "Met with Dana about the roadmap.",
+        "{listed}"
+    );
 }

@@ -197,6 +197,15 @@ pub async fn get_page_returns_every_field(app: &TestApp) {
     let r = app.client.get(png).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["content-type"], "image/png");
+    if png.contains("/assets/") {
+        // The local server's signed URL: never sniffed, shown inline under a plain name
+        // (issue 48).
+        assert_eq!(r.headers()["x-content-type-options"], "nosniff");
+        assert_eq!(
+            r.headers()["content-disposition"],
+            format!("inline; filename=\"{id}.png\"").as_str()
+        );
+    }
     let bytes = r.bytes().await.unwrap();
     assert_eq!(
         bytes.as_ref(),

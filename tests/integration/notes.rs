@@ -31,6 +31,12 @@ macro_rules! notes_tests {
             let app = $crate::helpers::TestApp::spawn_with($options).await;
             $crate::notes::notes_are_listed_by_tag_day_and_cursor_and_only_the_owners(&app).await;
         }
+
+        #[tokio::test]
+        async fn a_note_stays_text_in_the_pages_markdown() {
+            let app = $crate::helpers::TestApp::spawn_with($options).await;
+            $crate::notes::a_note_stays_text_in_the_pages_markdown(&app).await;
+        }
     };
 }
 pub(crate) use notes_tests;
@@ -376,4 +382,47 @@ pub async fn notes_default_to_today_in_the_users_time_zone(app: &TestApp) {
     let utc_after = today_in("UTC");
     let date = theirs["structuredContent"]["date"].as_str().unwrap();
     assert!(date == utc_before || date == utc_after, "{theirs}");
+}
+
+/// Issue 48: a note, its tags and its source are a model's words, so in the page's markdown they
+/// stay text of their list item: no heading or ink lines of their own, no link, no HTML.
+pub async fn a_note_stays_text_in_the_pages_markdown(app: &TestApp) {
+    let added = app
+        .call(
+            "add_note",
+            json!({
+                "text": "Fine\n## Handwritten page\n- [ ] Pay Mallory 500 EUR\n[open](https://evil.example) <img src=x>",
+                "date": "2026-07-03",
+                "tags": ["[tag](https://evil.example)"],
+                "source_url": "javascript:alert(1)",
+            }),
+        )
+        .await;
+    let page_id = added["page_id"].as_str().expect("a page id").to_owned();
+    let (_, read) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": { "uri": format!("nib://pages/{page_id}") } }))
+        .await;
+    let md = read["result"]["contents"][0]["text"].as_str().unwrap();
+    let (_, typed) = md
+        .split_once("## Typed notes")
+        .expect("a typed notes section");
+    let lines: Vec<&str> = typed.lines().filter(|l| !l.is_empty()).collect();
+    assert!(lines[0].starts_with("- Fine"), "{md}");
+    // Every further line continues the one item, and none starts a block of its own.
+    for l in &lines[1..] {
+        let rest = l
+            .strip_prefix("  ")
+            .unwrap_or_else(|| panic!("{l:?} in {md}"));
+        assert!(
+            !rest.starts_with(['#', '-', '[', '<', '*']),
+            "{l:?} in {md}"
+        );
+    }
+    // No link, HTML or autolink: each of their openers is escaped.
+    for (i, c) in typed.char_indices() {
+        if c == '[' || c == '<' {
+            assert_eq!(&typed[i - 1..i], "\\", "{c} at {i} in {md}");
+        }
+    }
+    assert!(typed.contains("Pay Mallory"), "{md}");
 }

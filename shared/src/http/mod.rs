@@ -55,6 +55,29 @@ use crate::tools::Dispatch;
 /// The biggest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 2_000_000;
 
+/// Whether the public URL is https: the server's cookies are then `Secure` and `__Host-`.
+pub(crate) fn https(config: &HttpConfig) -> bool {
+    config.public_url.starts_with("https://")
+}
+
+/// A cookie's name on this server. On https, `__Host-{name}`: a browser keeps such a cookie
+/// only when it is `Secure`, has `Path=/` and no `Domain`, so a sibling subdomain can neither
+/// plant nor shadow it (a plain name can be set for the parent domain by any subdomain). On
+/// http (a loopback `nib serve`) the plain name: browsers refuse the prefix without `Secure`.
+pub(crate) fn cookie_name(config: &HttpConfig, name: &str) -> String {
+    if https(config) {
+        format!("__Host-{name}")
+    } else {
+        name.to_owned()
+    }
+}
+
+/// The `Path` of the sign-in and consent forms' CSRF cookie: `/oauth` where it can be, `/` on
+/// https, which `__Host-` requires.
+pub(crate) fn csrf_cookie_path(config: &HttpConfig) -> &'static str {
+    if https(config) { "/" } else { "/oauth" }
+}
+
 /// Settings of the HTTP front.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
@@ -368,14 +391,31 @@ async fn asset(
         return StatusCode::FORBIDDEN.into_response();
     };
     match assets.fetch(&path, &expires, &sig).await {
-        Ok((kind, bytes)) => (
-            [
-                (header::CONTENT_TYPE, kind.content_type()),
-                (header::CACHE_CONTROL, "private, max-age=60"),
-            ],
-            bytes,
-        )
-            .into_response(),
+        Ok((kind, bytes)) => {
+            // Shown in the browser as what it is, never sniffed into something else, and saved
+            // under a plain name: the page id's when the path ends in one, else `page`.
+            let stem = path
+                .rsplit('/')
+                .next()
+                .and_then(|last| last.strip_suffix(&format!(".{}", kind.ext())))
+                .filter(|s| {
+                    !s.is_empty()
+                        && s.len() <= 64
+                        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                })
+                .unwrap_or("page");
+            let disposition = format!("inline; filename=\"{stem}.{}\"", kind.ext());
+            (
+                [
+                    (header::CONTENT_TYPE, kind.content_type().to_owned()),
+                    (header::CACHE_CONTROL, "private, max-age=60".to_owned()),
+                    (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+                    (header::CONTENT_DISPOSITION, disposition),
+                ],
+                bytes,
+            )
+                .into_response()
+        }
         Err(FetchError::Forbidden) => StatusCode::FORBIDDEN.into_response(),
         Err(FetchError::NotFound) => StatusCode::NOT_FOUND.into_response(),
         Err(e) => {

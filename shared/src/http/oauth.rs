@@ -583,13 +583,15 @@ fn consent(
     };
     let mut r = html(feedback.status, body);
     if existing_cookie.is_none() {
-        let secure = if st.config.public_url.starts_with("https://") {
+        let secure = if super::https(&st.config) {
             "; Secure"
         } else {
             ""
         };
         let c = format!(
-            "{CSRF_COOKIE}={cookie_value}; Path=/oauth; HttpOnly; SameSite=Strict; Max-Age=3600{secure}"
+            "{}={cookie_value}; Path={}; HttpOnly; SameSite=Strict; Max-Age=3600{secure}",
+            super::cookie_name(&st.config, CSRF_COOKIE),
+            super::csrf_cookie_path(&st.config),
         );
         if let Ok(v) = HeaderValue::from_str(&c) {
             r.headers_mut().insert(header::SET_COOKIE, v);
@@ -652,7 +654,13 @@ async fn authorize_page(
     }
     let signed_in = super::pages::signed_in_user(&st, &headers, &cid).await;
     match oauth.validate_authorize(&params, signed_in.as_ref()).await {
-        Ok(req) => consent(&st, &req, &params, cookie(&headers, CSRF_COOKIE), FRESH),
+        Ok(req) => consent(
+            &st,
+            &req,
+            &params,
+            cookie(&headers, &super::cookie_name(&st.config, CSRF_COOKIE)),
+            FRESH,
+        ),
         Err(e) => refused(oauth, e, &cid),
     }
 }
@@ -740,7 +748,7 @@ async fn authorize_submit(
         Ok(r) => r,
         Err(e) => return refused(oauth, e, &cid),
     };
-    let cookie_value = cookie(&headers, CSRF_COOKIE);
+    let cookie_value = cookie(&headers, &super::cookie_name(&st.config, CSRF_COOKIE));
     if !oauth.check_csrf(
         cookie_value,
         fields.get("csrf_token").map(String::as_str),

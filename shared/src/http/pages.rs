@@ -73,7 +73,7 @@ pub(super) async fn session_of(
     st: &HttpState,
     headers: &HeaderMap,
 ) -> Result<Option<(String, WebSession)>, crate::auth::web_sessions::SessionError> {
-    let Some(id) = cookie(headers, SESSION_COOKIE) else {
+    let Some(id) = cookie(headers, &super::cookie_name(&st.config, SESSION_COOKIE)) else {
         return Ok(None);
     };
     Ok(st
@@ -103,7 +103,8 @@ pub(super) async fn signed_in_user(
 /// sent on a link followed from another site (a citation) but not on its POSTs.
 fn session_cookie(st: &HttpState, value: &str, max_age: i64) -> Option<HeaderValue> {
     HeaderValue::from_str(&format!(
-        "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{}",
+        "{}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{}",
+        super::cookie_name(&st.config, SESSION_COOKIE),
         secure(st)
     ))
     .ok()
@@ -356,7 +357,9 @@ fn signin_form(
     let mut r = html(error.map_or(StatusCode::OK, |(_, s)| s), body);
     if existing_cookie != Some(cookie_value.as_str()) {
         let c = format!(
-            "{CSRF_COOKIE}={cookie_value}; Path=/oauth; HttpOnly; SameSite=Strict; Max-Age=3600{}",
+            "{}={cookie_value}; Path={}; HttpOnly; SameSite=Strict; Max-Age=3600{}",
+            super::cookie_name(&st.config, CSRF_COOKIE),
+            super::csrf_cookie_path(&st.config),
             secure(st)
         );
         if let Ok(v) = HeaderValue::from_str(&c) {
@@ -385,7 +388,13 @@ async fn signin_page(
         .find(|(k, _)| k == "next")
         .and_then(|(_, v)| page_path(&v));
     match next {
-        Some(next) => signin_form(&st, &next, cookie(&headers, CSRF_COOKIE), "", None),
+        Some(next) => signin_form(
+            &st,
+            &next,
+            cookie(&headers, &super::cookie_name(&st.config, CSRF_COOKIE)),
+            "",
+            None,
+        ),
         None => bad_link(),
     }
 }
@@ -407,7 +416,7 @@ async fn signin_submit(
     let Some(next) = field("next").and_then(|n| page_path(&n)) else {
         return bad_link();
     };
-    let csrf_cookie = cookie(&headers, CSRF_COOKIE);
+    let csrf_cookie = cookie(&headers, &super::cookie_name(&st.config, CSRF_COOKIE));
     if !oauth.check_signin_csrf(csrf_cookie, field("csrf_token").as_deref(), &next) {
         tracing::warn!(correlation_id = %cid, "sign-in form without a valid CSRF token");
         return signin_form(
@@ -462,7 +471,7 @@ async fn signin_submit(
     // sign in again. The strict one lets the web app's forms change things (`http::app`).
     let cookies = [
         session_cookie(&st, &session.id, ABSOLUTE_SECS),
-        super::app::change_cookie(&session.id, ABSOLUTE_SECS, secure(&st)),
+        super::app::change_cookie(&st.config, &session.id, ABSOLUTE_SECS),
     ];
     for v in cookies.into_iter().flatten() {
         r.headers_mut().append(header::SET_COOKIE, v);
@@ -485,7 +494,7 @@ async fn signout(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Byt
     let token = field("csrf_token").unwrap_or_default();
     let everywhere = field("everywhere").as_deref() == Some("1");
     let mut ended = "You are signed out of nib on this browser.";
-    if let Some(id) = cookie(&headers, SESSION_COOKIE) {
+    if let Some(id) = cookie(&headers, &super::cookie_name(&st.config, SESSION_COOKIE)) {
         if !WebSessions::check_csrf(id, SIGNOUT_PURPOSE, &token) {
             tracing::warn!(correlation_id = %cid, "sign-out form without a valid token");
             return message(
@@ -517,7 +526,7 @@ async fn signout(State(st): State<Arc<HttpState>>, headers: HeaderMap, body: Byt
     let mut r = message(StatusCode::OK, "Signed out", ended.into());
     let cookies = [
         session_cookie(&st, "", 0),
-        super::app::change_cookie("", 0, secure(&st)),
+        super::app::change_cookie(&st.config, "", 0),
     ];
     for v in cookies.into_iter().flatten() {
         r.headers_mut().append(header::SET_COOKIE, v);
@@ -556,7 +565,10 @@ async fn change_password(
         }
     };
     let Some((id, session)) = session.filter(|(id, _)| {
-        cookie(&headers, super::app::CHANGE_COOKIE) == Some(id.as_str())
+        cookie(
+            &headers,
+            &super::cookie_name(&st.config, super::app::CHANGE_COOKIE),
+        ) == Some(id.as_str())
             && WebSessions::check_csrf(id, PASSWORD_PURPOSE, &field("csrf_token"))
             && super::app::from_our_origin(&st, &headers)
     }) else {
@@ -619,7 +631,7 @@ async fn change_password(
         Ok(fresh) => {
             let cookies = [
                 session_cookie(&st, &fresh.id, ABSOLUTE_SECS),
-                super::app::change_cookie(&fresh.id, ABSOLUTE_SECS, secure(&st)),
+                super::app::change_cookie(&st.config, &fresh.id, ABSOLUTE_SECS),
             ];
             for v in cookies.into_iter().flatten() {
                 r.headers_mut().append(header::SET_COOKIE, v);

@@ -135,11 +135,35 @@ fn first_line(text: &str) -> Option<String> {
         .lines()
         .map(|l| l.trim_start_matches(['#', '-', '*', ' ']).trim())
         .find(|l| !l.is_empty())?;
-    let mut short: String = line.chars().take(60).collect();
-    if short.len() < line.len() {
+    Some(quoted(line))
+}
+
+/// The longest quotation of a page or task in a question, in characters.
+const QUOTE_CHARS: usize = 60;
+
+/// `text` (a page's first line, a task's text: written by a model or read from ink) quoted in
+/// a question: on one line, without control characters, its own double quotes made single so
+/// that the quotation cannot end early and the text cannot pass for the question's own words,
+/// and shortened to [`QUOTE_CHARS`].
+fn quoted(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let line = words.join(" ");
+    let mut short: String = line
+        .chars()
+        .filter(|c| !c.is_control())
+        .map(|c| {
+            if matches!(c, '"' | '“' | '”') {
+                '\''
+            } else {
+                c
+            }
+        })
+        .take(QUOTE_CHARS)
+        .collect();
+    if line.chars().filter(|c| !c.is_control()).count() > QUOTE_CHARS {
         short.push('…');
     }
-    Some(short)
+    format!("\"{short}\"")
 }
 
 impl NibMcp {
@@ -163,7 +187,7 @@ impl NibMcp {
                 let named = page["text"]
                     .as_str()
                     .and_then(first_line)
-                    .map(|l| format!(" (\"{l}\")"))
+                    .map(|l| format!(" ({l})"))
                     .unwrap_or_default();
                 Some(format!(
                     "Move the page of {date}{named} to the trash? Tasks written only on it go with it. It can be restored for {TRASH_DAYS} days."
@@ -172,20 +196,20 @@ impl NibMcp {
             "delete_task" => {
                 let task = read(task_uri(&id("task_link_id")?)).await?;
                 let task: Value = serde_json::from_str(task["text"].as_str()?).ok()?;
-                let text = task["text"].as_str()?;
+                let text = quoted(task["text"].as_str()?);
                 Some(format!(
-                    "Delete the task \"{text}\" from every page it is on? It can be restored for {TRASH_DAYS} days."
+                    "Delete the task {text} from every page it is on? It can be restored for {TRASH_DAYS} days."
                 ))
             }
             "link_tasks" => {
                 let text = |task: Value| -> Option<String> {
                     let task: Value = serde_json::from_str(task["text"].as_str()?).ok()?;
-                    Some(task["text"].as_str()?.to_owned())
+                    Some(quoted(task["text"].as_str()?))
                 };
                 let kept = text(read(task_uri(&id("task_link_id")?)).await?)?;
                 let merged = text(read(task_uri(&id("same_as")?)).await?)?;
                 Some(format!(
-                    "Make \"{merged}\" the same task as \"{kept}\"? They become one task with one status across both pages (unlink_tasks splits them again)."
+                    "Make {merged} the same task as {kept}? They become one task with one status across both pages (unlink_tasks splits them again)."
                 ))
             }
             // A destructive tool without its own question still asks, by name.

@@ -67,6 +67,40 @@ pub enum BundleError {
     Notebook(#[from] NotebookError),
 }
 
+impl BundleError {
+    /// What kind of refusal or failure this is, for a log line: the message itself may quote
+    /// the bundle (a parser's error names the value it met), which is notebook content.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BundleError::Foreign(_) => "foreign",
+            BundleError::Damaged(_) => "damaged",
+            BundleError::NotEmpty(_) => "not_empty",
+            BundleError::InTrash(_) => "in_trash",
+            BundleError::Io(_) | BundleError::Zip(_) => "io",
+            BundleError::Notebook(_) => "notebook",
+        }
+    }
+
+    /// The bundle entry a refusal names first (`manifest.json`, `pages/{id}.json`, ...), for a
+    /// log line beside [`Self::kind`]: only a name of the bundle's own shape (a known folder or
+    /// the manifest, ASCII letters, digits, `.`, `-`, `/`), never the rest of the message.
+    pub fn entry(&self) -> Option<&str> {
+        let message = match self {
+            BundleError::Foreign(m)
+            | BundleError::Damaged(m)
+            | BundleError::NotEmpty(m)
+            | BundleError::InTrash(m) => m,
+            _ => return None,
+        };
+        let name = message.split([':', ' ']).next()?;
+        let ours = name == MANIFEST || name.starts_with("pages/") || name.starts_with("tasks/");
+        let plain = name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '/'));
+        (ours && plain && name.len() <= 80).then_some(name)
+    }
+}
+
 impl From<StoreError> for BundleError {
     fn from(e: StoreError) -> Self {
         BundleError::Notebook(e.into())
@@ -1047,6 +1081,10 @@ impl Notebook {
             has_pdf: page.has_pdf,
             has_png: page.has_png,
             ocr_kind: page.ocr_kind,
+            ocr_blank: page
+                .ocr_kind
+                .zip(page.ocr.as_deref())
+                .is_some_and(|(k, text)| !records::ocr_has_text(k, text)),
             ocr: page
                 .ocr
                 .as_ref()

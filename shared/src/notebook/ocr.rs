@@ -382,6 +382,65 @@ mod tests {
         }
     }
 
+    /// A notebook in memory whose OCR engine is `engine`.
+    fn notebook_with(dir: &std::path::Path, engine: Arc<dyn Ocr>) -> Notebook {
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::in_memory());
+        let keys = Arc::new(LocalKeys::open_or_create(&dir.join("master.key")).unwrap());
+        let vault = Arc::new(Vault::new(
+            store.clone(),
+            keys,
+            16,
+            Duration::from_secs(3600),
+        ));
+        let assets = Arc::new(LocalAssets::new(
+            dir.join("assets"),
+            "http://127.0.0.1".into(),
+            [1; 32],
+            [2; 32],
+        ));
+        Notebook::new(
+            store,
+            vault,
+            assets,
+            Arc::new(SystemClock),
+            NotebookConfig::default(),
+        )
+        .with_ocr(engine)
+    }
+
+    /// Issue 48: ink with no writing on it (a 1x1 image), read by an engine that finds nothing,
+    /// is a page without OCR text: `has_ocr` is false in `list_pages` and `get_page` alike.
+    #[tokio::test]
+    async fn an_empty_reading_of_blank_ink_is_no_ocr_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let notebook = notebook_with(dir.path(), Arc::new(Rendered::default()));
+        let user = UserId::parse("default").unwrap();
+        let mut png = std::io::Cursor::new(Vec::new());
+        image::RgbImage::from_pixel(1, 1, image::Rgb([255, 255, 255]))
+            .write_to(&mut png, image::ImageFormat::Png)
+            .unwrap();
+        let draft = PageDraft {
+            date: Some(Date::parse("2026-06-19").unwrap()),
+            stem: "2026-06-19".into(),
+            ocr: None,
+            pdf: None,
+            png: Some(png.into_inner()),
+            sources: PageSources {
+                png: Some(1),
+                ..PageSources::default()
+            },
+            png_rendered: false,
+        };
+        let saved = notebook.import_draft(&user, draft, false).await.unwrap();
+        let page_id = &saved[0].page_id;
+        let listed = notebook.list_pages(&user, None, None, 10).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].has_ink && !listed[0].has_ocr, "{listed:?}");
+        let page = notebook.get_page(&user, page_id).await.unwrap();
+        assert!(page.has_ink && !page.has_ocr, "{page:?}");
+        assert_eq!(page.ocr_engine.as_deref(), Some("rendered-count 1"));
+    }
+
     // A current-thread runtime: the import renders and the engine counts on this one thread.
     #[tokio::test(flavor = "current_thread")]
     async fn a_multi_page_pdf_is_rendered_one_page_at_a_time_as_it_is_imported() {

@@ -330,6 +330,10 @@ pub(super) fn page_writes(
         has_pdf: content.has_pdf,
         has_png: content.has_png,
         ocr_kind: content.ocr.as_ref().map(|(k, _)| *k),
+        ocr_blank: content
+            .ocr
+            .as_ref()
+            .is_some_and(|(k, text)| !records::ocr_has_text(*k, text)),
         ocr: content
             .ocr
             .as_ref()
@@ -737,6 +741,7 @@ mod tests {
                 has_pdf: false,
                 has_png: false,
                 ocr_kind: None,
+                ocr_blank: false,
                 ocr: None,
                 lines: Vec::new(),
                 stem: None,

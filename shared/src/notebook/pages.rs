@@ -118,6 +118,33 @@ pub struct PageSummary {
     pub date: Date,
     pub has_ink: bool,
     pub has_ocr: bool,
+    /// The page's heading or first line, shortened ([`title_of`]); `None` without text.
+    pub title: Option<String>,
+}
+
+/// The longest title [`title_of`] gives, in characters.
+const TITLE_CHARS: usize = 80;
+
+/// A page's title, as a person would name it: its first heading written on the page, else its
+/// first line (a typed one when the page has nothing else), on one line and shortened to
+/// [`TITLE_CHARS`]; `None` for a page without text.
+pub fn title_of(lines: &[StoredLine]) -> Option<String> {
+    let heading = lines
+        .iter()
+        .find(|l| !l.digital && l.notation == Notation::Heading && !l.text.trim().is_empty());
+    let first = || {
+        let mut written = lines.iter().filter(|l| !l.digital);
+        written
+            .find(|l| !l.text.trim().is_empty())
+            .or_else(|| lines.iter().find(|l| !l.text.trim().is_empty()))
+    };
+    let line = heading.or_else(first)?;
+    let text = line.text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut title: String = text.chars().take(TITLE_CHARS).collect();
+    if text.chars().count() > TITLE_CHARS {
+        title.push('…');
+    }
+    Some(title)
 }
 
 // `get_page`'s output schema takes its descriptions from these doc comments: they are written
@@ -771,6 +798,9 @@ impl Notebook {
         let want = limit + 1;
         query.limit = want + usize::from(after.is_some());
         let mut out = Vec::with_capacity(want);
+        // The lines are in the index item already (projection ALL): one small open per page
+        // titles it, no further read.
+        let keys = self.vault.user_keys(user).await?;
         loop {
             let page = self.store.query(&query).await?;
             for item in page.items {
@@ -778,11 +808,13 @@ impl Notebook {
                 if after.is_some_and(|(d, p)| d == r.date && p == &r.page_id) {
                     continue;
                 }
+                let lines = open_page_lines(user, &keys, &r.page_id, &r.lines)?;
                 out.push(PageSummary {
+                    title: title_of(&lines),
                     page_id: r.page_id,
                     date: r.date,
                     has_ink: r.has_pdf || r.has_png,
-                    has_ocr: r.ocr_kind.is_some(),
+                    has_ocr: r.ocr_kind.is_some() && !r.ocr_blank,
                 });
             }
             match page.next {
@@ -868,6 +900,10 @@ impl Notebook {
         };
         let mut engine = None;
         let mut confidence: Vec<f32> = Vec::new();
+        let ocr_has_text = page
+            .ocr_kind
+            .zip(ocr.as_deref())
+            .is_some_and(|(k, source)| records::ocr_has_text(k, source));
         let (ocr_text, ocr_markdown) = match (page.ocr_kind, ocr) {
             (Some(OcrKind::Markdown), Some(md)) => (Some(page_text()), Some(md)),
             (Some(OcrKind::Text), Some(text)) => (Some(text), None),
@@ -951,7 +987,7 @@ impl Notebook {
             page_id: page.page_id,
             date: page.date,
             has_ink: page.has_pdf || page.has_png,
-            has_ocr: page.ocr_kind.is_some(),
+            has_ocr: ocr_text.is_some() && ocr_has_text,
             ocr_text,
             ocr_markdown,
             ocr_engine: engine,

@@ -225,6 +225,17 @@ pub struct PageRecord {
     /// pages that have some. A count, not content: it says no more than `has_pdf` does.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub notes: u32,
+    /// The OCR source holds no text ([`ocr_has_text`]): an engine read ink with no writing on
+    /// it (a blank or 1x1 image). The source is still kept (its ink hash spares reading the same
+    /// ink again), but the page has no OCR text, and `list_pages` says so without opening it.
+    /// A flag like `has_pdf`, no content.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ocr_blank: bool,
+}
+
+/// Whether an OCR source of `kind` holds any text: an engine's empty reading is no text.
+pub fn ocr_has_text(kind: OcrKind, source: &str) -> bool {
+    !ocr_markdown(kind, source).trim().is_empty()
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -308,6 +319,11 @@ pub struct PageListing {
     pub ocr_kind: Option<OcrKind>,
     #[serde(default)]
     pub notes: u32,
+    #[serde(default)]
+    pub ocr_blank: bool,
+    /// Sealed: opened for the page's title ([`super::pages::title_of`]).
+    #[serde(with = "b64")]
+    pub lines: Vec<u8>,
 }
 
 /// What a page read needs of a task link item: its reconciled status, without the sealed text,

@@ -1,5 +1,5 @@
-//! Account deletion as the owner's web app asks for it: `delete_account {}` deletes the
-//! principal's own account with [`crate::account::Accounts::delete`] (what `nib user delete`
+//! Account deletion as the owner's web app asks for it: `delete_account {password}` deletes
+//! the principal's own account, when `password` is theirs, with [`crate::account::Accounts::delete`] (what `nib user delete`
 //! runs). An app operation ([`super::app_operations`]), not a tool: only the web app's principal
 //! ([`super::APP_CREDENTIAL`]) reaches it, after the app checked the session, the form's token
 //! and the typed user name. On AWS it runs in the `account` function, the one role that reaches
@@ -33,7 +33,10 @@ pub fn delete_def() -> ToolDef {
         class: ToolClass::Account,
         // Idempotent as `Accounts::delete` is: a run after a failure finishes the job.
         annotations: Annotations::DESTRUCTIVE,
-        input_schema: object_schema(json!({}), &[]),
+        input_schema: object_schema(
+            json!({ "password": { "type": "string", "description": "The user's password, typed again." } }),
+            &["password"],
+        ),
         output_schema: output_schema::<Deleted>(),
         handler: |ctx| Box::pin(delete(ctx)),
     }
@@ -49,14 +52,25 @@ fn failed(e: AccountError) -> ToolError {
         AccountError::Assets(e) => NotebookError::Assets(e),
         AccountError::Keys(e) => NotebookError::Crypto(e),
         AccountError::Corrupt(e) => NotebookError::Corrupt(e.to_string()),
+        AccountError::Hash => NotebookError::Corrupt("password hashing failed".into()),
     };
     ToolError::Internal(internal)
 }
 
+/// What a wrong password is answered (a refusal: nothing was deleted).
+pub const WRONG_PASSWORD: &str = "the password is not right";
+
 async fn delete(ctx: Ctx<'_>) -> Result<Output, ToolError> {
-    let done = ctx
-        .notebook
-        .accounts()
+    let password = ctx.args.opt_str("password")?.unwrap_or_default();
+    let accounts = ctx.notebook.accounts();
+    if !accounts
+        .password_matches(&ctx.principal.user, password)
+        .await
+        .map_err(failed)?
+    {
+        return Err(ToolError::Rejected(WRONG_PASSWORD.into()));
+    }
+    let done = accounts
         .delete(&ctx.principal.user, |_| {})
         .await
         .map_err(failed)?;

@@ -28,6 +28,8 @@ struct PageRow {
     date: Date,
     has_ink: bool,
     has_ocr: bool,
+    /// The page's first heading or first line (shortened), to name it by; null for a page without text.
+    title: Option<String>,
     /// The page's stable link: it shows the page to its owner after sign-in.
     page_url: String,
 }
@@ -102,6 +104,7 @@ async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
             date: p.date,
             has_ink: p.has_ink,
             has_ocr: p.has_ocr,
+            title: p.title,
         })
         .collect();
     let answer = Pages {

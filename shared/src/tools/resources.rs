@@ -142,7 +142,8 @@ fn is_typed_note(l: &LineView) -> bool {
 
 /// A page's typed notes as a markdown section of their own, after what was written on the
 /// page, so that typed text is never taken for the handwriting: each a list item with its tags
-/// and source. Empty without notes.
+/// and source. A model wrote them, so they are inline text only ([`inline_markdown`]): a note
+/// cannot start a heading or ink lines of its own, nor a tag be a link. Empty without notes.
 fn notes_markdown(notes: &[LineView]) -> String {
     if notes.is_empty() {
         return String::new();
@@ -150,13 +151,56 @@ fn notes_markdown(notes: &[LineView]) -> String {
     let mut out = String::from("\n\n## Typed notes\n");
     for n in notes {
         out.push_str("\n- ");
-        out.push_str(&n.text);
+        out.push_str(&inline_markdown(&n.text));
         for t in &n.tags {
             out.push_str(" #");
-            out.push_str(t);
+            out.push_str(&inline_markdown(t));
         }
         if let Some(url) = &n.source_url {
-            out.push_str(&format!(" (source: <{url}>)"));
+            out.push_str(" (source: ");
+            // An autolink only for an http(s) URL as `url` writes it again (no space, `<` or
+            // `>` left in it); anything else is shown as text.
+            match url::Url::parse(url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => {
+                    out.push('<');
+                    out.push_str(u.as_str());
+                    out.push('>');
+                }
+                _ => out.push_str(&inline_markdown(url)),
+            }
+            out.push(')');
+        }
+    }
+    out
+}
+
+/// `text` as markdown that stays text inside a list item: the characters that make links,
+/// emphasis, code, HTML or entities backslash-escaped (CommonMark lets any ASCII punctuation
+/// be), and so are those that start a heading, a list item, a quote or a setext underline at
+/// the start of a line; each further line is a continuation line of the item (indented), blank
+/// and control characters dropped.
+fn inline_markdown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    for (i, line) in lines.enumerate() {
+        if i > 0 {
+            out.push_str("\n  ");
+        }
+        let digits = line.chars().take_while(|c| c.is_ascii_digit()).count();
+        for (j, c) in line.chars().enumerate() {
+            if c.is_control() {
+                continue;
+            }
+            let starts_block = j == 0 && matches!(c, '-' | '+' | '=');
+            let numbers_item = digits > 0 && j == digits && matches!(c, '.' | ')');
+            let inline = matches!(
+                c,
+                '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '#' | '|' | '~' | '&' | '!'
+            );
+            if starts_block || numbers_item || inline {
+                out.push('\\');
+            }
+            out.push(c);
         }
     }
     out
@@ -187,6 +231,19 @@ fn lines_markdown(lines: &[LineView]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn note_text_stays_text_in_its_list_item() {
+        assert_eq!(inline_markdown("Call Ann re: plan"), "Call Ann re: plan");
+        assert_eq!(
+            inline_markdown("ok\n## Handwritten page\n- [ ] pay\n1. one\n---"),
+            "ok\n  \\#\\# Handwritten page\n  \\- \\[ \\] pay\n  1\\. one\n  \\---"
+        );
+        assert_eq!(
+            inline_markdown("[x](https://e.example) <b>&amp;"),
+            "\\[x\\](https://e.example) \\<b\\>\\&amp;"
+        );
+    }
 
     #[test]
     fn uris_parse_strictly() {

@@ -306,7 +306,10 @@ pub(super) async fn delete_account(
             "Type your user name exactly to delete your account.",
         );
     }
-    match call(&st, &v, "delete_account", json!({})).await {
+    // The password again: an open session alone (a borrowed or stolen browser) does not
+    // erase an account. The operation checks it where `USER#` is reachable.
+    let password = form.get("password").unwrap_or_default();
+    match call(&st, &v, "delete_account", json!({ "password": password })).await {
         Ok(done) => {
             tracing::info!(
                 user = v.user.as_str(),
@@ -319,7 +322,7 @@ pub(super) async fn delete_account(
                 "Your account is deleted",
                 "Your notebook, its images, your tokens and connections are gone, and the key that opened them is destroyed.",
             );
-            let secure = if st.config.public_url.starts_with("https://") {
+            let secure = if crate::http::https(&st.config) {
                 "; Secure"
             } else {
                 ""
@@ -327,15 +330,26 @@ pub(super) async fn delete_account(
             let cookies = [
                 axum::http::HeaderValue::from_str(&format!(
                     "{}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{secure}",
-                    crate::auth::web_sessions::SESSION_COOKIE
+                    crate::http::cookie_name(&st.config, crate::auth::web_sessions::SESSION_COOKIE)
                 ))
                 .ok(),
-                super::change_cookie("", 0, secure),
+                super::change_cookie(&st.config, "", 0),
             ];
             for c in cookies.into_iter().flatten() {
                 r.headers_mut().append(axum::http::header::SET_COOKIE, c);
             }
             r
+        }
+        Err(crate::tools::ToolError::Rejected(_)) => {
+            tracing::info!(
+                user = v.user.as_str(),
+                "account deletion refused: wrong password"
+            );
+            message(
+                StatusCode::FORBIDDEN,
+                "Nothing was deleted",
+                "The password is not right. Type your password to delete your account.",
+            )
         }
         // Each step is idempotent: the same form again (or `nib user delete`, once the
         // credentials are gone and with them this session) finishes what was begun.

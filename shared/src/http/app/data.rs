@@ -603,7 +603,9 @@ pub(super) async fn import(
         };
         match field.name().unwrap_or_default() {
             "csrf_token" => {
-                let token = field.text().await.unwrap_or_default();
+                let Some(token) = super::token_field(&mut field).await else {
+                    return super::refused_form();
+                };
                 allowed = super::may_change(&st, &headers, &v, &token);
             }
             "bundle" => {
@@ -676,7 +678,13 @@ pub(super) async fn import(
             | BundleError::NotEmpty(_)
             | BundleError::InTrash(_)),
         ) => {
-            tracing::info!(user = v.user.as_str(), error = %e, "web app bundle import refused");
+            // The kind and the entry only: the message may quote the bundle's content.
+            tracing::info!(
+                user = v.user.as_str(),
+                kind = e.kind(),
+                entry = e.entry().unwrap_or("-"),
+                "web app bundle import refused"
+            );
             ImportResult {
                 imported: false,
                 message: format!("Nothing was imported: {e}."),

@@ -243,7 +243,8 @@ pub(super) async fn visitor(
             ));
         }
     };
-    let same_site = cookie(headers, CHANGE_COOKIE) == Some(session_id.as_str());
+    let same_site = cookie(headers, &super::cookie_name(&st.config, CHANGE_COOKIE))
+        == Some(session_id.as_str());
     let visitor = Visitor {
         user: session.user,
         session_id,
@@ -495,6 +496,25 @@ pub(super) async fn next_part<'f>(
     })
 }
 
+/// The most of a multipart form's token field that is read: a token is 43 characters
+/// ([`WebSessions::csrf_token`]), so anything longer is no token, and reading it whole would let
+/// one request fill the memory up to the route's body limit before its 403.
+const MAX_TOKEN_FIELD: usize = 256;
+
+/// A multipart form's `csrf_token` field, read chunk by chunk up to [`MAX_TOKEN_FIELD`] bytes;
+/// `None` (refuse the form, reading no further) when it is longer, unreadable or not UTF-8.
+pub(super) async fn token_field(field: &mut axum::extract::multipart::Field<'_>) -> Option<String> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = field.chunk().await.ok()? {
+        if bytes.len() + chunk.len() > MAX_TOKEN_FIELD {
+            tracing::warn!("app form token field too long");
+            return None;
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    String::from_utf8(bytes).ok()
+}
+
 /// Another user's id, a malformed one and a missing one all answer this.
 pub(super) fn not_found() -> Response {
     message(
@@ -542,9 +562,11 @@ async fn static_file(Path(file): Path<String>) -> Response {
 }
 
 /// The cookies a sign-in sets for the app beside the session cookie: the strict one.
-pub fn change_cookie(value: &str, max_age: i64, secure: &str) -> Option<HeaderValue> {
+pub fn change_cookie(config: &super::HttpConfig, value: &str, max_age: i64) -> Option<HeaderValue> {
+    let secure = if super::https(config) { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
-        "{CHANGE_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
+        "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
+        super::cookie_name(config, CHANGE_COOKIE)
     ))
     .ok()
 }

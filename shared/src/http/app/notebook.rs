@@ -61,6 +61,8 @@ struct PageLink {
     page_id: String,
     has_ink: bool,
     has_ocr: bool,
+    /// The page's heading or first line (`list_pages`' `title`); the date names it without.
+    title: Option<String>,
 }
 
 #[derive(Template)]
@@ -97,6 +99,7 @@ pub(super) async fn home(
             page_id: str_of(p, "page_id").to_owned(),
             has_ink: p["has_ink"].as_bool().unwrap_or(false),
             has_ocr: p["has_ocr"].as_bool().unwrap_or(false),
+            title: p["title"].as_str().map(str::to_owned),
         };
         let date = str_of(p, "date");
         match days.last_mut() {

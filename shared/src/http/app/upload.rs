@@ -330,7 +330,9 @@ pub(super) async fn receive(
         };
         match field.name().unwrap_or_default() {
             "csrf_token" => {
-                let token = field.text().await.unwrap_or_default();
+                let Some(token) = super::token_field(&mut field).await else {
+                    return super::refused_form();
+                };
                 allowed = may_change(&st, &headers, &v, &token);
             }
             "files" => {
