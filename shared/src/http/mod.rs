@@ -14,7 +14,7 @@
 
 mod app;
 mod errors;
-mod mcp_elicit;
+pub mod mcp_elicit;
 mod mcp_endpoint;
 mod mcp_request;
 mod mcp_transport;
