@@ -13,6 +13,7 @@
 //! `nib_live_` API tokens.
 
 mod app;
+pub use app::EXPORTS_PER_HOUR;
 mod errors;
 pub mod mcp_elicit;
 mod mcp_endpoint;

@@ -177,6 +177,38 @@ impl AccessLog {
         }
     }
 
+    /// Records an operation that opened more than one record holds (an export: the whole
+    /// notebook): as many records as it takes, [`MAX_IDS`] ids of each kind apiece, so no id
+    /// is dropped; one record when it opened nothing.
+    pub fn record_all(
+        self: &Arc<Self>,
+        user: &UserId,
+        credential_id: &str,
+        client: Option<&str>,
+        tool: &str,
+        page_ids: &[PageId],
+        task_ids: &[TaskLinkId],
+    ) {
+        let mut pages = page_ids.chunks(MAX_IDS);
+        let mut tasks = task_ids.chunks(MAX_IDS);
+        let mut first = true;
+        loop {
+            let (p, t) = (pages.next(), tasks.next());
+            if p.is_none() && t.is_none() && !first {
+                return;
+            }
+            first = false;
+            self.record(
+                user,
+                credential_id,
+                client,
+                tool,
+                p.unwrap_or_default().to_vec(),
+                t.unwrap_or_default().to_vec(),
+            );
+        }
+    }
+
     fn start_flusher(self: &Arc<Self>) {
         if self.started.load(Ordering::Relaxed) || self.started.swap(true, Ordering::AcqRel) {
             return;
