@@ -389,6 +389,36 @@ mod tests {
         (dir, Arc::new(AccessLog::new(store, Arc::new(SystemClock))))
     }
 
+    /// An export names more ids than one record holds: every one is recorded, none dropped.
+    #[tokio::test]
+    async fn record_all_spreads_many_ids_over_records_and_keeps_every_one() {
+        let (_dir, log) = log();
+        log.flush_per_call();
+        let alice = UserId::parse("alice").unwrap();
+        let pages: Vec<PageId> = (0..MAX_IDS * 2 + 1).map(|_| PageId::new()).collect();
+        let tasks: Vec<TaskLinkId> = (0..3).map(|_| TaskLinkId::new()).collect();
+        log.record_all(&alice, "web_app", None, "export_notebook", &pages, &tasks);
+        assert_eq!(log.pending(), 3);
+        log.record_all(&alice, "web_app", None, "export_notebook", &[], &[]);
+        assert_eq!(log.pending(), 4, "an export of nothing is recorded too");
+        log.flush().await.unwrap();
+        let records = log.list(&alice, None, None, 10).await.unwrap().0;
+        let mut recorded_pages: Vec<PageId> = records
+            .iter()
+            .flat_map(|(_, r)| r.page_ids.clone())
+            .collect();
+        let recorded_tasks: Vec<TaskLinkId> = records
+            .iter()
+            .flat_map(|(_, r)| r.task_ids.clone())
+            .collect();
+        let mut expected = pages.clone();
+        recorded_pages.sort();
+        expected.sort();
+        assert_eq!(recorded_pages, expected);
+        assert_eq!(recorded_tasks.len(), tasks.len());
+        assert!(records.iter().all(|(_, r)| r.page_ids.len() <= MAX_IDS));
+    }
+
     #[tokio::test]
     async fn records_wait_in_memory_until_flushed_then_list_newest_first() {
         let (_dir, log) = log();
