@@ -166,17 +166,8 @@ async fn the_web_app_exports_and_imports_a_bundle_into_an_empty_notebook_locally
             .count(),
         pages.len()
     );
-    // The access record shows the export, as the web app's.
-    source.app.notebook().access_log().flush().await.unwrap();
-    let access = source.call("list_access", json!({})).await;
-    assert!(
-        access["records"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["tool"] == "export_notebook" && r["credential_id"] == "web_app"),
-        "{access}"
-    );
+    // The access record shows the export, as the web app's, naming every page and task.
+    exported_by_the_app(&source, &pages, &tasks).await;
 
     // Markdown: a ZIP with one .md per page.
     let (status, disposition, markdown) = download(&owner, "markdown").await;
@@ -215,9 +206,15 @@ async fn the_web_app_exports_and_imports_a_bundle_into_an_empty_notebook_locally
             .status(),
         404
     );
-    // Locally the tool hands out no link: it says what to use instead.
-    let refusal = source.call_error("export_notebook", json!({})).await;
-    assert!(refusal.contains("nib export"), "{refusal}");
+    not_an_mcp_tool(&source).await;
+    // Exports have a limit of their own (rate limits are off here): two so far.
+    for _ in 2..nib::http::EXPORTS_PER_HOUR {
+        assert_eq!(download(&owner, "markdown").await.0, 200);
+    }
+    let r = owner.fetch("/app/data/export?format=bundle", true).await;
+    assert_eq!(r.status(), 429);
+    assert!(r.headers().contains_key("retry-after"));
+    assert!(r.text().await.unwrap().contains("Too many exports"));
 
     // An empty notebook imports the bundle from the browser.
     let target = TestApp::spawn_empty().await;
@@ -325,6 +322,9 @@ async fn the_web_app_export_is_a_presigned_download_through_the_functions() {
         .await
         .unwrap();
     assert_eq!(imported.pages, pages.len() as u64);
+    // The pages function recorded the export, naming every page and task.
+    exported_by_the_app(&app, &pages, &tasks).await;
+    let exported_pages = pages.len();
     assert_eq!(contents(&target).await, (pages, tasks));
 
     // Each export has its own key: another user's export is under their prefix, and holds
@@ -342,30 +342,78 @@ async fn the_web_app_export_is_a_presigned_download_through_the_functions() {
     assert_eq!(r.status(), 303);
     assert_eq!(r.headers()["location"], "/app/data");
 
-    // The tool over MCP: a Markdown ZIP with a page per .md.
-    let out = app
-        .call("export_notebook", json!({ "format": "markdown" }))
-        .await;
-    assert_eq!(out["format"], "markdown");
-    assert_eq!(out["expires_in_seconds"], 900);
-    assert_eq!(out["pages"], json!(contents(&app).await.0.len()));
-    assert!(
-        out["file_name"]
-            .as_str()
-            .unwrap()
-            .ends_with("-markdown.zip")
-    );
-    let zip = reqwest::get(out["download_url"].as_str().unwrap())
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    // Markdown: a ZIP with a page per .md, through the same redirect.
+    let r = owner.fetch("/app/data/export?format=markdown", true).await;
+    assert_eq!(r.status(), 303);
+    let url = r.headers()["location"].to_str().unwrap().to_owned();
+    assert!(url.contains("-markdown.zip"), "{url}");
+    let zip = reqwest::get(&url).await.unwrap().bytes().await.unwrap();
     let md = entries(&zip)
         .into_iter()
         .filter(|n| n.ends_with(".md"))
         .count();
-    assert_eq!(json!(md), out["pages"]);
+    assert_eq!(md, exported_pages);
+    not_an_mcp_tool(&app).await;
+}
+
+/// The access record holds the web app's export, naming every page and task exported.
+async fn exported_by_the_app(app: &TestApp, pages: &[Value], tasks: &[Value]) {
+    if app.lambda.is_none() {
+        app.app.notebook().access_log().flush().await.unwrap();
+    }
+    let access = app.call("list_access", json!({ "limit": 200 })).await;
+    let exports: Vec<&Value> = access["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["tool"] == "export_notebook")
+        .collect();
+    assert!(
+        exports.iter().all(|r| r["credential_id"] == "web_app"),
+        "{access}"
+    );
+    let export = exports.first().unwrap_or_else(|| panic!("{access}"));
+    let named = |key: &str| -> Vec<String> {
+        let mut ids: Vec<String> = export[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{export}"))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    // `contents`: each page and task an array, its id first.
+    let ids = |items: &[Value]| -> Vec<String> {
+        let mut ids: Vec<String> = items
+            .iter()
+            .map(|v| v[0].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(named("page_ids"), ids(pages), "{export}");
+    assert_eq!(named("task_ids"), ids(tasks), "{export}");
+}
+
+/// `export_notebook` is the web app's: an admin token neither lists nor calls it.
+async fn not_an_mcp_tool(app: &TestApp) {
+    let (_, listed) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+        .await;
+    let names = crate::helpers::tool_names(&listed);
+    assert!(names.iter().any(|n| n == "list_access"), "{names:?}");
+    assert!(!names.iter().any(|n| n == "export_notebook"), "{names:?}");
+    let (_, called) = app
+        .rpc(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": { "name": "export_notebook", "arguments": {} } }))
+        .await;
+    assert!(
+        called["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown tool")),
+        "{called}"
+    );
 }
 
 /// A bundle sent from "Your data" through S3, as a browser without script posts the form.

@@ -51,7 +51,12 @@ async fn tool(app: &TestApp, name: &str, args: Value) -> (Value, CallCounts) {
     let principal = Principal {
         user: UserId::parse("default").unwrap(),
         scope: Scope::Admin,
-        credential_id: "test".into(),
+        // The web app's operations (export_notebook) are called by its credential only.
+        credential_id: if nib::tools::app_operations().iter().any(|t| t.name == name) {
+            nib::tools::APP_CREDENTIAL.into()
+        } else {
+            "test".into()
+        },
         client: None,
     };
     let args: Map<String, Value> = args.as_object().cloned().unwrap_or_default();

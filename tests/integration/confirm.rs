@@ -33,6 +33,18 @@ mod local {
         let app = crate::helpers::TestApp::spawn().await;
         super::the_eras_with_sessions_ask_on_the_calls_stream(&app).await;
     }
+
+    #[tokio::test]
+    async fn waits_for_an_answer_are_capped_and_keep_no_unchecked_arguments() {
+        let app = crate::helpers::TestApp::spawn().await;
+        super::waits_for_an_answer_are_capped_and_keep_no_unchecked_arguments(&app).await;
+    }
+
+    #[tokio::test]
+    async fn only_the_asking_session_and_credential_answer() {
+        let app = crate::helpers::TestApp::spawn().await;
+        super::only_the_asking_session_and_credential_answer(&app).await;
+    }
 }
 
 /// `initialize` at `version`, declaring elicitation when `elicits`: the session id, if one.
@@ -74,10 +86,23 @@ async fn call_in_session(
     tool: &str,
     args: Value,
 ) -> reqwest::Response {
+    call_in_session_as(app, &app.token, version, session, accept, tool, args).await
+}
+
+/// [`call_in_session`] with another token.
+async fn call_in_session_as(
+    app: &TestApp,
+    token: &str,
+    version: &str,
+    session: &str,
+    accept: &str,
+    tool: &str,
+    args: Value,
+) -> reqwest::Response {
     // Not `app.post()`: its Accept would be sent besides this one.
     app.client
         .post(&app.url)
-        .bearer_auth(&app.token)
+        .bearer_auth(token)
         .header("content-type", "application/json")
         .header("accept", accept)
         .header("mcp-protocol-version", version)
@@ -241,6 +266,200 @@ pub async fn the_eras_with_sessions_ask_on_the_calls_stream(app: &TestApp) {
     // A tool that changes nothing destructive is answered as JSON, without a question.
     let r = call_in_session(app, v, &session, sse, "list_pages", json!({ "limit": 1 })).await;
     assert_eq!(r.headers()["content-type"], "application/json");
+}
+
+/// A destructive call that cannot wait is answered at once as JSON (no stream, no question),
+/// with an error result that says nothing changed: unknown or oversized arguments (checked
+/// before asking, so a wait never holds them), and a call beyond the per-user cap of waits.
+pub async fn waits_for_an_answer_are_capped_and_keep_no_unchecked_arguments(app: &TestApp) {
+    use nib::http::mcp_elicit::MAX_WAITING_PER_USER;
+    let page = app.page_of("2026-06-17").await;
+    let sse = "application/json, text/event-stream";
+    let v = "2025-11-25";
+    let session = open_session(app, v, true).await.expect("a session id");
+    let at_once = |r: reqwest::Response| async move {
+        assert_eq!(r.headers()["content-type"], "application/json");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["result"]["isError"], true, "{body}");
+        body["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    // An argument the tool does not know (here, padding) is refused before any question.
+    let padded = json!({ "page_id": page, "padding": "x".repeat(100_000) });
+    let r = call_in_session(app, v, &session, sse, "delete_page", padded).await;
+    let text = at_once(r).await;
+    assert!(text.contains("'padding': is not an argument"), "{text}");
+
+    // The per-user cap: that many calls wait, the next is refused at once.
+    let mut open = Vec::new();
+    for _ in 0..MAX_WAITING_PER_USER {
+        let mut r = call_in_session(
+            app,
+            v,
+            &session,
+            sse,
+            "delete_page",
+            json!({ "page_id": page }),
+        )
+        .await;
+        assert_eq!(r.headers()["content-type"], "text/event-stream");
+        let mut buf = String::new();
+        let question = next_event(&mut r, &mut buf).await;
+        assert_eq!(question["method"], "elicitation/create", "{question}");
+        open.push((r, buf, question));
+    }
+    let r = call_in_session(
+        app,
+        v,
+        &session,
+        sse,
+        "delete_page",
+        json!({ "page_id": page }),
+    )
+    .await;
+    let text = at_once(r).await;
+    assert!(
+        text.contains("Nothing was changed") && text.contains("waiting for your answer"),
+        "{text}"
+    );
+    // Another user is not held back by this one's waits.
+    let stranger = app.token_for("someone-else", nib::auth::Scope::Write).await;
+    let stranger_session = open_session_as(app, &stranger, v, true).await.unwrap();
+    let stranger_page = json!({ "page_id": "00000000-0000-4000-8000-000000000000" });
+    let r = call_in_session_as(
+        app,
+        &stranger,
+        v,
+        &stranger_session,
+        sse,
+        "delete_page",
+        stranger_page,
+    )
+    .await;
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        !body["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("waiting for your answer"),
+        "{body}"
+    );
+
+    // A call answered frees its place.
+    let (mut r, mut buf, question) = open.pop().unwrap();
+    let decline =
+        json!({ "jsonrpc": "2.0", "id": question["id"], "result": { "action": "decline" } });
+    assert_eq!(
+        post_answer(app, &app.token, v, &session, decline).await,
+        202
+    );
+    let result = next_event(&mut r, &mut buf).await;
+    assert!(
+        result["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("declined")
+    );
+    let mut r = call_in_session(
+        app,
+        v,
+        &session,
+        sse,
+        "delete_page",
+        json!({ "page_id": page }),
+    )
+    .await;
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let question = next_event(&mut r, &mut String::new()).await;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert!(!in_trash(app, &page).await, "nothing was deleted");
+}
+
+/// An answer counts only from the session and the credential the question was put to: the
+/// same user's read token, or the asking token in another session, is refused (400), and a
+/// token revoked while its call waits cannot answer (401): its call changes nothing.
+pub async fn only_the_asking_session_and_credential_answer(app: &TestApp) {
+    let page = app.page_of("2026-06-17").await;
+    let sse = "application/json, text/event-stream";
+    let v = "2025-11-25";
+    let writer = app
+        .app
+        .tokens
+        .create(
+            &nib::domain::UserId::parse("default").unwrap(),
+            nib::auth::Scope::Write,
+            None,
+        )
+        .await
+        .unwrap();
+    let session = open_session_as(app, &writer.token, v, true).await.unwrap();
+    let mut r = call_in_session_as(
+        app,
+        &writer.token,
+        v,
+        &session,
+        sse,
+        "delete_page",
+        json!({ "page_id": page }),
+    )
+    .await;
+    let mut buf = String::new();
+    let question = next_event(&mut r, &mut buf).await;
+    let accept =
+        json!({ "jsonrpc": "2.0", "id": question["id"], "result": { "action": "accept" } });
+
+    // The same user's read token, in its own session and in the asking one.
+    let reader = app.token_for("default", nib::auth::Scope::Read).await;
+    let reader_session = open_session_as(app, &reader, v, true).await.unwrap();
+    assert_eq!(
+        post_answer(app, &reader, v, &reader_session, accept.clone()).await,
+        400
+    );
+    // The asking token in another of its sessions.
+    let other_session = open_session_as(app, &writer.token, v, true).await.unwrap();
+    assert_ne!(other_session, session);
+    assert_eq!(
+        post_answer(app, &writer.token, v, &other_session, accept.clone()).await,
+        400
+    );
+    // Revoked meanwhile: its answer is not taken, and the call is not run.
+    app.app
+        .tokens
+        .revoke(&writer.record.user, &writer.record.token_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        post_answer(app, &writer.token, v, &session, accept.clone()).await,
+        401
+    );
+    assert!(!in_trash(app, &page).await, "nothing was deleted");
+    // The call goes with its stream.
+    drop(r);
+
+    // The asking session and credential: accepted, the page goes.
+    let session = open_session(app, v, true).await.unwrap();
+    let mut r = call_in_session(
+        app,
+        v,
+        &session,
+        sse,
+        "delete_page",
+        json!({ "page_id": page }),
+    )
+    .await;
+    let mut buf = String::new();
+    let question = next_event(&mut r, &mut buf).await;
+    let accept =
+        json!({ "jsonrpc": "2.0", "id": question["id"], "result": { "action": "accept" } });
+    assert_eq!(post_answer(app, &app.token, v, &session, accept).await, 202);
+    let result = next_event(&mut r, &mut buf).await;
+    assert_eq!(
+        result["result"]["structuredContent"]["deleted"], true,
+        "{result}"
+    );
 }
 
 /// A 2026-07-28 `tools/call`; `elicits` declares the elicitation capability. The whole body.

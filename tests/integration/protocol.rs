@@ -115,7 +115,7 @@ async fn the_stateless_era_discovers_and_checks_headers_against_the_body() {
     assert_eq!(r.status(), 200);
     assert!(r.headers().get("mcp-session-id").is_none());
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 21);
+    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 20);
 
     // Mcp-Method that contradicts the body: 400 with the spec's header-mismatch code.
     let r = send(
@@ -470,7 +470,7 @@ async fn tools_list_is_filtered_by_scope_and_calls_above_it_get_403() {
             .collect()
     };
     assert_eq!(names(&body), catalog(Scope::Read));
-    assert_eq!(names(&body).len(), 12, "the twelve read tools");
+    assert_eq!(names(&body).len(), 11, "the eleven read tools");
     assert!(body["result"].get("nextCursor").is_none());
     let (_, body) = app.rpc_with(&write, list.clone()).await;
     assert_eq!(names(&body), catalog(Scope::Write));
@@ -599,7 +599,7 @@ async fn public_discovery_answers_discovery_without_a_token_and_nothing_else() {
         .unwrap();
     let body: Value = r.json().await.unwrap();
     let tools = body["result"]["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 12, "what a read token would see");
+    assert_eq!(tools.len(), 11, "what a read token would see");
     let r = app.post_anon().json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "list_pages", "arguments": {} } })).send().await.unwrap();
     assert_eq!(r.status(), 401);
     let r = app.client.get(&app.url).send().await.unwrap();

@@ -135,6 +135,8 @@ async fn serve(
         on_stream: session.is_some_and(|s| s.elicits)
             && media_types(&parts.headers, header::ACCEPT)
                 .any(|m| m.eq_ignore_ascii_case(EVENT_STREAM)),
+        // Checked by `check_session` (ours, this user's, live) when `session` is some.
+        session: session.and_then(|_| header_str(&parts.headers, SESSION_HEADER)),
     };
     let initialize = request.initialize();
     let mut response = to_protocol(

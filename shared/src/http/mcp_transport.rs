@@ -66,6 +66,9 @@ pub(super) enum Answer {
 pub(super) struct Asking<'a> {
     pub waiting: Option<&'a Arc<Waiting>>,
     pub on_stream: bool,
+    /// The request's session id, checked: a question is put in it, and its answer must come
+    /// in it.
+    pub session: Option<&'a str>,
 }
 
 /// `m` as rmcp's typed message. rmcp's `ClientRequest` is an untagged union of 22 request
@@ -140,7 +143,7 @@ pub(super) async fn answer(
                         ClientJsonRpcMessage::Response(r) => serde_json::to_value(&r.result).ok(),
                         _ => None,
                     };
-                    waiting.deliver(id, &p.user, result)
+                    waiting.deliver(id, p, asking.session, result)
                 }
                 _ => false,
             };
@@ -186,6 +189,7 @@ pub(super) async fn answer(
     // A question can be put on the call's stream in the eras with sessions and elicitation.
     let on_stream = asking.on_stream
         && asking.waiting.is_some()
+        && asking.session.is_some()
         && version.as_str() >= ProtocolVersion::V_2025_06_18.as_str()
         && version.as_str() < ProtocolVersion::V_2026_07_28.as_str()
         && matches!(request, ClientRequest::CallToolRequest(_));
@@ -196,24 +200,54 @@ pub(super) async fn answer(
         meta: rmcp::model::GetMeta::get_meta(&request).clone(),
         elicits_on_stream: on_stream,
     };
-    let again = on_stream.then(|| request.clone());
+    // What a second run needs, of a call that may ask: its tool and arguments. The protocol
+    // layer asks only about arguments it checked, so what a wait keeps is small.
+    let again = match &request {
+        ClientRequest::CallToolRequest(r)
+            if on_stream
+                && crate::tools::find(&r.params.name)
+                    .is_some_and(|t| t.annotations.destructive) =>
+        {
+            Some((
+                r.params.name.to_string(),
+                r.params.arguments.clone().unwrap_or_default(),
+            ))
+        }
+        _ => None,
+    };
     let answer = protocol::serve(mcp, request, &ctx).await;
     let id = m.id.as_ref().unwrap_or(&Value::Null);
-    if let (Ok(Reply::Result(result)), Some(request), Some(waiting), Some(p)) =
-        (&answer, again, asking.waiting, principal)
+    if let (
+        Ok(Reply::Result(result)),
+        Some((tool, arguments)),
+        Some(waiting),
+        Some(p),
+        Some(session),
+    ) = (&answer, again, asking.waiting, principal, asking.session)
         && let ServerResult::InputRequiredResult(asked) = result.as_ref()
     {
         let call = mcp_elicit::Call {
             mcp: mcp.clone(),
             principal: p.clone(),
+            session: session.to_owned(),
             correlation_id: correlation_id.to_owned(),
             version: ctx.version.clone(),
-            meta: ctx.meta.clone(),
-            request,
+            tool,
+            arguments,
             id: id.clone(),
         };
-        if let Some(body) = mcp_elicit::ask_on_stream(waiting, asked, call) {
-            return Ok(Answer::Stream(body));
+        match mcp_elicit::ask_on_stream(waiting, asked, call) {
+            Some(Ok(body)) => return Ok(Answer::Stream(body)),
+            Some(Err(refusal)) => {
+                return Ok(Answer::Message {
+                    status: StatusCode::OK,
+                    body: result_body(
+                        id,
+                        &Reply::Result(Box::new(ServerResult::CallToolResult(refusal))),
+                    ),
+                });
+            }
+            None => {}
         }
     }
     Ok(match answer {

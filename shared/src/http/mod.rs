@@ -13,8 +13,9 @@
 //! `nib_live_` API tokens.
 
 mod app;
+pub use app::EXPORTS_PER_HOUR;
 mod errors;
-mod mcp_elicit;
+pub mod mcp_elicit;
 mod mcp_endpoint;
 mod mcp_request;
 mod mcp_transport;

@@ -13,6 +13,10 @@
 //! AWS issue none: API Gateway cannot hold the stream), or 2025-03-26 gets the tool as before;
 //! its annotations say destructive.
 //!
+//! **Arguments are checked before anything is asked** ([`check_arguments`]): a call that
+//! waits for its answer (in the eras with sessions, on a stream) keeps its arguments, so they
+//! must be the tool's own and few.
+//!
 //! **The state is a binding, not a secret.** It is a digest of the caller, the tool and the
 //! arguments; the retry must carry the same, so an answer given for one page cannot delete
 //! another (a mismatch, or any other string, is refused as invalid params). It is not keyed:
@@ -34,6 +38,7 @@ use super::{Ctx, NibMcp};
 use crate::auth::Principal;
 use crate::notebook::TRASH_DAYS;
 use crate::tools::resources::{page_uri, task_uri};
+use crate::tools::{Args, ToolDef, ToolError};
 
 /// The key of the one input request.
 pub const KEY: &str = "confirm";
@@ -52,6 +57,25 @@ fn stateless_can_elicit(ctx: &Ctx<'_>) -> bool {
             .meta
             .client_capabilities()
             .is_some_and(|caps| caps.elicitation.is_some())
+}
+
+/// The most bytes the arguments of a call that asks may hold (serialised): the destructive
+/// tools take one or two ids (about 60 bytes each).
+pub const MAX_ASKED_ARGUMENT_BYTES: usize = 1024;
+
+/// The arguments of a call about to be asked, checked as its tool checks them: only names
+/// its schema declares, and at most [`MAX_ASKED_ARGUMENT_BYTES`]. A call refused here is
+/// answered the tool's error at once, without a question.
+pub fn check_arguments(tool: &ToolDef, args: &Map<String, Value>) -> Result<(), ToolError> {
+    Args::new(args, tool.input_schema["properties"].as_object()).check_known()?;
+    let size = serde_json::to_vec(args).map_or(usize::MAX, |v| v.len());
+    if size > MAX_ASKED_ARGUMENT_BYTES {
+        return Err(ToolError::Rejected(format!(
+            "the arguments of {} hold at most {MAX_ASKED_ARGUMENT_BYTES} bytes",
+            tool.name
+        )));
+    }
+    Ok(())
 }
 
 /// What the retry said.
@@ -258,6 +282,21 @@ mod tests {
         assert_ne!(s, state(&p, "delete_task", &a));
         assert_ne!(s, state(&principal("bob", "tok_1"), "delete_page", &a));
         assert_ne!(s, state(&principal("alice", "tok_2"), "delete_page", &a));
+    }
+
+    #[test]
+    fn arguments_are_checked_before_asking() {
+        let tool = crate::tools::find("delete_page").unwrap();
+        assert!(check_arguments(tool, &args(json!({ "page_id": "p1" }))).is_ok());
+        let unknown = check_arguments(tool, &args(json!({ "page_id": "p1", "pad": "x" })));
+        assert!(
+            unknown
+                .unwrap_err()
+                .to_string()
+                .contains("'pad': is not an argument"),
+        );
+        let long = "x".repeat(MAX_ASKED_ARGUMENT_BYTES);
+        assert!(check_arguments(tool, &args(json!({ "page_id": long }))).is_err());
     }
 
     #[test]

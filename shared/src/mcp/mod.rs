@@ -266,6 +266,11 @@ impl NibMcp {
         debug_assert!(principal.scope.allows(tool.scope));
         let args = request.arguments.unwrap_or_default();
         if confirm::must_ask(tool.annotations.destructive, ctx) {
+            if let Err(e) = confirm::check_arguments(tool, &args) {
+                return Ok(Reply::Result(Box::new(ServerResult::CallToolResult(
+                    error_result(e.to_string()),
+                ))));
+            }
             let state = confirm::state(principal, name, &args);
             match confirm::answer(
                 &state,

@@ -177,6 +177,38 @@ impl AccessLog {
         }
     }
 
+    /// Records an operation that opened more than one record holds (an export: the whole
+    /// notebook): as many records as it takes, [`MAX_IDS`] ids of each kind apiece, so no id
+    /// is dropped; one record when it opened nothing.
+    pub fn record_all(
+        self: &Arc<Self>,
+        user: &UserId,
+        credential_id: &str,
+        client: Option<&str>,
+        tool: &str,
+        page_ids: &[PageId],
+        task_ids: &[TaskLinkId],
+    ) {
+        let mut pages = page_ids.chunks(MAX_IDS);
+        let mut tasks = task_ids.chunks(MAX_IDS);
+        let mut first = true;
+        loop {
+            let (p, t) = (pages.next(), tasks.next());
+            if p.is_none() && t.is_none() && !first {
+                return;
+            }
+            first = false;
+            self.record(
+                user,
+                credential_id,
+                client,
+                tool,
+                p.unwrap_or_default().to_vec(),
+                t.unwrap_or_default().to_vec(),
+            );
+        }
+    }
+
     fn start_flusher(self: &Arc<Self>) {
         if self.started.load(Ordering::Relaxed) || self.started.swap(true, Ordering::AcqRel) {
             return;
@@ -355,6 +387,36 @@ mod tests {
         let store: Arc<dyn Store> =
             Arc::new(EmbeddedStore::open(&dir.path().join("s.redb")).unwrap());
         (dir, Arc::new(AccessLog::new(store, Arc::new(SystemClock))))
+    }
+
+    /// An export names more ids than one record holds: every one is recorded, none dropped.
+    #[tokio::test]
+    async fn record_all_spreads_many_ids_over_records_and_keeps_every_one() {
+        let (_dir, log) = log();
+        log.flush_per_call();
+        let alice = UserId::parse("alice").unwrap();
+        let pages: Vec<PageId> = (0..MAX_IDS * 2 + 1).map(|_| PageId::new()).collect();
+        let tasks: Vec<TaskLinkId> = (0..3).map(|_| TaskLinkId::new()).collect();
+        log.record_all(&alice, "web_app", None, "export_notebook", &pages, &tasks);
+        assert_eq!(log.pending(), 3);
+        log.record_all(&alice, "web_app", None, "export_notebook", &[], &[]);
+        assert_eq!(log.pending(), 4, "an export of nothing is recorded too");
+        log.flush().await.unwrap();
+        let records = log.list(&alice, None, None, 10).await.unwrap().0;
+        let mut recorded_pages: Vec<PageId> = records
+            .iter()
+            .flat_map(|(_, r)| r.page_ids.clone())
+            .collect();
+        let recorded_tasks: Vec<TaskLinkId> = records
+            .iter()
+            .flat_map(|(_, r)| r.task_ids.clone())
+            .collect();
+        let mut expected = pages.clone();
+        recorded_pages.sort();
+        expected.sort();
+        assert_eq!(recorded_pages, expected);
+        assert_eq!(recorded_tasks.len(), tasks.len());
+        assert!(records.iter().all(|(_, r)| r.page_ids.len() <= MAX_IDS));
     }
 
     #[tokio::test]

@@ -188,12 +188,15 @@ struct BundleNotion {
     url: String,
 }
 
-/// What an export wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What an export wrote: the counts, and the ids for the access record (ids only, like the
+/// ZIP's central directory: what grows with the notebook).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ExportReport {
     pub pages: u64,
     pub tasks: u64,
     pub ink_files: u64,
+    pub page_ids: Vec<PageId>,
+    pub task_ids: Vec<TaskLinkId>,
 }
 
 /// What an import did: pages and tasks written now, and those already there (a second import).
@@ -640,6 +643,7 @@ impl Notebook {
                     report.ink_files += 1;
                 }
                 report.pages += 1;
+                report.page_ids.push(page.page_id);
                 progress();
             }
         }
@@ -688,6 +692,7 @@ impl Notebook {
                         .map_err(zip_err)?;
                     zip.write_all(&serde_json::to_vec_pretty(&task).expect("tasks serialize"))?;
                     report.tasks += 1;
+                    report.task_ids.push(task.task_link_id);
                 }
                 match page.next {
                     Some(next) => q.after = Some(next),
@@ -776,10 +781,12 @@ impl Notebook {
                     }
                 }
                 report.pages += 1;
+                report.page_ids.push(page.page_id);
                 progress();
             }
         }
         report.tasks = tasks_seen.len() as u64;
+        report.task_ids = tasks_seen.into_iter().collect();
         zip.finish().map_err(zip_err)?;
         Ok(report)
     }

@@ -2,6 +2,13 @@
 //! `{"download_url","expires_in_seconds","format","file_name","pages","tasks","ink_files"}`:
 //! the whole notebook as a bundle (re-importable) or a Markdown ZIP, handed over as a link.
 //!
+//! **Only the owner's web app calls it** (an app operation, [`super::app_operations`]): no MCP
+//! client lists or calls it, whatever its scope. A link to everything, ink included, is
+//! what a model following an instruction planted in a page would want; a person downloading
+//! their data is at the browser anyway ("Your data", behind the strict cookie), and the CLI
+//! has `nib export`. Each export is recorded with every page and task it wrote, and counted
+//! against its own limit (`http::app::data`).
+//!
 //! On AWS the pages function writes the archive to S3 (`exports/{user}/{random}.zip`, deleted
 //! by a lifecycle rule a day later) and answers a presigned GET that downloads it as an
 //! attachment for [`EXPORT_TTL_SECONDS`]: a Lambda response cannot carry a whole notebook.
@@ -82,6 +89,16 @@ async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
             e => ToolError::Unavailable(Box::new(e)),
         })?
         .ok_or_else(|| ToolError::Rejected(NO_DOWNLOAD_HERE.into()))?;
+    // Every id the archive holds, in as many records as that takes; the call's own record
+    // (from its result) would name none (`UNRECORDED`).
+    ctx.notebook.access_log().record_all(
+        &ctx.principal.user,
+        &ctx.principal.credential_id,
+        ctx.principal.client.as_deref(),
+        "export_notebook",
+        &download.report.page_ids,
+        &download.report.task_ids,
+    );
     output(&Exported {
         download_url: &download.url,
         expires_in_seconds: EXPORT_TTL_SECONDS,

@@ -101,7 +101,7 @@ type Handler = for<'a> fn(Ctx<'a>) -> BoxFuture<'a, Result<Output, ToolError>>;
 #[serde(rename_all = "lowercase")]
 pub enum ToolClass {
     /// list_pages, get_page, search_pages, search, fetch, delete_page, restore_page,
-    /// list_trash, export_notebook.
+    /// list_trash; the web app's export_notebook.
     Pages,
     /// list_tasks, get_task, create_task, update_task_status, delete_task, restore_task,
     /// link_tasks, unlink_tasks.
@@ -170,7 +170,6 @@ static CATALOG: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         link_tasks::unlink_def(),
         list_trash::def(),
         list_access::def(),
-        export_notebook::def(),
     ]
 });
 
@@ -196,11 +195,12 @@ static APP_OPERATIONS: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         upload_app::result_def(),
         settings_app::get_def(),
         settings_app::set_def(),
+        export_notebook::def(),
     ]
 });
 
 /// What only the owner's web app calls (the Notion connection, deleting the account, an
-/// upload's result, the time zone): run like tools, by the class
+/// upload's result, the time zone, exporting the whole notebook): run like tools, by the class
 /// function that owns them, but never listed or callable over MCP (`find` does not see them).
 pub fn app_operations() -> &'static [ToolDef] {
     &APP_OPERATIONS
@@ -321,10 +321,12 @@ impl InProcess {
     }
 }
 
-/// The tools whose calls are not recorded: they open no notebook content (the access record
-/// itself is not the notebook). `delete_account` opens none either, and its record would be an
-/// item of the user written after the deletion.
-const UNRECORDED: &[&str] = &["list_access", "delete_account"];
+/// The tools whose calls are not recorded here: they open no notebook content (the access
+/// record itself is not the notebook). `delete_account` opens none either, and its record
+/// would be an item of the user written after the deletion. `export_notebook` records itself:
+/// its result names no ids, and its records name every page and task it wrote
+/// ([`crate::notebook::AccessLog::record_all`]).
+const UNRECORDED: &[&str] = &["list_access", "delete_account", "export_notebook"];
 
 /// The pages and tasks a call opened, in the order its result names them.
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -37,9 +37,11 @@ use super::{
     APP_CLIENT, APP_CREDENTIAL, Chrome, Visitor, args, back_to, call, changer, message, not_found,
     render, tool_failure, visitor,
 };
+use crate::domain::UserId;
 use crate::http::HttpState;
 use crate::http::oauth::see_other;
 use crate::notebook::{BundleError, ExportFormat, Notebook};
+use crate::ports::{RateDecision, Window};
 use crate::telemetry;
 
 /// The largest bundle the web app takes (larger ones: `nib import --bundle`).
@@ -471,6 +473,9 @@ pub(super) async fn export(
         // Followed from another site: the owner starts the export from here.
         return see_other("/app/data");
     }
+    if let Err(r) = export_limit(&st, &v.user).await {
+        return r;
+    }
     match &st.notebook {
         Some(notebook) => stream_export(notebook, &v, format).await,
         None => {
@@ -484,6 +489,41 @@ pub(super) async fn export(
                 },
                 Err(e) => tool_failure(e, "export_notebook"),
             }
+        }
+    }
+}
+
+/// The most exports a user starts in an hour.
+pub const EXPORTS_PER_HOUR: u64 = 10;
+
+/// Exports count against a limit of their own, whatever the request limits (also when they
+/// are off): each reads the whole notebook and, on AWS, writes a copy of it to S3. A person
+/// downloading their data needs a few. A limiter that cannot be reached lets the export
+/// through, as every request limit does.
+async fn export_limit(st: &HttpState, user: &UserId) -> Result<(), Response> {
+    let windows = [Window {
+        secs: 3600,
+        max: EXPORTS_PER_HOUR,
+    }];
+    match st.limiter.hit(&format!("export#{user}"), &windows).await {
+        Ok(RateDecision::Allowed) => Ok(()),
+        Ok(RateDecision::Limited {
+            retry_after_secs, ..
+        }) => {
+            let minutes = retry_after_secs.div_ceil(60);
+            let mut r = message(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many exports",
+                &format!("At most {EXPORTS_PER_HOUR} exports an hour. Try again in {minutes} min."),
+            );
+            if let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            Err(r)
+        }
+        Err(e) => {
+            tracing::warn!(user = user.as_str(), error = %crate::telemetry::chain(&e), "rate limiter unavailable");
+            Ok(())
         }
     }
 }
@@ -505,14 +545,14 @@ async fn stream_export(notebook: &Notebook, v: &Visitor, format: ExportFormat) -
         Ok(opened) => opened,
         Err(e) => return export_failed(&e),
     };
-    // As a tool call of the app would be: the access record shows the export.
-    notebook.access_log().record(
+    // As the app's `export_notebook` does on AWS: the access record names what was exported.
+    notebook.access_log().record_all(
         &v.user,
         APP_CREDENTIAL,
         Some(APP_CLIENT),
         "export_notebook",
-        Vec::new(),
-        Vec::new(),
+        &report.page_ids,
+        &report.task_ids,
     );
     tracing::info!(
         user = v.user.as_str(),

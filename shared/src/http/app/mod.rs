@@ -50,6 +50,7 @@
 
 mod account;
 mod data;
+pub use data::EXPORTS_PER_HOUR;
 mod notebook;
 mod upload;
 
