@@ -68,6 +68,11 @@ impl Browser {
     /// Opens `/app` and signs in as a person would: the redirect to sign-in, the form, back to
     /// `/app` with the session cookie (`Lax`, every path) and the strict one (`Strict`, `/app`).
     pub(crate) async fn sign_in(base: &str, user: &str) -> Browser {
+        Browser::sign_in_with(base, user, PASSWORD).await
+    }
+
+    /// [`Browser::sign_in`] with `password` (the one a first `nib serve` prints).
+    pub(crate) async fn sign_in_with(base: &str, user: &str, password: &str) -> Browser {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -87,7 +92,7 @@ impl Browser {
                 ("next", field(&html, "next").unwrap().as_str()),
                 ("csrf_token", field(&html, "csrf_token").unwrap().as_str()),
                 ("username", user),
-                ("password", PASSWORD),
+                ("password", password),
             ])
             .send()
             .await
@@ -535,7 +540,7 @@ async fn the_web_app_serves_its_owner(env: Env) {
 
 /// A `multipart/form-data` body of `fields` then `files` (name, bytes), as a browser sends a
 /// form, with its boundary.
-fn multipart(fields: &[(&str, &str)], files: &[(&str, &[u8])]) -> (String, Vec<u8>) {
+pub(crate) fn multipart(fields: &[(&str, &str)], files: &[(&str, &[u8])]) -> (String, Vec<u8>) {
     let boundary = "nib-test-boundary-7d1f0c";
     let mut body = Vec::new();
     for (name, value) in fields {
