@@ -315,9 +315,10 @@ impl Ingest {
             std::io::Write::write_all(&mut file, &chunk).map_err(|e| fail(Box::new(e)))?;
         }
         std::io::Seek::rewind(&mut file).map_err(|e| fail(Box::new(e)))?;
+        // Only the web app's form puts bundles here: the browser's cap.
         let imported = self
             .notebook
-            .import_bundle(user, std::io::BufReader::new(file), &|| {})
+            .import_bundle_file(user, file, crate::notebook::MAX_APP_BUNDLE_BYTES)
             .await;
         let (outcome, result) = match imported {
             Ok(report) => {

@@ -38,7 +38,8 @@ use std::sync::Arc;
 pub use access::{ACCESS_TTL_SECS, AccessLog, AccessPosition, AccessRecord};
 pub use bundle::{
     BUNDLE_FORMAT, BUNDLE_VERSION, BundleError, BundleImport, ExportDownload, ExportFormat,
-    ExportReport, MAX_BUNDLE_BYTES, MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES,
+    ExportReport, MAX_APP_BUNDLE_BYTES, MAX_BUNDLE_BYTES, MAX_BUNDLE_INFLATION,
+    MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES,
 };
 #[cfg(feature = "ocr")]
 pub use import::pdf_refusal;
