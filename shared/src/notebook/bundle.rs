@@ -839,6 +839,7 @@ impl Notebook {
         max_bytes: u64,
     ) -> Result<BundleImport, BundleError> {
         let archive_len = input.seek(std::io::SeekFrom::End(0))?;
+        input.rewind()?;
         // A ZIP that does not open is damaged when it starts as one (cut short), else foreign.
         let mut magic = [0u8; 4];
         let zip_like = input.read_exact(&mut magic).is_ok() && &magic == b"PK\x03\x04";
