@@ -50,7 +50,7 @@ impl Bits {
     /// `n` bits of `value`, low bit first (a header field).
     fn put(&mut self, value: u32, n: u32) {
         for i in 0..n {
-            if self.used % 8 == 0 {
+            if self.used.is_multiple_of(8) {
                 self.out.push(0);
             }
             if (value >> i) & 1 == 1 {
