@@ -390,8 +390,10 @@ struct ServeArgs {
     /// `nib import --watch` does.
     #[arg(long, value_name = "DIR")]
     watch: Option<PathBuf>,
-    /// With --watch: the engine that reads pages that come as ink alone (local or off).
-    #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR, requires = "watch")]
+    /// The engine that reads pages that come as ink alone (uploads and the watched folder):
+    /// local (PP-OCR, `make tools-ocr` installs it) or off. Without its files the server
+    /// still starts, and says that ink is stored unread.
+    #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR)]
     ocr: String,
     /// With --watch: how long a page's files must be left alone before they are imported.
     #[arg(long, default_value_t = 2000, value_name = "MS", requires = "watch")]
@@ -503,12 +505,15 @@ impl Target {
     async fn build(&self, settings: &Settings) -> anyhow::Result<Services> {
         Services::open(settings)
             .await
-            .with_context(|| match self.backend {
-                Backend::Local => {
-                    format!("cannot open the data directory {}", self.data_dir.display())
-                }
-                Backend::Aws => "cannot open the AWS back end".to_owned(),
-            })
+            .with_context(|| self.open_failure())
+    }
+
+    /// What a failure to open the back end is said as.
+    fn open_failure(&self) -> String {
+        match self.backend {
+            Backend::Local => format!("cannot open the data directory {}", self.data_dir.display()),
+            Backend::Aws => "cannot open the AWS back end".to_owned(),
+        }
     }
 
     /// The system an operator's command works on (`ocr` reads ink-only pages).
@@ -746,25 +751,40 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| format!("http://{addr}"))
         .trim_end_matches('/')
         .to_owned();
-    let settings = target.settings(
-        Role::Server,
-        LocalOptions {
-            public_url: public_url.clone(),
-            asset_ttl_seconds: args.asset_ttl_seconds,
-            // The server reads ink only for the folder it watches (`nib import` reads the rest).
-            ocr: if args.watch.is_some() {
-                nib::config::OcrChoice::parse(&args.ocr)?
-            } else {
-                nib::config::OcrChoice::Off
-            },
-            ..LocalOptions::default()
-        },
-    )?;
+    // Every way ink arrives (uploads, the watched folder) is read with the configured engine.
+    let ocr = nib::config::OcrChoice::parse(&args.ocr)?;
+    let options = |ocr| LocalOptions {
+        public_url: public_url.clone(),
+        asset_ttl_seconds: args.asset_ttl_seconds,
+        ocr,
+        ..LocalOptions::default()
+    };
+    let settings = target.settings(Role::Server, options(ocr))?;
     let data_place = match settings.aws_config() {
         Some(config) => format!("the DynamoDB table {}", config.table),
         None => data_dir.display().to_string(),
     };
-    let app = target.build(&settings).await?;
+    // A local engine whose files are not installed does not stop the server (`make run` serves
+    // while the models are still being made): the ink is stored unread, and it is said once.
+    let mut unread_ink = None;
+    let app = match Services::open(&settings).await {
+        Ok(app) => app,
+        Err(nib::services::ServicesError::Ocr {
+            choice: nib::config::OcrChoice::Local,
+            source,
+        }) => {
+            tracing::warn!(error = %source, "no OCR engine: ink is stored unread");
+            unread_ink = Some(format!(
+                "nib: ink is stored unread ({source}); `make tools-ocr` installs the OCR engine, \
+                 then `nib ocr --all` reads the stored ink"
+            ));
+            let settings = target.settings(Role::Server, options(nib::config::OcrChoice::Off))?;
+            target.build(&settings).await?
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(target.open_failure()));
+        }
+    };
     let first = app.first_start().await?;
     let mut config = HttpConfig::local(public_url.clone());
     config.public_discovery = args.public_discovery;
@@ -829,6 +849,7 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
             "nib: password for user {DEFAULT_USER} (OAuth sign-in page): {p}  (change it with `nib user passwd {DEFAULT_USER}`)"
         ));
     }
+    lines.extend(unread_ink);
     if serves_app {
         lines.push(format!(
             "nib: your notebook in a browser: {public_url}{}",

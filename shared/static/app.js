@@ -64,12 +64,20 @@ document.querySelectorAll('button.copy[data-copy]').forEach((button) => {
     }
   }
 
-  function send(url, body, r, accept) {
+  function reading(r) {
+    r.li.className = 'upload reading';
+    r.outcome.textContent = 'reading';
+  }
+
+  // `readsHere`: the server answers once it has read the file (locally, where the request
+  // waits for the work pool and the OCR engine), so the row says "reading" once it is sent.
+  function send(url, body, r, accept, readsHere) {
     return new Promise((resolve) => {
       const xhr = new XMLHttpRequest();
       xhr.open('POST', url);
       if (accept) xhr.setRequestHeader('Accept', accept);
       xhr.upload.onprogress = (e) => { if (e.lengthComputable) r.bar.value = Math.round((100 * e.loaded) / e.total); };
+      if (readsHere) xhr.upload.onload = () => reading(r);
       xhr.onload = () => resolve({ status: xhr.status, text: xhr.responseText });
       xhr.onerror = () => resolve({ status: 0, text: '' });
       xhr.send(body);
@@ -81,7 +89,7 @@ document.querySelectorAll('button.copy[data-copy]').forEach((button) => {
     body.append('csrf_token', token);
     body.append('back', '/app/upload');
     body.append('files', file);
-    const answer = await send('/app/upload', body, r, 'application/json');
+    const answer = await send('/app/upload', body, r, 'application/json', true);
     try {
       finish(r, JSON.parse(answer.text).files[0]);
     } catch (e) {
@@ -139,8 +147,7 @@ document.querySelectorAll('button.copy[data-copy]').forEach((button) => {
     if (answer.status < 200 || answer.status >= 300) {
       return finish(r, { outcome: 'refused', message: `storage refused the file (HTTP ${answer.status})` });
     }
-    r.li.className = 'upload reading';
-    r.outcome.textContent = 'reading';
+    reading(r);
     const seen = new Map(before.map((p) => [p.page_id, p.revision]));
     for (let i = 0; i < 300; i++) {
       await new Promise((ok) => setTimeout(ok, 1000));

@@ -604,3 +604,48 @@ async fn a_refused_bundle_import_logs_no_bundle_content() {
     );
     assert!(!logs.contains("diary"), "bundle content in the log: {logs}");
 }
+
+/// Issue 48 item 11: a small bundle whose entries say they hold far more than the archive
+/// (zeros inflate a thousand times) is refused from its central directory, before any entry
+/// but the manifest is inflated, with its reason; nothing is written. Before, every entry was
+/// inflated first (a 5 MB bundle of zeros cost 12 s of CPU on a request worker) and the
+/// refusal came from whatever broke afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_that_inflates_far_past_its_size_is_refused_before_inflating() {
+    use std::io::Write as _;
+    let id = "0f9e8d7c-1111-4222-8333-444455556666";
+    let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let deflated = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file("manifest.json", deflated).unwrap();
+    zip.write_all(
+        json!({ "format": "nib-bundle", "version": 1, "exported_at": 0, "pages": 1, "tasks": 0, "ink_files": 1 })
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap();
+    // Not a page: only reading it would tell.
+    zip.start_file(format!("pages/{id}.json"), deflated)
+        .unwrap();
+    zip.write_all(b"{}").unwrap();
+    zip.start_file(format!("pages/{id}.png"), deflated).unwrap();
+    zip.write_all(&vec![0u8; 16 << 20]).unwrap();
+    let bundle = zip.finish().unwrap().into_inner();
+    assert!(bundle.len() < 256 << 10, "{}", bundle.len());
+
+    let target = TestApp::spawn_empty().await;
+    with_password(&target, "default").await;
+    let browser = Browser::sign_in(&target.base, "default").await;
+    let screen = browser.screen("/app/data").await;
+    let token = token_before(&screen, "back").unwrap();
+    let r = browser.import(Some(&token), &bundle).await;
+    assert_eq!(r.status(), 422);
+    let html = unescape(&r.text().await.unwrap());
+    assert!(
+        html.contains("Nothing was imported: the bundle is damaged")
+            && html.contains("times the archive&#x27;s size")
+                | html.contains("times the archive's size"),
+        "{html}"
+    );
+    assert!(contents(&target).await.0.is_empty());
+}

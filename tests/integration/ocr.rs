@@ -297,3 +297,151 @@ async fn nib_ocr_reads_stored_ink_again_and_tasks_survive() {
     assert_eq!(kept.status, nib::domain::TaskStatus::Cancelled);
     assert_eq!(after.len(), before.len());
 }
+
+/// A `nib serve` process started as the README starts it, with `env` set; killed on drop. Its
+/// start-up lines are read up to the web app's address.
+struct Served {
+    child: std::process::Child,
+    /// Every start-up line, in order.
+    lines: Vec<String>,
+    /// Kept open: a closed pipe must not be what stops the server.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Served {
+    fn start(data: &std::path::Path, env: &[(&str, &str)]) -> Served {
+        use std::io::BufRead as _;
+        let mut cmd = std::process::Command::new(nib_exe());
+        cmd.args(["serve", "--data-dir"])
+            .arg(data)
+            // A free port rather than the README's 8787: other tests and servers run beside
+            // this one. The OCR engine is whatever the defaults choose.
+            .env("NIB_BIND", "127.0.0.1:0")
+            .env_remove("NIB_OCR")
+            .env_remove("NIB_OCR_DIR")
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut lines = Vec::new();
+        loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 {
+                let status = child.wait().unwrap();
+                panic!("nib serve stopped ({status}) after {lines:?}");
+            }
+            let done = line.contains("in a browser");
+            lines.push(line.trim().to_owned());
+            if done {
+                break;
+            }
+        }
+        Served {
+            child,
+            lines,
+            _stdout: out,
+        }
+    }
+
+    /// The line that starts with `prefix`, without it.
+    fn after(&self, prefix: &str) -> Option<&str> {
+        self.lines.iter().find_map(|l| l.strip_prefix(prefix))
+    }
+
+    fn base(&self) -> String {
+        self.after("nib: serving ")
+            .and_then(|url| url.strip_suffix("/mcp"))
+            .expect("the serving line")
+            .to_owned()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        crate::helpers::stop(&mut self.child);
+    }
+}
+
+/// Issue 46: `nib serve` read no ink (OCR was off unless `--watch` was given). Started as the
+/// README starts it, with the engine installed, an ink-only page uploaded in the web app comes
+/// back read: lines, tasks, and its text on the page's screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nib_serve_reads_ink_uploaded_in_the_web_app() {
+    use crate::app::{Browser, multipart, token_before};
+    let data = tempfile::tempdir().unwrap();
+    let served = Served::start(data.path(), &[]);
+    assert!(
+        served.after("nib: ink is stored unread").is_none(),
+        "{:?}",
+        served.lines
+    );
+    let password = served
+        .after("nib: password for user default (OAuth sign-in page): ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("a first start prints the password")
+        .to_owned();
+    let base = served.base();
+    let owner = Browser::sign_in_with(&base, "default", &password).await;
+    let page = owner.screen("/app/upload").await;
+    let token = token_before(&page, "back").unwrap();
+    let ink = std::fs::read(ocr_dir().join("2025-03-17.png")).unwrap();
+    let (kind, body) = multipart(
+        &[("csrf_token", &token), ("back", "/app/upload")],
+        &[("2025-03-17.png", &ink)],
+    );
+    let r = owner
+        .http
+        .post(format!("{base}/app/upload"))
+        .header("cookie", format!("{}; {}", owner.session, owner.strict))
+        .header("accept", "application/json")
+        .header("content-type", kind)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let answer: Value = r.json().await.unwrap();
+    let file = &answer["files"][0];
+    assert_eq!(file["outcome"], "new", "{answer}");
+    let message = file["message"].as_str().unwrap();
+    let lines: usize = message
+        .strip_prefix("new page (")
+        .and_then(|m| m.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{message}"));
+    assert!(lines >= 5, "the ink was read: {message}");
+    assert!(!message.contains(" 0 tasks"), "{message}");
+    let id = file["page_id"].as_str().unwrap();
+    let screen = owner.screen(&format!("/app/pages/{id}")).await;
+    assert!(
+        screen.to_lowercase().contains("invoice"),
+        "the page shows the text read from its ink: {screen}"
+    );
+}
+
+/// `NIB_OCR=local nib serve` starts (`--ocr` required `--watch`, so it refused to); and without
+/// the engine's files it still serves, saying once that ink is stored unread and how to install
+/// the engine.
+#[test]
+fn nib_serve_starts_with_the_local_engine_chosen_and_without_its_files() {
+    let data = tempfile::tempdir().unwrap();
+    let served = Served::start(data.path(), &[("NIB_OCR", "local")]);
+    assert!(served.after("nib: ink is stored unread").is_none());
+    drop(served);
+    let empty = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        data.path(),
+        &[
+            ("NIB_OCR", "local"),
+            ("NIB_OCR_DIR", empty.path().to_str().unwrap()),
+        ],
+    );
+    let said: Vec<_> = served
+        .lines
+        .iter()
+        .filter(|l| l.contains("ink is stored unread"))
+        .collect();
+    assert_eq!(said.len(), 1, "{:?}", served.lines);
+    assert!(said[0].contains("make tools-ocr"), "{}", said[0]);
+}

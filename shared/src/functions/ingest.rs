@@ -220,12 +220,20 @@ impl Ingest {
             .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
             .and_then(|d| i64::try_from(d.as_millis()).ok())
             .unwrap_or_else(|| self.notebook_now_millis());
-        let draft = match read_page_with(&files, |path| {
-            objects
-                .get(path)
-                .cloned()
-                .ok_or_else(|| std::io::ErrorKind::NotFound.into())
-        }) {
+        // Checking the files (a PDF's streams inflated under their caps) runs in the work pool.
+        let checked = self
+            .notebook
+            .work()
+            .run(move || {
+                read_page_with(&files, |path| {
+                    objects
+                        .get(path)
+                        .cloned()
+                        .ok_or_else(|| std::io::ErrorKind::NotFound.into())
+                })
+            })
+            .await;
+        let draft = match checked {
             Ok(draft) => draft,
             Err(failure) => {
                 self.tell(&user, &key, uploaded_at, Err(&failure)).await?;
@@ -307,9 +315,10 @@ impl Ingest {
             std::io::Write::write_all(&mut file, &chunk).map_err(|e| fail(Box::new(e)))?;
         }
         std::io::Seek::rewind(&mut file).map_err(|e| fail(Box::new(e)))?;
+        // Only the web app's form puts bundles here: the browser's cap.
         let imported = self
             .notebook
-            .import_bundle(user, std::io::BufReader::new(file), &|| {})
+            .import_bundle_file(user, file, crate::notebook::MAX_APP_BUNDLE_BYTES)
             .await;
         let (outcome, result) = match imported {
             Ok(report) => {

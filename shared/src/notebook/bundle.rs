@@ -309,6 +309,16 @@ pub const MAX_INK_ENTRY_BYTES: u64 = 128 << 20;
 /// bounded by the entry caps; this bounds the work of a bundle that inflates without end.
 pub const MAX_BUNDLE_BYTES: u64 = 64 << 30;
 
+/// The most the entries of a bundle imported from a browser hold together, uncompressed (the
+/// web app's import form; on AWS the form's upload, which ingest imports): the request is at
+/// most 2 GiB (256 MiB on AWS), and a notebook of that size is far below this.
+pub const MAX_APP_BUNDLE_BYTES: u64 = 4 << 30;
+/// How many times the archive's own size its entries may hold together (and at least
+/// [`MIN_INFLATION_ROOM`]): nib's bundles keep ink as it came (already compressed) and deflate
+/// only the JSON, a few times over; a bundle of zeros inflates a thousand times.
+pub const MAX_BUNDLE_INFLATION: u64 = 64;
+const MIN_INFLATION_ROOM: u64 = 1 << 20;
+
 /// The most the entry `name` may hold.
 fn entry_cap(name: &str) -> u64 {
     match classify(name) {
@@ -317,10 +327,24 @@ fn entry_cap(name: &str) -> u64 {
     }
 }
 
-/// Refuses a bundle whose entries say they hold more than their caps or, together, more than
-/// [`MAX_BUNDLE_BYTES`]: from the central directory alone, before any entry is inflated.
-fn check_sizes<R: Read + Seek>(archive: &mut zip::ZipArchive<R>) -> Result<(), BundleError> {
+/// Refuses a bundle from its central directory alone, before any entry but the manifest is
+/// inflated: an entry that says it holds more than its kind's cap; entries that say they hold
+/// more than `max_total` together, or more than [`MAX_BUNDLE_INFLATION`] times the archive's
+/// `archive_len` bytes; an entry that is no bundle's; counts of pages, tasks and ink files that
+/// are not the manifest's. (What an entry says it holds is all that is ever read of it.)
+fn check_directory<R: Read + Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    manifest: &Manifest,
+    max_total: u64,
+    archive_len: u64,
+) -> Result<(), BundleError> {
+    let max_total = max_total.min(
+        archive_len
+            .saturating_mul(MAX_BUNDLE_INFLATION)
+            .max(MIN_INFLATION_ROOM),
+    );
     let mut total = 0u64;
+    let (mut pages, mut tasks, mut ink) = (0u64, 0u64, 0u64);
     for index in 0..archive.len() {
         let file = archive
             .by_index_raw(index)
@@ -334,12 +358,29 @@ fn check_sizes<R: Read + Seek>(archive: &mut zip::ZipArchive<R>) -> Result<(), B
                 "{name} says it holds {size} bytes; an entry of its kind holds at most {cap}"
             )));
         }
+        match classify(&name) {
+            Some(Entry::Manifest) => {}
+            Some(Entry::Page(_)) => pages += 1,
+            Some(Entry::Task(_)) => tasks += 1,
+            Some(Entry::Ink(..)) => ink += 1,
+            None => return Err(BundleError::Damaged(format!("unexpected entry {name:?}"))),
+        }
         total = total.saturating_add(size);
-        if total > MAX_BUNDLE_BYTES {
+        if total > max_total {
             return Err(BundleError::Damaged(format!(
-                "its entries say they hold more than {MAX_BUNDLE_BYTES} bytes together"
+                "its entries say they hold more than {} MiB together (at most {} MiB here, \
+                 and {MAX_BUNDLE_INFLATION} times the archive's size)",
+                max_total >> 20,
+                max_total >> 20
             )));
         }
+    }
+    if (pages, tasks, ink) != (manifest.pages, manifest.tasks, manifest.ink_files) {
+        return Err(BundleError::Damaged(format!(
+            "the manifest lists {} pages, {} tasks and {} ink files; the bundle holds {pages}, \
+             {tasks} and {ink}",
+            manifest.pages, manifest.tasks, manifest.ink_files
+        )));
     }
     Ok(())
 }
@@ -799,9 +840,47 @@ impl Notebook {
     pub async fn import_bundle<R: Read + Seek>(
         &self,
         user: &UserId,
-        mut input: R,
+        input: R,
         progress: &(dyn Fn() + Sync),
     ) -> Result<BundleImport, BundleError> {
+        self.import_bundle_within(user, input, progress, MAX_BUNDLE_BYTES)
+            .await
+    }
+
+    /// [`Notebook::import_bundle_within`] of the bundle in `file`, in the work pool: the archive
+    /// is read and inflated on a blocking thread, which drives the import's store writes too,
+    /// so a server's request workers never inflate it (the web app's import, ingest's).
+    pub async fn import_bundle_file(
+        self: &std::sync::Arc<Self>,
+        user: &UserId,
+        file: std::fs::File,
+        max_bytes: u64,
+    ) -> Result<BundleImport, BundleError> {
+        let (notebook, user) = (self.clone(), user.clone());
+        let handle = tokio::runtime::Handle::current();
+        self.work()
+            .run(move || {
+                handle.block_on(notebook.import_bundle_within(
+                    &user,
+                    std::io::BufReader::new(file),
+                    &|| {},
+                    max_bytes,
+                ))
+            })
+            .await
+    }
+
+    /// [`Notebook::import_bundle`] of a bundle whose entries may hold at most `max_bytes`
+    /// together ([`MAX_APP_BUNDLE_BYTES`] for one from a browser).
+    pub async fn import_bundle_within<R: Read + Seek>(
+        &self,
+        user: &UserId,
+        mut input: R,
+        progress: &(dyn Fn() + Sync),
+        max_bytes: u64,
+    ) -> Result<BundleImport, BundleError> {
+        let archive_len = input.seek(std::io::SeekFrom::End(0))?;
+        input.rewind()?;
         // A ZIP that does not open is damaged when it starts as one (cut short), else foreign.
         let mut magic = [0u8; 4];
         let zip_like = input.read_exact(&mut magic).is_ok() && &magic == b"PK\x03\x04";
@@ -835,7 +914,7 @@ impl Notebook {
             )));
         }
 
-        check_sizes(&mut archive)?;
+        check_directory(&mut archive, &manifest, max_bytes, archive_len)?;
 
         // Pass 1: every entry read and checked; nothing written.
         let mut pages: BTreeMap<PageId, (bool, bool)> = BTreeMap::new();

@@ -255,6 +255,19 @@ fn unix_millis(t: SystemTime) -> Option<i64> {
     i64::try_from(d.as_millis()).ok()
 }
 
+/// Why a PDF is refused, when it is: it does not parse, has no page, or its streams inflate
+/// past the caps (`raster::check_pdf`). The web app's upload, `nib import` and ingest say the
+/// same.
+#[cfg(feature = "ocr")]
+pub fn pdf_refusal(bytes: &[u8]) -> Option<String> {
+    match crate::ocr::raster::check_pdf(bytes) {
+        Ok(pages) if pages > 0 => None,
+        Ok(_) => Some(UNREADABLE_PDF.to_owned()),
+        Err(crate::ports::OcrError::BadImage(why)) => Some(format!("{UNREADABLE_PDF}: {why}")),
+        Err(e) => Some(format!("{UNREADABLE_PDF}: {e}")),
+    }
+}
+
 /// Reads and checks a page's files into a draft, each with its modification time.
 pub fn read_page(files: &PageFiles) -> Result<PageDraft, ImportFailure> {
     read_page_with(files, |path| {
@@ -296,11 +309,13 @@ pub fn read_page_with(
     let (pdf, pdf_modified) = ink(&files.pdf, PDF_MAGIC, "PDF")?;
     // A PDF that does not parse would be kept as ink nothing can show or read: refused here,
     // so `nib import`, the web app and the ingest function all refuse it the same way.
+    // So is one whose streams inflate past the caps (`raster::check_pdf`), before any PDF
+    // library decodes them.
     #[cfg(feature = "ocr")]
     if let (Some(path), Some(bytes)) = (&files.pdf, &pdf)
-        && crate::ocr::raster::pdf_page_count(bytes) == 0
+        && let Some(why) = pdf_refusal(bytes)
     {
-        return Err(fail(path, FailureKind::BadImage, UNREADABLE_PDF));
+        return Err(fail(path, FailureKind::BadImage, why));
     }
     let (mut png, mut png_modified) = ink(&files.png, PNG_MAGIC, "PNG")?;
     if png.is_none()
@@ -381,7 +396,12 @@ impl Notebook {
         files: &PageFiles,
         force: bool,
     ) -> Result<Vec<SavedPage>, ImportFailure> {
-        let draft = read_page(files)?;
+        // Reading checks the files (a PDF's streams inflated under their caps, a JPEG made a
+        // PNG): work for the pool, not for the caller's async worker.
+        let draft = {
+            let files = files.clone();
+            self.work().run(move || read_page(&files)).await?
+        };
         let first = files.first_file();
         #[cfg(feature = "ocr")]
         let saved = self.import_draft(user, draft, force).await;

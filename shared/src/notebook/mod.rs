@@ -31,14 +31,18 @@ mod tasks;
 mod trash;
 mod uploads;
 mod vectors;
+mod work;
 
 use std::sync::Arc;
 
 pub use access::{ACCESS_TTL_SECS, AccessLog, AccessPosition, AccessRecord};
 pub use bundle::{
     BUNDLE_FORMAT, BUNDLE_VERSION, BundleError, BundleImport, ExportDownload, ExportFormat,
-    ExportReport, MAX_BUNDLE_BYTES, MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES,
+    ExportReport, MAX_APP_BUNDLE_BYTES, MAX_BUNDLE_BYTES, MAX_BUNDLE_INFLATION,
+    MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES,
 };
+#[cfg(feature = "ocr")]
+pub use import::pdf_refusal;
 pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
     read_page, read_page_with,
@@ -62,6 +66,7 @@ pub use trash::{Restored, TRASH_DAYS, TrashEntry, TrashKind, Trashed, trash_curs
 pub use uploads::{UPLOAD_RESULT_TTL_SECS, UploadResult};
 pub use vectors::ReindexReport;
 pub use vectors::{Block, Entry, MAX_CHUNKS};
+pub use work::WorkPool;
 
 use crate::crypto::{CryptoError, Vault};
 use crate::ports::{Assets, AssetsError, Clock, Store, StoreError};
@@ -141,6 +146,8 @@ pub struct Notebook {
     vectors_deferred: std::sync::atomic::AtomicBool,
     /// Answers of reads kept by their revision (`answers`).
     answers: Arc<answers::AnswerCache>,
+    /// Where PDF checks and rendering, OCR and bundle inflation run (`work`).
+    work: WorkPool,
 }
 
 impl Notebook {
@@ -163,7 +170,13 @@ impl Notebook {
             search_cache: Arc::default(),
             answers: Arc::default(),
             vectors_deferred: std::sync::atomic::AtomicBool::new(false),
+            work: WorkPool::per_core(),
         }
+    }
+
+    /// The pool the heavy work of imports and uploads runs in, one job per core (`work`).
+    pub fn work(&self) -> &WorkPool {
+        &self.work
     }
 
     /// Whether page writes leave their vectors pending (`vectors::PENDING_PREFIX`) instead of

@@ -51,16 +51,25 @@ impl Notebook {
         force: bool,
     ) -> Result<Vec<SavedPage>, NotebookError> {
         let mut out = Vec::new();
-        match expand(draft)? {
+        // Rendering, splitting and reading run in the work pool, off the async workers.
+        match self.work().run(move || expand(draft)).await? {
             Expanded::One(draft, image) => {
                 let draft = self.read_ink(user, draft, image, force).await?;
                 out.push(self.import_page(user, draft).await?);
             }
-            Expanded::Pages(pages) => {
+            Expanded::Pages(mut pages) => {
                 // One page at a time: its raster, its own PDF and its PNG live only while it is
                 // read and written, so a 200-page PDF imports in the memory of one page.
                 for index in 0..pages.len() {
-                    let (draft, image) = pages.page(index)?;
+                    let (back, page) = self
+                        .work()
+                        .run(move || {
+                            let page = pages.page(index);
+                            (pages, page)
+                        })
+                        .await;
+                    pages = back;
+                    let (draft, image) = page?;
                     let draft = self.read_ink(user, draft, Some(image), force).await?;
                     out.push(self.import_page(user, draft).await?);
                 }
@@ -128,13 +137,14 @@ impl Notebook {
         if !force && read_before.as_deref() == Some(ink_hash.as_str()) {
             return Ok(None);
         }
-        let image = tokio::task::spawn_blocking(move || raster::decode(&ink))
-            .await
-            .map_err(|e| NotebookError::Ocr(OcrError::Failed(Box::new(e))))??
+        let image = self
+            .work()
+            .run(move || raster::decode(&ink))
+            .await?
             .into_iter()
             .next()
             .ok_or_else(|| NotebookError::Invalid("the ink has no page".into()))?;
-        let read = ocr::read(engine.as_ref(), &image).await?;
+        let read = self.read_image(engine.as_ref(), image).await?;
         let source = engine_source(&read, ink_hash);
         let draft = PageDraft {
             date: Some(record.date),
@@ -188,9 +198,7 @@ impl Notebook {
             Some(image) => image,
             None => {
                 let bytes = ink.clone();
-                let decoded = tokio::task::spawn_blocking(move || raster::decode(&bytes))
-                    .await
-                    .map_err(|e| NotebookError::Ocr(OcrError::Failed(Box::new(e))))?;
+                let decoded = self.work().run(move || raster::decode(&bytes)).await;
                 match decoded.map(|pages| pages.into_iter().next()) {
                     Ok(Some(image)) => image,
                     Ok(None) | Err(_) => {
@@ -200,13 +208,32 @@ impl Notebook {
                 }
             }
         };
-        let read = ocr::read(engine.as_ref(), &image).await?;
+        let read = self.read_image(engine.as_ref(), image).await?;
         tracing::debug!(user = %user, lines = read.lines.len(), "page read by OCR");
         let source = engine_source(&read, ink_hash);
         draft.ocr = Some((OcrKind::Engine, source));
         // The text is as new as the ink it was read from.
         draft.sources.ocr = draft.sources.png.or(draft.sources.pdf);
         Ok(draft)
+    }
+
+    /// One page image read by the engine, in a slot of the work pool: the engine's own
+    /// threads (or a remote engine) do the recognition, the layout runs on a blocking thread,
+    /// so at most one page per slot is being read however many arrive.
+    async fn read_image(
+        &self,
+        engine: &dyn crate::ports::Ocr,
+        image: PageImage,
+    ) -> Result<ocr::ReadPage, NotebookError> {
+        let _slot = self.work().slot().await;
+        let segments = engine.recognize(&image).await?;
+        let lines = tokio::task::spawn_blocking(move || ocr::layout::analyze(&image, segments))
+            .await
+            .map_err(|e| NotebookError::Ocr(OcrError::Failed(Box::new(e))))?;
+        Ok(ocr::ReadPage {
+            engine: engine.engine(),
+            lines,
+        })
     }
 
     /// The OCR kind and ink hash of the page of `stem`, when there is one.

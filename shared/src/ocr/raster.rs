@@ -126,11 +126,249 @@ fn limits_for(w: u32, h: u32) -> image::Limits {
     limits
 }
 
-/// How many pages a PDF has (0 when it cannot be read).
+/// How many pages a PDF has (0 when it cannot be read, or is refused by [`check_pdf`]).
 pub fn pdf_page_count(bytes: &[u8]) -> usize {
-    hayro::hayro_syntax::Pdf::new(bytes.to_vec())
-        .map(|pdf| pdf.pages().len())
-        .unwrap_or(0)
+    check_pdf(bytes).unwrap_or(0)
+}
+
+/// The most bytes one stream of a PDF may decode to: an RGB image at [`MAX_PIXELS`], the
+/// largest thing a page's stream legitimately holds.
+pub const MAX_PDF_STREAM_BYTES: u64 = MAX_PIXELS * 3;
+/// The most bytes all streams of one PDF together may decode to (what the checks inflate, a
+/// few seconds of one core at worst).
+pub const MAX_PDF_DECODED_BYTES: u64 = 2 << 30;
+
+/// A PDF's page count, once its streams are known to decode within the budgets: each at most
+/// [`MAX_PDF_STREAM_BYTES`], all together at most [`MAX_PDF_DECODED_BYTES`], and no image
+/// over [`MAX_PIXELS`]. The PDF libraries (hayro, lopdf) inflate a stream whole, with no cap:
+/// a 1.5 MB PDF of zeros inflated to 1.6 GB. So every compressed stream is first inflated
+/// here into a counter that stops at the cap, before either library parses the file (the raw
+/// scan: cross-reference and object streams are decoded while parsing), then again with its
+/// declared filters once parsed. A stream whose filters cannot be decoded here under a cap
+/// (ASCII armour before Flate, say) counts at its worst case. Refused: "damaged".
+pub fn check_pdf(bytes: &[u8]) -> Result<usize, OcrError> {
+    // The raw scan and the parsed streams count the same bytes, each against its own budget.
+    Budget::default().raw_scan(bytes)?;
+    let pdf = hayro::hayro_syntax::Pdf::new(bytes.to_vec())
+        .map_err(|_| OcrError::BadImage("it does not parse".into()))?;
+    let mut budget = Budget::default();
+    for object in pdf.objects() {
+        if let hayro::hayro_syntax::object::Object::Stream(stream) = object {
+            budget.stream(&stream)?;
+        }
+    }
+    Ok(pdf.pages().len())
+}
+
+/// What a PDF's streams decoded to so far.
+#[derive(Default)]
+struct Budget {
+    total: u64,
+}
+
+/// Why a PDF is refused when a stream decodes past the caps.
+fn too_large() -> OcrError {
+    OcrError::BadImage(format!(
+        "damaged: a stream decodes to more than {} MiB (or all of them to more than {} MiB)",
+        MAX_PDF_STREAM_BYTES >> 20,
+        MAX_PDF_DECODED_BYTES >> 20
+    ))
+}
+
+/// Worst-case expansion of filters decoded here only by bound: Flate's longest match (258
+/// bytes) from one bit, LZW's longest string from nine bits, run-length's 128 from two bytes.
+const FLATE_WORST: u64 = 1032;
+const LZW_WORST: u64 = 2730;
+const RUN_LENGTH_WORST: u64 = 64;
+
+impl Budget {
+    fn add(&mut self, len: u64) -> Result<(), OcrError> {
+        self.total = self.total.saturating_add(len);
+        if len > MAX_PDF_STREAM_BYTES || self.total > MAX_PDF_DECODED_BYTES {
+            return Err(too_large());
+        }
+        Ok(())
+    }
+
+    /// Every `stream ... endstream` in the file's bytes that inflates (zlib, or raw deflate
+    /// as hayro also tries), counted without keeping the output.
+    fn raw_scan(&mut self, bytes: &[u8]) -> Result<(), OcrError> {
+        let mut at = 0;
+        while let Some(found) = find(&bytes[at..], b"stream") {
+            let start = at + found;
+            at = start + b"stream".len();
+            if bytes[..start].ends_with(b"end") {
+                continue;
+            }
+            let body = match &bytes[at..] {
+                [b'\r', b'\n', rest @ ..] | [b'\n', rest @ ..] | [b'\r', rest @ ..] => rest,
+                _ => continue,
+            };
+            let end = find(body, b"endstream").unwrap_or(body.len());
+            let data = &body[..end];
+            self.add(inflated_len(data, true).max(inflated_len(data, false)))?;
+        }
+        Ok(())
+    }
+
+    /// One parsed stream through its filters, in order.
+    fn stream(&mut self, stream: &hayro::hayro_syntax::object::Stream<'_>) -> Result<(), OcrError> {
+        use hayro::hayro_syntax::Filter;
+        let dict = stream.dict();
+        let is_image = dict
+            .get::<hayro::hayro_syntax::object::Name<'_>>(b"Subtype")
+            .is_some_and(|n| n.as_ref() == b"Image");
+        if is_image {
+            let w = dict.get::<u32>(b"Width").unwrap_or(0);
+            let h = dict.get::<u32>(b"Height").unwrap_or(0);
+            if u64::from(w) * u64::from(h) > MAX_PIXELS {
+                return Err(OcrError::BadImage(format!(
+                    "an image in the PDF is {w}x{h}, more than {MAX_PIXELS} pixels"
+                )));
+            }
+        }
+        let raw = stream.raw_data();
+        // The bytes so far when they were decoded here; else only a bound on their length.
+        let mut data: Option<Vec<u8>> = None;
+        let mut len = raw.len() as u64;
+        let filters = stream.filters();
+        let last = filters.len().saturating_sub(1);
+        for (i, filter) in filters.iter().enumerate() {
+            let input: Option<&[u8]> = match (&data, i) {
+                (Some(d), _) => Some(d),
+                (None, 0) => Some(&raw),
+                (None, _) => None,
+            };
+            let keep = i != last;
+            let decoded = match (filter, input) {
+                (Filter::FlateDecode, Some(input)) => Some(inflate(input, keep)),
+                (Filter::LzwDecode, Some(input)) => Some(lzw(input, keep)),
+                (Filter::RunLengthDecode, Some(input)) => Some(run_length(input, keep)),
+                _ => None,
+            };
+            match decoded {
+                Some((n, bytes)) => {
+                    len = n;
+                    data = bytes;
+                }
+                None => {
+                    data = None;
+                    len = len.saturating_mul(match filter {
+                        Filter::FlateDecode => FLATE_WORST,
+                        Filter::LzwDecode => LZW_WORST,
+                        Filter::RunLengthDecode => RUN_LENGTH_WORST,
+                        // ASCII armour shrinks; an image filter's output is the image's size,
+                        // checked above; Crypt is decryption.
+                        _ => 1,
+                    });
+                }
+            }
+            if len > MAX_PDF_STREAM_BYTES {
+                return Err(too_large());
+            }
+        }
+        self.add(len)
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A writer that keeps (when asked) and counts what it is given, and fails past the cap.
+struct Capped {
+    kept: Option<Vec<u8>>,
+    len: u64,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.len += buf.len() as u64;
+        if self.len > MAX_PDF_STREAM_BYTES {
+            return Err(std::io::Error::other("over the cap"));
+        }
+        if let Some(kept) = &mut self.kept {
+            kept.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Capped {
+    fn new(keep: bool) -> Capped {
+        Capped {
+            kept: keep.then(Vec::new),
+            len: 0,
+        }
+    }
+}
+
+/// How many bytes `data` inflates to (zlib, or raw deflate), up to just past the cap; what
+/// came out before an error counts.
+fn inflated_len(data: &[u8], zlib: bool) -> u64 {
+    let mut out = Capped::new(false);
+    let _ = if zlib {
+        std::io::copy(&mut flate2::read::ZlibDecoder::new(data), &mut out)
+    } else {
+        std::io::copy(&mut flate2::read::DeflateDecoder::new(data), &mut out)
+    };
+    out.len
+}
+
+/// Flate as hayro decodes it (zlib, else raw deflate), counted and kept when `keep`.
+fn inflate(data: &[u8], keep: bool) -> (u64, Option<Vec<u8>>) {
+    let mut best = Capped::new(keep);
+    let _ = std::io::copy(&mut flate2::read::ZlibDecoder::new(data), &mut best);
+    if best.len <= MAX_PDF_STREAM_BYTES {
+        let mut raw = Capped::new(keep);
+        let _ = std::io::copy(&mut flate2::read::DeflateDecoder::new(data), &mut raw);
+        if raw.len > best.len {
+            best = raw;
+        }
+    }
+    // What no decoder here reads, hayro's lenient fallback may: counted at its worst.
+    if best.len == 0 && !data.is_empty() {
+        return (data.len() as u64 * FLATE_WORST, None);
+    }
+    (best.len, best.kept)
+}
+
+/// LZW (PDF's default early change), counted and kept when `keep`.
+fn lzw(data: &[u8], keep: bool) -> (u64, Option<Vec<u8>>) {
+    let mut out = Capped::new(keep);
+    let mut decoder = weezl::decode::Decoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8);
+    let _ = decoder.into_stream(&mut out).decode_all(data);
+    (out.len, out.kept)
+}
+
+/// Run-length: a length byte n, then n + 1 bytes (n < 128) or one byte 257 - n times.
+fn run_length(data: &[u8], keep: bool) -> (u64, Option<Vec<u8>>) {
+    let mut out = Capped::new(keep);
+    let mut i = 0;
+    while let Some(&n) = data.get(i) {
+        use std::io::Write as _;
+        let written = match n {
+            128 => break,
+            0..128 => {
+                let run = data.get(i + 1..i + 2 + n as usize).unwrap_or_default();
+                i += 2 + n as usize;
+                out.write_all(run)
+            }
+            _ => {
+                let Some(&b) = data.get(i + 1) else { break };
+                i += 2;
+                out.write_all(&vec![b; 257 - n as usize])
+            }
+        };
+        if written.is_err() {
+            break;
+        }
+    }
+    (out.len, out.kept)
 }
 
 /// Every page of a PDF, rendered so its longer side is about [`PDF_LONG_SIDE`] pixels. For a
@@ -159,6 +397,7 @@ impl PdfRaster {
     /// count and every page's size, so that a bad page fails the whole file up front rather
     /// than halfway through an import.
     pub fn open(bytes: &[u8]) -> Result<PdfRaster, OcrError> {
+        check_pdf(bytes)?;
         let pdf = hayro::hayro_syntax::Pdf::new(bytes.to_vec())
             .map_err(|e| OcrError::BadImage(format!("unreadable PDF: {e:?}")))?;
         let pages = pdf.pages();

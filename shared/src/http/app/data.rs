@@ -694,7 +694,7 @@ pub(super) async fn import(
         return screen(&st, &v, &None, Some(result)).await;
     };
     let outcome = notebook
-        .import_bundle(&v.user, std::io::BufReader::new(file), &|| {})
+        .import_bundle_file(&v.user, file, crate::notebook::MAX_APP_BUNDLE_BYTES)
         .await;
     let result = match outcome {
         Ok(r) => {

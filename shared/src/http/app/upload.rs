@@ -278,8 +278,10 @@ fn sniff(ext: &str, bytes: &[u8]) -> Result<(), String> {
     // whose header is broken or claims more pixels than a page may have.
     #[cfg(feature = "ocr")]
     match ext {
-        "pdf" if crate::ocr::raster::pdf_page_count(bytes) == 0 => {
-            return Err("the PDF cannot be read (damaged, or not a PDF)".into());
+        "pdf" => {
+            if let Some(why) = crate::notebook::pdf_refusal(bytes) {
+                return Err(why);
+            }
         }
         "png" | "jpg" | "jpeg" => {
             crate::ocr::raster::check_image(bytes)
@@ -396,7 +398,18 @@ pub(super) async fn receive(
                 } else if pages.values().any(|p| p.1.contains(&name)) {
                     Some("the same file name came twice".to_owned())
                 } else {
-                    sniff(&ext, &bytes).err()
+                    // A PDF's streams are inflated to be checked: in the notebook's work pool,
+                    // off the request workers.
+                    let kind = ext.clone();
+                    let (checked, refusal) = notebook
+                        .work()
+                        .run(move || {
+                            let refusal = sniff(&kind, &bytes).err();
+                            (bytes, refusal)
+                        })
+                        .await;
+                    bytes = checked;
+                    refusal
                 };
                 if let Some(why) = refusal {
                     results.push(FileResult::refused(&name, why));
