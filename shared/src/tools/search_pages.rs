@@ -1,5 +1,5 @@
 //! `search_pages {query, limit?, mode?, from?, to?, cursor?}` ->
-//! `{"query","mode","results":[{page_id,date,snippet,line,page_url}],"next_cursor","limit_applied"}`,
+//! `{"query","mode","results":[{page_id,date,snippet,line,page_url,match,score}],"next_cursor","limit_applied"}`,
 //! best first.
 
 use schemars::JsonSchema;
@@ -14,7 +14,7 @@ use super::{
 use crate::auth::Scope;
 use crate::domain::text::{self, MAX_QUERY_CHARS, MAX_QUERY_TERMS};
 use crate::domain::{Date, PageId};
-use crate::notebook::{SearchMode, SearchOptions};
+use crate::notebook::{Match, SearchMode, SearchOptions};
 
 /// The pages that match a query, best first.
 #[derive(Serialize, JsonSchema)]
@@ -33,6 +33,14 @@ struct Hit {
     snippet: String,
     line: String,
     page_url: String,
+    /// How the page matched: "words" (it holds query words), "meaning" (its meaning is near
+    /// the query's, in other words: see `score`), or "both".
+    #[serde(rename = "match")]
+    matched: Match,
+    /// How well, higher is better (3 decimals): in hybrid mode the cosine of meaning (a
+    /// paraphrase's page is typically 0.2-0.4, above 0.5 is close) plus up to 0.2 for the words; in meaning mode the cosine; in
+    /// keyword mode BM25 (unbounded, comparable within one query only).
+    score: f64,
 }
 
 /// The `search_pages` options of `ctx`'s arguments: `mode` (default hybrid), `from`, `to`.
@@ -58,7 +66,7 @@ pub fn def() -> ToolDef {
     ToolDef {
         name: "search_pages",
         title: "Search notebook pages",
-        description: "Search the pages by meaning and by words. `mode`: \"hybrid\" (default: both, fused), \"keyword\" (the words, ranked by BM25; they match in any form, \"specs\" finds \"spec\") or \"meaning\" (what the query means, in other words too: \"medical visit\" finds \"checkup with Dr. Alvarez\"). Put a phrase in double quotes to require it as written. `from`/`to` (YYYY-MM-DD, inclusive) keep only pages of those dates. Returns page ids, dates, a snippet and the best-matching line; at most 512 characters and 32 distinct words. `limit` defaults to 20 (max 100; more counts as 100); when more results follow, `next_cursor` is set: pass it as `cursor`, with the same query and options, to continue.",
+        description: "Search the pages by meaning and by words. `mode`: \"hybrid\" (default: both, fused), \"keyword\" (the words, ranked by BM25; they match in any form, \"specs\" finds \"spec\") or \"meaning\" (what the query means, in other words too: \"medical visit\" finds \"checkup with Dr. Alvarez\"). Put a phrase in double quotes to require it as written. `from`/`to` (YYYY-MM-DD, inclusive) keep only pages of those dates. Returns page ids, dates, a snippet, the best-matching line, how each page matched (`match`: \"words\", \"meaning\" or \"both\") and a `score`; results found by meaning alone with a low score are guesses; at most 512 characters and 32 distinct words. `limit` defaults to 20 (max 100; more counts as 100); when more results follow, `next_cursor` is set: pass it as `cursor`, with the same query and options, to continue.",
         scope: Scope::Read,
         class: ToolClass::Pages,
         annotations: Annotations::READ_ONLY,
@@ -105,6 +113,8 @@ async fn run(ctx: Ctx<'_>) -> Result<Output, ToolError> {
             date: h.date,
             snippet: h.snippet,
             line: h.line,
+            matched: h.matched,
+            score: (h.score * 1000.0).round() / 1000.0,
         })
         .collect();
     output(&Found {
