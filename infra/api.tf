@@ -1,5 +1,5 @@
 # The HTTP API: /mcp to the mcp front; the well-known documents and the OAuth endpoints to oauth
-# (DESIGN §3). Lambda proxy integrations, payload format 2.0. No API Gateway authorizer: the
+# (docs/design.md §3). Lambda proxy integrations, payload format 2.0. No API Gateway authorizer: the
 # functions authenticate themselves, because the 401 must carry nib's WWW-Authenticate
 # challenge (resource_metadata, scope) and accept both JWTs and nib_live_ tokens, which a JWT
 # authorizer cannot do.

@@ -1,4 +1,4 @@
-# The single table of DESIGN §5: pk/sk strings, one GSI (gsi1pk/gsi1sk, all attributes), TTL on
+# The single table of docs/design.md §5: pk/sk strings, one GSI (gsi1pk/gsi1sk, all attributes), TTL on
 # expires_at (codes, refresh tokens, rate windows and soft-deleted items expire by it).
 
 resource "aws_dynamodb_table" "main" {

@@ -2,7 +2,7 @@
 # tests/infra/test_infra.py, so loosening one fails `make test-infra`:
 #
 # - Every DynamoDB statement carries a dynamodb:LeadingKeys condition naming the partition-key
-#   prefixes (DESIGN §5) that function may touch: mcp only tokens, rate windows, OAuth grants
+#   prefixes (docs/design.md §5) that function may touch: mcp only tokens, rate windows, OAuth grants
 #   and browser sessions (TOK#, RL#, GRANT#, SESSION#: a page view reads and refreshes its
 #   session); oauth only CLIENT#, CODE#, RT#, GRANT#, USER# (sign-in accounts), SESSION#
 #   (created at sign-in, read at /oauth/authorize, deleted at sign-out), the one item SECRET#oauth (its CSRF key's secret) and the counters of its own rate limits

@@ -1,6 +1,6 @@
 # Three KMS keys, each with one job:
 #
-#   data    wraps every user's data key (envelope encryption, DESIGN §6). Only the class
+#   data    wraps every user's data key (envelope encryption, docs/design.md §6). Only the class
 #           functions (pages, tasks, ingest) may use it, only for GenerateDataKey and Decrypt,
 #           and only with the encryption context {"user_id": ...}: the key policy says so, not
 #           just the roles' policies, so no other principal of the account can unwrap a user's

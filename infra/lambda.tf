@@ -1,4 +1,4 @@
-# The five functions (DESIGN §3): one Rust binary each, built by `make lambdas` into
+# The six functions (docs/design.md §3): one Rust binary each, built by `make lambdas` into
 # target/lambda/<name>/bootstrap.zip. provided.al2023 on arm64 (Graviton): the binary is the
 # runtime, the handler name is unused by it but must be "bootstrap".
 

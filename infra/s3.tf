@@ -1,4 +1,4 @@
-# Page images (u/{user}/pages/{page_id}.{pdf|png}), uploads (uploads/{user}/...), DESIGN §7, and
+# Page images (u/{user}/pages/{page_id}.{pdf|png}), uploads (uploads/{user}/...), docs/design.md §7, and
 # exports (exports/{user}/{random}.zip, export_notebook).
 # Never public: clients get presigned GET URLs from pages. Encrypted with the storage key
 # (a bucket key keeps the KMS calls few), TLS only, versioned.

@@ -8,8 +8,8 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `NIB_TABLE` | the DynamoDB table (DESIGN §5) | required |
-//! | `NIB_BUCKET` | the S3 bucket of page images (DESIGN §7) | required |
+//! | `NIB_TABLE` | the DynamoDB table (docs/design.md §5) | required |
+//! | `NIB_BUCKET` | the S3 bucket of page images (docs/design.md §7) | required |
 //! | `NIB_KMS_KEY_ID` | the KMS key that wraps users' data keys (id, ARN or alias) | required |
 //! | `NIB_ASSET_TTL_SECONDS` | lifetime of presigned page-image URLs | 3600 |
 //! | `NIB_KEY_CACHE_SIZE` | how many users' unwrapped keys a process keeps | 1024 |

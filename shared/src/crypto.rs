@@ -1,4 +1,4 @@
-//! AES-256-GCM field sealing and the per-user key vault (DESIGN §6).
+//! AES-256-GCM field sealing and the per-user key vault (docs/design.md §6).
 //!
 //! Each user has one or more data keys, stored wrapped by the `Keys` back end under
 //! `U#{user}` / `KEY#{version:08}`. The [`Vault`] unwraps them into a [`UserKeys`] keyring and

@@ -1,7 +1,7 @@
 //! The ports: small traits the core talks to. Adapters implement them (`adapters::embedded`,
 //! later `adapters::aws`); handlers take the narrowest one they need as `Arc<dyn Trait>`.
 //!
-//! The `Store` is shaped after DynamoDB's model (DESIGN §5) so both back ends can honour it
+//! The `Store` is shaped after DynamoDB's model (docs/design.md §5) so both back ends can honour it
 //! exactly: one table of items keyed by `pk`/`sk` strings, one secondary index (`gsi1pk`/`gsi1sk`),
 //! conditional writes on existence or a `version` number, all-or-nothing transactions of up to
 //! [`MAX_TRANSACTION_ITEMS`] writes, an atomic counter, and range queries returning pages with
@@ -567,7 +567,7 @@ pub enum RateLimitError {
     Store(#[from] StoreError),
 }
 
-/// Fixed-window request counters (DESIGN §5 "rate window"): in memory locally, an atomic
+/// Fixed-window request counters (docs/design.md §5 "rate window"): in memory locally, an atomic
 /// counter item per window on DynamoDB. Exact under concurrency: each hit is one atomic
 /// increment, and the hit that takes a counter past `max` is refused.
 #[async_trait]
@@ -692,7 +692,7 @@ pub enum OcrError {
     Failed(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Recognises the text of one page image (DESIGN §2 `Ocr`): the local PP-OCR engine
+/// Recognises the text of one page image (docs/design.md §2 `Ocr`): the local PP-OCR engine
 /// (`ocr::paddle`), or Amazon Textract on AWS.
 #[async_trait]
 pub trait Ocr: Send + Sync {

@@ -345,7 +345,7 @@ fn fork(path: PathBuf) -> Result<(u16, Server), EmulatorError> {
     Ok((port, Server::Forked(reader.into_inner())))
 }
 
-/// Creates the table of DESIGN §5: string keys `pk`/`sk`, the index `gsi1` on
+/// Creates the table of docs/design.md §5: string keys `pk`/`sk`, the index `gsi1` on
 /// `gsi1pk`/`gsi1sk` with every attribute projected, on-demand capacity, and TTL on
 /// `expires_at`. The deployment's infrastructure must define the same.
 pub async fn provision_table(

@@ -23,7 +23,7 @@ INFRA = Path(__file__).resolve().parents[2] / "infra"
 FUNCTIONS = {"mcp", "pages", "tasks", "ingest", "oauth", "account"}
 CLASS_FUNCTIONS = {"pages", "tasks", "ingest"}
 
-# The partition-key prefixes (DESIGN §5) each role may reach, through dynamodb:LeadingKeys.
+# The partition-key prefixes (docs/design.md §5) each role may reach, through dynamodb:LeadingKeys.
 LEADING_KEYS = {
     # SESSION#: a page view reads and refreshes its browser session (sign-out is oauth's).
     "mcp": {"TOK#*", "RL#*", "GRANT#*", "SESSION#*"},

@@ -1,4 +1,4 @@
-//! The serverless deployment end to end, on this machine (DESIGN §3):
+//! The serverless deployment end to end, on this machine (docs/design.md §3):
 //!
 //! - [`LambdaStack`]: `cargo lambda watch --only-lambda-apis` (cargo-lambda's Lambda runtime API
 //!   and Invoke API emulator, installed by `make tools-python`) with the six function binaries

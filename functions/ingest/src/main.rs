@@ -1,4 +1,4 @@
-//! The `ingest` function (DESIGN §3): S3 ObjectCreated events on `uploads/` become pages through
+//! The `ingest` function (docs/design.md §3): S3 ObjectCreated events on `uploads/` become pages through
 //! the import path of `nib import`. A record that fails for a reason a retry can cure (S3, the
 //! store) fails the invocation, so Lambda retries it and then hands it to the dead-letter queue;
 //! a bad page is logged and dropped. Wiring only: see `nib::functions::ingest`.

@@ -1,4 +1,4 @@
-//! The `oauth` function (DESIGN §3): the well-known metadata documents, client registration,
+//! The `oauth` function (docs/design.md §3): the well-known metadata documents, client registration,
 //! the consent page, token and revocation, behind API Gateway's `/oauth/*` and `/.well-known/*`
 //! routes. Wiring only: see `nib::functions::oauth`. The one thing done here is handing the
 //! router API Gateway's `sourceIp` as [`nib::http::ClientAddr`] (the per-address limits of the

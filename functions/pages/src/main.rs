@@ -1,5 +1,5 @@
 //! The `pages` class function: list_pages, get_page, search_pages, search, fetch, invoked by
-//! the `mcp` front with the verified principal (DESIGN §3). Wiring only: see
+//! the `mcp` front with the verified principal (docs/design.md §3). Wiring only: see
 //! `nib::functions`.
 
 use lambda_runtime::{LambdaEvent, service_fn};

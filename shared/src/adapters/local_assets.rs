@@ -1,4 +1,4 @@
-//! `LocalAssets`: page images in a directory, behind the `Assets` port (DESIGN §7, §8).
+//! `LocalAssets`: page images in a directory, behind the `Assets` port (docs/design.md §7, §8).
 //!
 //! Files live at `{dir}/u/{user}/pages/{page_id}.{pdf|png}`, the same layout as the S3 keys. They
 //! are encrypted at rest with AES-256-GCM (associated data: the relative path, so a file moved

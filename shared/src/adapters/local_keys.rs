@@ -1,4 +1,4 @@
-//! `LocalKeys`: the local stand-in for KMS behind the `Keys` port (DESIGN §6, §8).
+//! `LocalKeys`: the local stand-in for KMS behind the `Keys` port (docs/design.md §6, §8).
 //!
 //! A 32-byte random master key lives in a file that only its owner can read. Data keys are
 //! wrapped with AES-256-GCM under a key-encryption key derived from the master key, with the

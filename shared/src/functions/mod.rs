@@ -1,4 +1,4 @@
-//! Wiring of the Lambda functions (DESIGN §3). The crates in `functions/` are entry points only:
+//! Wiring of the Lambda functions (docs/design.md §3). The crates in `functions/` are entry points only:
 //! each builds its [`Services`] once at cold start ([`Settings::function_from_env`] with its
 //! [`Role`], then `Services::open`), calls one function here over them, and hands each event to
 //! what it built. A role builds only what its function's IAM role allows it to use

@@ -1,4 +1,4 @@
-//! The authorization server's HTTP endpoints (the `oauth` function on AWS, DESIGN §3):
+//! The authorization server's HTTP endpoints (the `oauth` function on AWS, docs/design.md §3):
 //!
 //! | route | what |
 //! |---|---|

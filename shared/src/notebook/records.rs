@@ -1,4 +1,4 @@
-//! The records stored in item bodies, and the item keys (DESIGN §5).
+//! The records stored in item bodies, and the item keys (docs/design.md §5).
 //!
 //! Sealed fields hold ciphertext (base64 in the JSON body); everything else in a record is
 //! metadata that carries no user-written text: ids, dates, flags, statuses, blind hashes.

@@ -1,4 +1,4 @@
-//! The payload between the `mcp` front and a class function (DESIGN §3): the front invokes the
+//! The payload between the `mcp` front and a class function (docs/design.md §3): the front invokes the
 //! function that owns the tool with the verified principal, the tool's name and its arguments;
 //! the function runs the same handler the local server runs in process and answers with the
 //! result or the error's kind.

@@ -1,5 +1,5 @@
 //! `link_tasks {task_link_id, same_as}` and `unlink_tasks {task_link_id, same_as}` ->
-//! `{"linked"|"unlinked", "changed", "task_link_id", "same_as", "message"}`: two tasks that are
+//! `{"linked", "changed", "task_link_id", "same_as", "message"}`: two tasks that are
 //! the same work written differently become one for reconciliation, and split again.
 //!
 //! Two tools rather than one with an `unlink` flag: linking merges (destructive: it needs

@@ -1,5 +1,6 @@
 //! `list_pages {from?, to?, limit?, cursor?}` ->
-//! `{"pages":[{page_id,date,has_ink,has_ocr}],"next_cursor","limit_applied"}`, newest first.
+//! `{"pages":[{page_id,date,has_ink,has_ocr,title,page_url}],"next_cursor","limit_applied"}`,
+//! newest first.
 
 use schemars::JsonSchema;
 use serde::Serialize;

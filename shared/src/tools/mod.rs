@@ -95,16 +95,16 @@ pub struct Ctx<'a> {
 
 type Handler = for<'a> fn(Ctx<'a>) -> BoxFuture<'a, Result<Output, ToolError>>;
 
-/// The class function that owns a tool on AWS (DESIGN §3): the Lambda the `mcp` front invokes
+/// The class function that owns a tool on AWS (docs/design.md §3): the Lambda the `mcp` front invokes
 /// for it. Locally every class runs in the one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolClass {
-    /// list_pages, get_page, search_pages, search, fetch, delete_page, restore_page,
-    /// list_trash; the web app's export_notebook.
+    /// list_pages, get_page, search_pages, search, fetch, list_notes, list_tags, delete_page,
+    /// restore_page, list_trash, list_access; the web app's export_notebook and upload_result.
     Pages,
-    /// list_tasks, get_task, create_task, update_task_status, delete_task, restore_task,
-    /// link_tasks, unlink_tasks.
+    /// list_tasks, get_task, create_task, update_task_status, add_note, delete_task,
+    /// restore_task, link_tasks, unlink_tasks; the web app's Notion and time-zone operations.
     Tasks,
     /// No tool: the web app's `delete_account`, in the one function that reaches every
     /// partition and object a deletion removes.

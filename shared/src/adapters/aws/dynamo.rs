@@ -1,4 +1,4 @@
-//! `DynamoStore`: the `Store` port over one DynamoDB table (DESIGN §5).
+//! `DynamoStore`: the `Store` port over one DynamoDB table (docs/design.md §5).
 //!
 //! # Attribute layout
 //!

@@ -1,4 +1,4 @@
-//! `KmsKeys`: the `Keys` port over AWS KMS (DESIGN §6).
+//! `KmsKeys`: the `Keys` port over AWS KMS (docs/design.md §6).
 //!
 //! A user's data key is a `GenerateDataKey` (AES_256) under the configured KMS key, with the
 //! encryption context `{"user_id": user}`; `Decrypt` passes the same context and the same key

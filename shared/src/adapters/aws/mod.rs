@@ -1,4 +1,4 @@
-//! The AWS adapters: the ports over DynamoDB, S3 and KMS (DESIGN §5-§7), and the SDK clients
+//! The AWS adapters: the ports over DynamoDB, S3 and KMS (docs/design.md §5-§7), and the SDK clients
 //! they share.
 //!
 //! # Layout

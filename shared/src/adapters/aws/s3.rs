@@ -1,4 +1,4 @@
-//! `S3Assets`: page images in S3 behind the `Assets` port (DESIGN §7).
+//! `S3Assets`: page images in S3 behind the `Assets` port (docs/design.md §7).
 //!
 //! Objects live at `u/{user}/pages/{page_id}.{pdf|png}` with the `Content-Type` of their kind,
 //! so a presigned GET serves them as what they are. Readers get SigV4 presigned GET URLs

@@ -1,4 +1,4 @@
-//! nib's OAuth 2.1 authorization server, for its own MCP resource only (DESIGN §3 `oauth`).
+//! nib's OAuth 2.1 authorization server, for its own MCP resource only (docs/design.md §3 `oauth`).
 //!
 //! # Layout
 //!
@@ -13,7 +13,7 @@
 //! - [`grants`]: one grant per user consent; what `nib grant list/revoke` shows and revokes.
 //! - [`signin`]: the CSRF token of the page links' sign-in form (`/oauth/signin`).
 //!
-//! Store items (DESIGN §5): `CLIENT#{id}` / `CLIENT` (and `CLIENT#{id}` / `APPROVED#{user}`
+//! Store items (docs/design.md §5): `CLIENT#{id}` / `CLIENT` (and `CLIENT#{id}` / `APPROVED#{user}`
 //! once that user approved the client, GSI `U#{user}#APPROVED`), `CODE#{sha256(code)}` / `CODE`, `RT#{sha256(token)}` / `RT`,
 //! `GRANT#{id}` / `GRANT` (GSI `U#{user}#GRANTS`). Codes and refresh tokens carry
 //! `expires_at`, so the table forgets them by TTL. Secrets (codes, refresh tokens, client
