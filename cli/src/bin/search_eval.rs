@@ -325,7 +325,7 @@ fn main() -> anyhow::Result<()> {
                 s.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
                 s.into_iter().map(|(_, id)| id.to_owned()).collect()
             };
-            let qv = model.embed(query);
+            let qv = model.embed_query(query);
             let best_cos = |p: &Page| -> f32 {
                 qv.as_ref().map_or(0.0, |qv| {
                     p.vectors

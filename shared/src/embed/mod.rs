@@ -113,6 +113,12 @@ fn take_u32(bytes: &mut &[u8]) -> Result<u32, ModelError> {
     Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
 }
 
+/// Words of three letters or more that say nothing on their own ([`Model::knows_the_query`]).
+const FUNCTION_WORDS: [&str; 24] = [
+    "and", "the", "for", "are", "was", "this", "that", "with", "from", "not", "but", "you", "your",
+    "his", "her", "its", "our", "their", "has", "have", "had", "were", "what", "who",
+];
+
 impl Model {
     /// Parses the file format of `tests/search/minilm.py` (see there).
     pub fn parse(bytes: &'static [u8]) -> Result<Model, ModelError> {
@@ -173,6 +179,41 @@ impl Model {
         }
         out.retain(|t| Some(*t) != self.unk);
         out
+    }
+
+    /// Whether a query is mostly words the model knows whole: of its words of three letters or
+    /// more that are not function words, more are one entry of its vocabulary than not (a CJK
+    /// character is one). Letter strings ("qmvfhe tzokr", "asdfgh") and rare names
+    /// ("zyzzyva") are only pieces to it, and a sum of pieces' vectors lands near every page
+    /// alike: such a query has no meaning to search by ([`Model::embed_query`]), and "asdfgh
+    /// qwerty" is not about keyboards.
+    pub fn knows_the_query(&self, text: &str) -> bool {
+        let (mut known, mut unknown) = (0usize, 0usize);
+        for w in basic_tokens(text) {
+            let cjk = w.chars().count() == 1 && w.chars().all(wordpiece::is_cjk);
+            let word = w.chars().count() >= 3
+                && w.chars().all(char::is_alphabetic)
+                && !FUNCTION_WORDS.contains(&w.as_str());
+            if !(cjk || word) {
+                continue;
+            }
+            if self.vocab.get(&w).is_some() {
+                known += 1;
+            } else {
+                unknown += 1;
+            }
+        }
+        known > unknown
+    }
+
+    /// The vector a search asks with: [`Model::embed`] of a query that holds a word the model
+    /// knows ([`Model::knows_the_query`]), else `None` (nothing is found by meaning).
+    pub fn embed_query(&self, query: &str) -> Option<Vec<f32>> {
+        if self.knows_the_query(query) {
+            self.embed(query)
+        } else {
+            None
+        }
     }
 
     /// The unit vector of a text, or `None` when it has no token the model knows.
@@ -333,6 +374,31 @@ mod tests {
         let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-4, "{norm}");
         assert_eq!(m.embed("  \u{1F600} "), None, "no known token, no vector");
+    }
+
+    #[test]
+    fn a_query_of_letter_strings_or_rare_names_has_no_meaning_vector() {
+        let m = model().expect("model");
+        for nonsense in [
+            "zyzzyva quokkaplex",
+            "asdfgh qwerty",
+            "qmvfhe tzokr",
+            "the and for",
+        ] {
+            assert!(!m.knows_the_query(nonsense), "{nonsense}");
+            assert_eq!(m.embed_query(nonsense), None, "{nonsense}");
+        }
+        for query in [
+            "stargazing through a telescope",
+            "the medical visit",
+            "qwerty",
+        ] {
+            assert!(m.knows_the_query(query), "{query}");
+        }
+        assert_eq!(
+            m.embed_query("call the dentist"),
+            m.embed("call the dentist")
+        );
     }
 
     #[test]

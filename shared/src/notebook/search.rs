@@ -435,7 +435,7 @@ impl Notebook {
             None
         } else {
             let model = embed::model()?;
-            model.embed(query)
+            model.embed_query(query)
         };
         let required = parsed.phrases.iter().flatten().count();
         let ask = RankQuery {
