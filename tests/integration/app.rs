@@ -1288,15 +1288,24 @@ async fn uploads_are_signed_as_narrowed_sessions_with_short_lived_forms_of_their
     );
 
     // The script's page file: its exact key, a session for the user's page keys.
+    // The script's token is the form's `data-csrf`.
+    let token = unescape(&attributes(&page, "data-csrf").remove(0));
     let r = owner
-        .post(
+        .post_as(
             "/app/upload/sign",
-            &page,
-            &[("name", "2026-07-03.md"), ("size", "20")],
+            &[
+                ("back", "/app/upload"),
+                ("name", "2026-07-03.md"),
+                ("size", "20"),
+            ],
+            Some(&token),
+            true,
+            Some(&app.base),
         )
         .await;
-    assert_eq!(r.status(), 200);
+    let status = r.status();
     let signed: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{signed}");
     assert_eq!(signed["key"], "uploads/default/2026-07-03.md");
     let script: Vec<(String, String)> = serde_json::from_value(signed["fields"].clone()).unwrap();
     assert_eq!(policy_lifetime(&form_policy(&script)), 900);
@@ -1357,7 +1366,9 @@ async fn uploads_are_signed_as_narrowed_sessions_with_short_lived_forms_of_their
         reply,
         json!({ "imported": 0, "rejected": 1, "superseded": 0 })
     );
-    let said = unescape(&owner.screen("/app/data/import/sent?id=forged").await);
+    let (status, said) = owner.get("/app/data/import/sent?id=forged").await;
+    let said = unescape(&said);
+    assert_eq!(status, 422, "a refused import");
     assert!(
         said.contains("Nothing was imported: not sent through the bundle form"),
         "{said}"
@@ -1404,11 +1415,9 @@ async fn uploads_are_signed_as_narrowed_sessions_with_short_lived_forms_of_their
         .strip_prefix("uploads/default/bundles/")
         .and_then(|k| k.strip_suffix(".zip"))
         .unwrap();
-    let said = unescape(
-        &owner
-            .screen(&format!("/app/data/import/sent?id={id}"))
-            .await,
-    );
+    let (status, said) = owner.get(&format!("/app/data/import/sent?id={id}")).await;
+    let said = unescape(&said);
+    assert_eq!(status, 422, "a refused import");
     assert!(
         said.contains("Nothing was imported: the bundle is damaged")
             && !said.contains("bundle form"),
