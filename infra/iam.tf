@@ -9,7 +9,8 @@
 #   (RL#login#, RL#oauth-register#, RL#oauth-addr#: sign-ins per user name, registrations,
 #   everything per client address); the class functions only user partitions (U#); account
 #   what a deletion removes: U#, USER#, TOK#, GRANT#, RT#, SESSION#, CLIENT# (approvals of
-#   clients), and on the index only the user's credential partitions.
+#   clients), and on the index only the user's credential partitions. It puts only in U# (the
+#   data key's tombstones) and USER# (the deletion marker); elsewhere it gets and deletes.
 #   No other role reaches SECRET#. No role may Scan (a Scan has no leading key, so the condition
 #   would not hold it back). Each list is exactly the partitions the function's code reaches
 #   (nib::functions::PARTITIONS, compared with this file by a Rust test).
@@ -23,9 +24,13 @@
 #   else of the bucket, and uses no KMS key of its own (deleting reads nothing sealed).
 # - tasks and oauth have no S3 permission. pages may read page images (u/) and re-tag them by
 #   copying them onto themselves (the trash), and write and read exports (exports/: the archive
-#   export_notebook writes and hands out as a presigned GET, which S3 authorises as pages). ingest reads uploads/ and writes u/. mcp may only
-#   put objects under uploads/: it signs the web app's presigned POST uploads, which S3
-#   authorises as mcp's role (and encrypts with the storage key through S3 on its behalf).
+#   export_notebook writes and hands out as a presigned GET, which S3 authorises as pages). ingest reads uploads/ and writes u/. mcp has
+#   no S3 permission: it signs the web app's presigned POST uploads, which S3 authorises as
+#   their signer, with credentials of the uploads role (aws_iam_role.uploads, below) that it
+#   assumes for each upload with a session policy naming that upload's keys only
+#   (uploads/{user}/* for the script's page files, uploads/{user}/form-{id}/* for the form
+#   without script, the exact uploads/{user}/bundles/{id}.zip for a bundle). The uploads role
+#   may only put objects under uploads/ (and encrypt them through S3); only mcp may assume it.
 # - Only ingest may call Textract, and only textract:DetectDocumentText (the page goes in the
 #   request, so Textract reads nothing of the bucket and needs no S3 permission).
 # - Only mcp may invoke pages, tasks and account (no other role has lambda:InvokeFunction, and no
@@ -134,30 +139,28 @@ data "aws_iam_policy_document" "mcp" {
     }
   }
 
-  # DynamoDB decrypts the table for it; S3 encrypts the web app's uploads with the bucket's
-  # default key (SSE-KMS), which needs the uploader's kms:GenerateDataKey through S3.
+  # DynamoDB decrypts the table for it.
   statement {
-    sid       = "StorageEncryptionThroughServices"
+    sid       = "TableEncryptionThroughDynamoDB"
     effect    = "Allow"
     actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*"]
     resources = [aws_kms_key.storage.arn]
     condition {
       test     = "StringEquals"
       variable = "kms:ViaService"
-      values   = ["dynamodb.${local.region}.amazonaws.com", "s3.${local.region}.amazonaws.com"]
+      values   = ["dynamodb.${local.region}.amazonaws.com"]
     }
   }
 
-  # The web app's uploads (`/app`): the browser posts a page file straight to S3 with a
-  # presigned POST this role signs, so S3 authorises the upload as this role. Only new objects
-  # under uploads/ (the ingest function imports them from there); the POST policy pins each
-  # one's exact key (uploads/{user}/{file}) and Content-Type and bounds its size, or (the
-  # upload form without JavaScript) the user's prefix uploads/{user}/ and one Content-Type.
+  # The web app's uploads (`/app`): the browser posts a file straight to S3 with a presigned
+  # POST, which S3 authorises as its signer. mcp signs each with a session of the uploads
+  # role, assumed for it with a session policy of that upload's keys (S3Assets::sign_post), so
+  # a form may put only its own keys, whatever its policy or a tampered field says.
   statement {
-    sid       = "SignBrowserUploads"
+    sid       = "AssumeTheUploadsRole"
     effect    = "Allow"
-    actions   = ["s3:PutObject"]
-    resources = [local.upload_objects]
+    actions   = ["sts:AssumeRole"]
+    resources = [aws_iam_role.uploads.arn]
   }
 
   statement {
@@ -517,17 +520,16 @@ data "aws_iam_policy_document" "oauth" {
 # (no KMS call); deletes every version of the user's objects.
 
 data "aws_iam_policy_document" "account" {
+  # Query: the user's partitions (U#{user}, its postings, USER#{user}); GetItem and
+  # BatchGetItem: whether the user exists; DeleteItem (in transactions): everything a deletion
+  # removes. No UpdateItem, no Scan.
   statement {
     sid    = "WhatADeletionRemoves"
     effect = "Allow"
-    # Query: the user's partitions (U#{user}, its postings, USER#{user}); GetItem and
-    # BatchGetItem: whether the user exists; PutItem: the deletion marker and the key's
-    # tombstones; DeleteItem (in transactions): everything else. No UpdateItem, no Scan.
     actions = [
       "dynamodb:BatchGetItem",
       "dynamodb:DeleteItem",
       "dynamodb:GetItem",
-      "dynamodb:PutItem",
       "dynamodb:Query",
     ]
     resources = local.table_arns
@@ -535,6 +537,21 @@ data "aws_iam_policy_document" "account" {
       test     = "ForAllValues:StringLike"
       variable = "dynamodb:LeadingKeys"
       values   = ["U#*", "USER#*", "TOK#*", "GRANT#*", "RT#*", "SESSION#*", "CLIENT#*"]
+    }
+  }
+
+  # PutItem only where a deletion writes: the deletion marker (USER#{user}) and the data key's
+  # tombstones (U#{user}). Tokens, grants, refresh tokens, sessions and clients are deleted,
+  # never written (functions::ACCOUNT_PUT_PARTITIONS).
+  statement {
+    sid       = "MarkerAndTombstones"
+    effect    = "Allow"
+    actions   = ["dynamodb:PutItem"]
+    resources = local.table_arns
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["U#*", "USER#*"]
     }
   }
 
@@ -582,6 +599,59 @@ data "aws_iam_policy_document" "account" {
       values   = ["dynamodb.${local.region}.amazonaws.com"]
     }
   }
+}
+
+# ---------------------------------------------------------------------------------------------
+# uploads: what the web app's presigned POSTs are signed as. Only mcp may assume it, and mcp
+# does so for each upload with a session policy naming that upload's keys
+# (presigned_post::upload_session_policy), so a session may do less than this, never more.
+# The sessions last 15 minutes (STS's shortest; a form's policy expires sooner).
+
+data "aws_iam_policy_document" "uploads_assume" {
+  statement {
+    effect  = "Allow"
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "AWS"
+      identifiers = [aws_iam_role.fn["mcp"].arn]
+    }
+  }
+}
+
+resource "aws_iam_role" "uploads" {
+  name                 = "${var.name_prefix}-uploads-role"
+  description          = "Signs the web app's uploads; assumed by mcp per upload, narrowed to its keys"
+  assume_role_policy   = data.aws_iam_policy_document.uploads_assume.json
+  max_session_duration = 3600
+}
+
+data "aws_iam_policy_document" "uploads" {
+  statement {
+    sid       = "PutUploads"
+    effect    = "Allow"
+    actions   = ["s3:PutObject"]
+    resources = [local.upload_objects]
+  }
+
+  # S3 encrypts each upload with the bucket's default key (SSE-KMS), which needs the
+  # uploader's kms:GenerateDataKey through S3.
+  statement {
+    sid       = "EncryptUploadsThroughS3"
+    effect    = "Allow"
+    actions   = ["kms:Encrypt", "kms:GenerateDataKey*"]
+    resources = [aws_kms_key.storage.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["s3.${local.region}.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "uploads" {
+  name   = "${var.name_prefix}-uploads-access"
+  role   = aws_iam_role.uploads.id
+  policy = data.aws_iam_policy_document.uploads.json
 }
 
 locals {

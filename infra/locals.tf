@@ -81,6 +81,7 @@ locals {
       NIB_ACCOUNT_FUNCTION   = local.functions.account.function_name
       NIB_SIGNING_KEY_ID     = aws_kms_key.signing.arn
       NIB_SIGNING_PUBLIC_KEY = data.aws_kms_public_key.signing.public_key_pem
+      NIB_UPLOAD_ROLE_ARN    = aws_iam_role.uploads.arn
     }
     pages = {}
     tasks = {}

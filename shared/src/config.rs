@@ -103,6 +103,12 @@ pub struct AwsConfig {
     /// Notion's API base URL (`NIB_NOTION_API_URL`, else `https://api.notion.com`): the tasks
     /// function pushes tasks there (`notebook::notion`).
     pub notion_api_url: String,
+    /// The role the web app's uploads are signed with (`NIB_UPLOAD_ROLE_ARN`, the mcp front
+    /// on AWS): each presigned POST is signed with credentials of this role assumed for that
+    /// upload alone, a session policy narrowing them to the upload's own keys
+    /// (`adapters::aws::presigned_post::upload_session_policy`). `None`: signed with the
+    /// process's own credentials (an emulator, an operator's).
+    pub upload_role_arn: Option<String>,
 }
 
 impl AwsConfig {
@@ -137,6 +143,7 @@ impl AwsConfig {
             public_url: get("NIB_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_owned()),
             notion_api_url: get("NIB_NOTION_API_URL")
                 .unwrap_or_else(|| crate::adapters::notion::DEFAULT_API_URL.to_owned()),
+            upload_role_arn: get("NIB_UPLOAD_ROLE_ARN"),
         };
         config.validate()?;
         Ok(config)
@@ -171,6 +178,15 @@ impl AwsConfig {
             return Err(ConfigError::Invalid {
                 name: "AWS_ENDPOINT_URL",
                 reason: "must start with http:// or https://".into(),
+            });
+        }
+        if let Some(arn) = &self.upload_role_arn
+            && crate::uploads::role_arn_partition(arn).is_none()
+        {
+            return Err(ConfigError::Invalid {
+                name: "NIB_UPLOAD_ROLE_ARN",
+                reason: "must be an IAM role ARN (arn:{partition}:iam::{account}:role/{name})"
+                    .into(),
             });
         }
         self.signing_public_key()?;

@@ -209,6 +209,7 @@ impl Emulator {
             signing_public_key_pem: None,
             public_url: None,
             notion_api_url: nib::adapters::notion::DEFAULT_API_URL.into(),
+            upload_role_arn: None,
         }
     }
 

@@ -211,16 +211,21 @@ def test_no_role_has_wildcard_actions(role_statements) -> None:
 
 
 def test_every_dynamodb_statement_is_limited_by_leading_keys(role_statements) -> None:
+    # Each statement within the role's partitions; together, all of them (a statement may
+    # allow an action on fewer: account puts only where a deletion writes).
     for fn, stmts in role_statements.items():
         dynamo = [s for s in stmts if s.touches("dynamodb")]
         assert dynamo, f"{fn} has no DynamoDB statement at all?"
+        on_table = set()
         for s in dynamo:
             keys = s.condition("ForAllValues:StringLike", "dynamodb:LeadingKeys")
             assert keys is not None, f"{fn}: DynamoDB statement without LeadingKeys: {s}"
             if index_only(s):
                 assert set(keys) == INDEX_KEYS[fn], f"{fn}: index LeadingKeys {keys} in {s}"
             else:
-                assert set(keys) == LEADING_KEYS[fn], f"{fn}: LeadingKeys {keys} in {s}"
+                assert set(keys) <= LEADING_KEYS[fn], f"{fn}: LeadingKeys {keys} in {s}"
+                on_table |= set(keys)
+        assert on_table == LEADING_KEYS[fn], fn
 
 
 def index_only(s) -> bool:
@@ -265,18 +270,27 @@ def test_no_role_can_scan(role_statements) -> None:
 
 
 def test_account_reaches_what_a_deletion_removes_and_nothing_else(role_statements) -> None:
-    # account::Accounts::delete gets, queries, puts (the marker, the key's tombstones) and
-    # deletes; it never updates a counter, and it opens nothing sealed: no KMS key of its own,
-    # only DynamoDB's use of the storage key for it.
+    # account::Accounts::delete gets, queries and deletes in every partition a user's items
+    # live in, and puts only the deletion marker (USER#) and the data key's tombstones (U#):
+    # it never writes a token, grant, refresh token, session or client item (issue 48 item 9:
+    # one statement used to allow PutItem on all of them). It never updates a counter, and it
+    # opens nothing sealed: no KMS key of its own, only DynamoDB's use of the storage key.
+    puts = set()
     for s in role_statements["account"]:
         if s.touches("dynamodb"):
+            keys = set(s.condition("ForAllValues:StringLike", "dynamodb:LeadingKeys") or [])
             if index_only(s):
                 assert s.actions == ["dynamodb:Query"], s
+                continue
+            assert s.resources == ["${aws_dynamodb_table.main.arn}"], s
+            if "dynamodb:PutItem" in s.actions:
+                assert s.actions == ["dynamodb:PutItem"], f"put and delete in one statement: {s}"
+                puts |= keys
             else:
                 assert set(s.actions) == {
                     "dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
-                    "dynamodb:PutItem", "dynamodb:Query"}, s
-                assert s.resources == ["${aws_dynamodb_table.main.arn}"], s
+                    "dynamodb:Query"}, s
+                assert keys == LEADING_KEYS["account"], s
         if s.touches("kms"):
             assert s.resources == ["${aws_kms_key.storage.arn}"], s
         if s.touches("s3") and s.actions == ["s3:ListBucketVersions"]:
@@ -285,6 +299,7 @@ def test_account_reaches_what_a_deletion_removes_and_nothing_else(role_statement
                 "u/*", "uploads/*", "exports/*"}, s
         elif s.touches("s3"):
             assert set(s.actions) == {"s3:DeleteObject", "s3:DeleteObjectVersion"}, s
+    assert puts == {"U#*", "USER#*"}, puts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,15 +362,15 @@ def test_the_data_key_policy_admits_only_class_functions_and_oauth_under_their_c
     assert set(usable) == {frozenset(CLASS_FUNCTIONS), frozenset({"oauth"})}
 
 
-def test_mcp_uses_kms_only_through_dynamodb_and_s3(role_statements) -> None:
+def test_mcp_uses_kms_only_through_dynamodb(role_statements) -> None:
     # mcp verifies tokens with a public key from its configuration: no KMS call of its own, only
-    # DynamoDB decrypting the table for it and S3 encrypting the uploads it signs (SSE-KMS).
+    # DynamoDB decrypting the table for it. The uploads it signs are encrypted for the uploads
+    # role's sessions (test_uploads_are_signed_by_a_role_only_mcp_assumes).
     for s in role_statements["mcp"]:
         if s.touches("kms"):
             assert s.resources == ["${aws_kms_key.storage.arn}"], s
             assert s.condition("StringEquals", "kms:ViaService") == [
                 "dynamodb.${local.region}.amazonaws.com",
-                "s3.${local.region}.amazonaws.com",
             ], s
 
 
@@ -424,16 +439,16 @@ def test_oauth_has_no_s3(role_statements) -> None:
 
 def test_s3_grants_are_per_prefix(role_statements) -> None:
     # pages reads page images and re-tags them by copying them onto themselves (the trash),
-    # and writes and reads exports (export_notebook's archive and its presigned GET); ingest reads uploads and writes page images; mcp only signs the web app's uploads (S3
-    # authorises a presigned POST as its signer), so it may put objects under uploads/ and
-    # nothing else: it reads no upload and no page image. account only deletes (every version)
+    # and writes and reads exports (export_notebook's archive and its presigned GET); ingest
+    # reads uploads and writes page images; mcp has no S3 permission at all: the uploads it
+    # signs are signed as sessions of the uploads role (test_uploads_are_signed_by_a_role_only_
+    # mcp_assumes), so it reads no upload and no page image and writes nothing. account only deletes (every version)
     # under the three prefixes a user's objects live in, and lists versions only there
     # (test_account_reaches_what_a_deletion_removes_and_nothing_else). Nothing else lists,
     # deletes, or touches the bucket itself.
     expected = {
-        "mcp": {
-            ("s3:PutObject", "${aws_s3_bucket.pages.arn}/uploads/*"),
-        },
+        # Issue 48 item 9: mcp, internet-facing, used to put under every user's uploads/.
+        "mcp": set(),
         "pages": {
             ("s3:GetObject", "${aws_s3_bucket.pages.arn}/u/*"),
             ("s3:GetObjectTagging", "${aws_s3_bucket.pages.arn}/u/*"),
@@ -456,6 +471,43 @@ def test_s3_grants_are_per_prefix(role_statements) -> None:
         got = {(a, r) for s in role_statements[fn] if s.touches("s3")
                for a in s.actions for r in s.resources}
         assert got == grants, fn
+
+
+def test_uploads_are_signed_by_a_role_only_mcp_assumes(infra: Infra, role_statements) -> None:
+    """Issue 48 item 9: the web app's presigned POSTs are signed as sessions of the uploads
+    role, which may only put under uploads/ (and encrypt through S3); only mcp may assume it,
+    and mcp may assume nothing else. Each session is narrowed further to the upload's own keys
+    by the session policy mcp sends (presigned_post::upload_session_policy, tested in Rust)."""
+    role = infra.resource("aws_iam_role", "uploads")
+    assert role["assume_role_policy"] == "${data.aws_iam_policy_document.uploads_assume.json}"
+    assert role["max_session_duration"] <= 3600
+    trust = statements(infra, "uploads_assume")
+    assert len(trust) == 1
+    assert trust[0].actions == ["sts:AssumeRole"]
+    assert trust[0].principals == [("AWS", ['${aws_iam_role.fn["mcp"].arn}'])], trust[0]
+    attached = infra.resource("aws_iam_role_policy", "uploads")
+    assert attached["role"] == "${aws_iam_role.uploads.id}"
+    assert attached["policy"] == "${data.aws_iam_policy_document.uploads.json}"
+    grants = {(a, r) for s in statements(infra, "uploads") for a in s.actions
+              for r in s.resources}
+    assert grants == {
+        ("s3:PutObject", "${aws_s3_bucket.pages.arn}/uploads/*"),
+        ("kms:Encrypt", "${aws_kms_key.storage.arn}"),
+        ("kms:GenerateDataKey*", "${aws_kms_key.storage.arn}"),
+    }, grants
+    for s in statements(infra, "uploads"):
+        assert s.effect == "Allow", s
+        if s.touches("kms"):
+            assert s.condition("StringEquals", "kms:ViaService") == [
+                "s3.${local.region}.amazonaws.com"], s
+    # mcp may assume the uploads role and nothing else; no other function may assume a role.
+    for fn, stmts in role_statements.items():
+        for s in stmts:
+            if s.touches("sts"):
+                assert fn == "mcp", f"{fn} may call STS: {s}"
+                assert s.actions == ["sts:AssumeRole"], s
+                assert s.resources == ["${aws_iam_role.uploads.arn}"], s
+    assert any(s.touches("sts") for s in role_statements["mcp"])
 
 
 def test_pages_writes_page_images_only_as_copies_of_page_images(role_statements) -> None:
@@ -701,7 +753,12 @@ def test_environment_names_the_rust_side_reads(infra: Infra) -> None:
     extra = infra.locals["extra_environment"]
     assert set(extra) == FUNCTIONS
     assert {"NIB_PAGES_FUNCTION", "NIB_TASKS_FUNCTION", "NIB_ACCOUNT_FUNCTION",
-            "NIB_SIGNING_KEY_ID", "NIB_SIGNING_PUBLIC_KEY"} <= set(extra["mcp"])
+            "NIB_SIGNING_KEY_ID", "NIB_SIGNING_PUBLIC_KEY",
+            "NIB_UPLOAD_ROLE_ARN"} <= set(extra["mcp"])
+    assert extra["mcp"]["NIB_UPLOAD_ROLE_ARN"] == "${aws_iam_role.uploads.arn}"
+    for fn, env in extra.items():
+        if fn != "mcp":
+            assert "NIB_UPLOAD_ROLE_ARN" not in env, fn
     assert extra["account"] == {}
     assert {"NIB_SIGNING_KEY_ID", "NIB_SIGNING_PUBLIC_KEY"} <= set(extra["oauth"])
 

@@ -365,7 +365,7 @@ fn crashing_accounts(app: &Services, fail_at: usize) -> (Accounts, Arc<Crashing>
 }
 
 /// A store fenced as the account function's role is (`infra/iam.tf`): items only in
-/// `functions::ACCOUNT_PARTITIONS`, the index only in its `INDEX_PARTITIONS` patterns (IAM's
+/// `functions::ACCOUNT_PARTITIONS`, puts only in `functions::ACCOUNT_PUT_PARTITIONS`, the index only in its `INDEX_PARTITIONS` patterns (IAM's
 /// `StringLike`, one `*` each); anything else fails as AccessDenied would, and is recorded.
 struct Fenced {
     inner: Arc<dyn Store>,
@@ -419,6 +419,19 @@ impl Store for Fenced {
     async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         for w in &writes {
             self.check("TransactWriteItems", w.key().0, Index::Table)?;
+            // The role's PutItem statement is narrower: the marker and the tombstones.
+            let pk = w.key().0;
+            if matches!(w, Write::Put { .. })
+                && !nib::functions::ACCOUNT_PUT_PARTITIONS
+                    .iter()
+                    .any(|p| p.contains(pk))
+            {
+                let entry = format!("PutItem {pk} (Table)");
+                self.refused.lock().unwrap().push(entry.clone());
+                return Err(StoreError::Unavailable(
+                    format!("AccessDenied: {entry}").into(),
+                ));
+            }
         }
         self.inner.transact(writes).await
     }

@@ -1012,7 +1012,13 @@ async fn files_uploaded_without_javascript_on_aws_go_to_storage_and_show_their_r
         "{names:?}"
     );
     assert!(!names.contains(&"csrf_token"), "S3 refuses unsigned fields");
-    assert_eq!(fields[0].1, "uploads/default/${filename}");
+    // The form's own folder (issue 48 item 10): `uploads/default/form-{id}/`.
+    let folder = fields[0]
+        .1
+        .strip_suffix("${filename}")
+        .expect("S3 fills in the file's name")
+        .to_owned();
+    assert!(folder.starts_with("uploads/default/form-"), "{folder}");
 
     // A page's text: sent, being read, then the new page.
     let r = post_to_storage(
@@ -1034,9 +1040,9 @@ async fn files_uploaded_without_javascript_on_aws_go_to_storage_and_show_their_r
             .find(|h| h.starts_with("/app/upload/sent?"))
             .expect("a link to look again"),
     );
-    let key = "uploads/default/2026-07-01.md";
+    let key = format!("{folder}2026-07-01.md");
     let (_, reply) = stack
-        .invoke("ingest", &crate::lambda::s3_event(&config.bucket, key))
+        .invoke("ingest", &crate::lambda::s3_event(&config.bucket, &key))
         .await;
     assert_eq!(reply["imported"], 1, "{reply}");
     let done = unescape(&owner.screen(&again).await);
@@ -1059,7 +1065,7 @@ async fn files_uploaded_without_javascript_on_aws_go_to_storage_and_show_their_r
     let (_, reply) = stack
         .invoke(
             "ingest",
-            &crate::lambda::s3_event(&config.bucket, "uploads/default/2026-07-02.pdf"),
+            &crate::lambda::s3_event(&config.bucket, &format!("{folder}2026-07-02.pdf")),
         )
         .await;
     assert_eq!(
@@ -1110,7 +1116,7 @@ async fn files_uploaded_without_javascript_on_aws_go_to_storage_and_show_their_r
     let (_, reply) = stack
         .invoke(
             "ingest",
-            &crate::lambda::s3_event(&config.bucket, "uploads/default/report.docx"),
+            &crate::lambda::s3_event(&config.bucket, &format!("{folder}report.docx")),
         )
         .await;
     assert_eq!(
@@ -1122,6 +1128,304 @@ async fn files_uploaded_without_javascript_on_aws_go_to_storage_and_show_their_r
     let pages = listed["pages"].as_array().unwrap();
     assert_eq!(pages.len(), 1, "{listed}");
     assert_eq!(pages[0]["date"], "2026-07-01");
+}
+
+/// A signed form's policy (the base64 `Policy` field, decoded).
+fn form_policy(fields: &[(String, String)]) -> serde_json::Value {
+    use base64::Engine as _;
+    let policy = &fields.iter().find(|(n, _)| n == "Policy").unwrap().1;
+    let json = base64::engine::general_purpose::STANDARD
+        .decode(policy)
+        .unwrap();
+    serde_json::from_slice(&json).unwrap()
+}
+
+/// A field of a signed form.
+fn form_field<'a>(fields: &'a [(String, String)], name: &str) -> &'a str {
+    &fields.iter().find(|(n, _)| n == name).unwrap().1
+}
+
+/// How long the policy is accepted after it was signed, in seconds: its `expiration` less its
+/// `x-amz-date` (both in the policy, so no clock is read here).
+fn policy_lifetime(policy: &serde_json::Value) -> i64 {
+    use time::format_description::well_known::Rfc3339;
+    let conditions = policy["conditions"].as_array().unwrap();
+    let d = conditions
+        .iter()
+        .find_map(|c| c["x-amz-date"].as_str())
+        .unwrap();
+    let signed = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &d[0..4],
+        &d[4..6],
+        &d[6..8],
+        &d[9..11],
+        &d[11..13],
+        &d[13..15]
+    );
+    let signed = time::OffsetDateTime::parse(&signed, &Rfc3339).unwrap();
+    let expires =
+        time::OffsetDateTime::parse(policy["expiration"].as_str().unwrap(), &Rfc3339).unwrap();
+    (expires - signed).whole_seconds()
+}
+
+/// The STS session moto made for the access key a form was signed with (moto's
+/// `/moto-api/data.json` lists its `AssumedRole`s, the session policy each was given
+/// included): `(role ARN, session policy)`.
+async fn assumed_session(
+    endpoint: &str,
+    fields: &[(String, String)],
+) -> (String, serde_json::Value) {
+    let credential = form_field(fields, "X-Amz-Credential");
+    let key_id = credential.split('/').next().unwrap();
+    assert_ne!(
+        key_id, "testing",
+        "signed with the process's own credentials"
+    );
+    let data: serde_json::Value = reqwest::get(format!(
+        "{}/moto-api/data.json",
+        endpoint.trim_end_matches('/')
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let session = data["sts"]["AssumedRole"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["access_key_id"] == key_id)
+        .unwrap_or_else(|| panic!("no assumed-role session has the key {key_id}"))
+        .clone();
+    assert_eq!(
+        form_field(fields, "X-Amz-Security-Token"),
+        session["session_token"].as_str().unwrap(),
+        "the form carries the session's token"
+    );
+    let policy = serde_json::from_str(session["policy"].as_str().expect("a session policy"))
+        .expect("the session policy is JSON");
+    (session["role_arn"].as_str().unwrap().to_owned(), policy)
+}
+
+/// The one S3 resource a session policy lets its credentials put.
+fn session_put_resource(policy: &serde_json::Value) -> String {
+    let statements = policy["Statement"].as_array().unwrap();
+    let puts: Vec<&serde_json::Value> = statements
+        .iter()
+        .filter(|s| s["Action"] == "s3:PutObject")
+        .collect();
+    assert_eq!(puts.len(), 1, "{policy}");
+    assert!(
+        statements
+            .iter()
+            .all(|s| s["Effect"] == "Allow" && !s["Action"].to_string().contains("s3:*")),
+        "{policy}"
+    );
+    puts[0]["Resource"].as_str().unwrap().to_owned()
+}
+
+/// Issue 48 items 9 and 10, through the functions. Each upload is signed as a session of the
+/// uploads role (not the mcp role, which may no longer put anything), assumed for that upload
+/// with a session policy naming its keys only: the form without script its own folder, the
+/// script's page file the user's page keys, the bundle form its exact key. The form without
+/// script lives ten minutes (it lived an hour) and has a folder of its own per form (it took
+/// any key under `uploads/{user}/`, the bundle key space included). Ingest takes a bundle only
+/// as the bundle form sends it: one under `bundles/` of the page form's type is refused unread,
+/// and what a page form can write in its folder is never a bundle.
+///
+/// moto signs and stores but enforces neither POST policies nor session policies, so what S3
+/// and IAM would refuse is shown here by the documents they would judge: the form's policy
+/// and the session policy moto's STS was sent.
+#[tokio::test]
+async fn uploads_are_signed_as_narrowed_sessions_with_short_lived_forms_of_their_own() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::lambda()
+    })
+    .await;
+    with_password(&app, "default").await;
+    let stack = app.lambda.clone().unwrap();
+    let config = app.aws_config.clone().unwrap();
+    let endpoint = config.endpoint_url.clone().unwrap();
+    let bucket = &config.bucket;
+    let owner = Browser::sign_in(&app.base, "default").await;
+
+    // The form without script: ten minutes, its own folder, a session for that folder only.
+    let page = owner.screen("/app/upload").await;
+    let (action, fields, _) = storage_form(&page, "upload-form");
+    let folder = form_field(&fields, "key")
+        .strip_suffix("${filename}")
+        .unwrap()
+        .to_owned();
+    let id = folder
+        .strip_prefix("uploads/default/form-")
+        .and_then(|rest| rest.strip_suffix('/'))
+        .expect("uploads/default/form-{id}/");
+    assert_eq!(id.len(), 32, "{folder}");
+    let policy = form_policy(&fields);
+    assert_eq!(policy_lifetime(&policy), 600, "{policy}");
+    assert!(
+        policy["conditions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(["starts-with", "$key", folder])),
+        "{policy}"
+    );
+    let (role, session) = assumed_session(&endpoint, &fields).await;
+    assert_eq!(role, crate::lambda::UPLOAD_ROLE_ARN);
+    assert_eq!(
+        session_put_resource(&session),
+        format!("arn:aws:s3:::{bucket}/{folder}*")
+    );
+    // Another form, another folder and another session.
+    let again = owner.screen("/app/upload").await;
+    let (_, other, _) = storage_form(&again, "upload-form");
+    assert_ne!(form_field(&other, "key"), form_field(&fields, "key"));
+    assert_ne!(
+        form_field(&other, "X-Amz-Credential"),
+        form_field(&fields, "X-Amz-Credential")
+    );
+
+    // The script's page file: its exact key, a session for the user's page keys.
+    // The script's token is the form's `data-csrf`.
+    let token = unescape(&attributes(&page, "data-csrf").remove(0));
+    let r = owner
+        .post_as(
+            "/app/upload/sign",
+            &[
+                ("back", "/app/upload"),
+                ("name", "2026-07-03.md"),
+                ("size", "20"),
+            ],
+            Some(&token),
+            true,
+            Some(&app.base),
+        )
+        .await;
+    let status = r.status();
+    let signed: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{signed}");
+    assert_eq!(signed["key"], "uploads/default/2026-07-03.md");
+    let script: Vec<(String, String)> = serde_json::from_value(signed["fields"].clone()).unwrap();
+    assert_eq!(policy_lifetime(&form_policy(&script)), 900);
+    let (_, session) = assumed_session(&endpoint, &script).await;
+    assert_eq!(
+        session_put_resource(&session),
+        format!("arn:aws:s3:::{bucket}/uploads/default/*")
+    );
+
+    // The bundle form: ten minutes, its exact key, a session for that key only.
+    let data = owner.screen("/app/data").await;
+    let (bundle_action, bundle_fields, _) = storage_form(&data, "import-storage");
+    let bundle_key = form_field(&bundle_fields, "key").to_owned();
+    assert!(
+        bundle_key.starts_with("uploads/default/bundles/"),
+        "{bundle_key}"
+    );
+    let policy = form_policy(&bundle_fields);
+    assert_eq!(policy_lifetime(&policy), 600, "{policy}");
+    assert!(
+        policy["conditions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(["eq", "$key", bundle_key])),
+        "{policy}"
+    );
+    let (_, session) = assumed_session(&endpoint, &bundle_fields).await;
+    assert_eq!(
+        session_put_resource(&session),
+        format!("arn:aws:s3:::{bucket}/{bundle_key}")
+    );
+
+    // A page form whose key field is changed to a bundle's key (what S3 and the session
+    // policy refuse on AWS; moto stores it): ingest refuses it unread, as not the bundle
+    // form's (it has the page form's type), and records why.
+    let forged_key = "uploads/default/bundles/forged.zip";
+    let forged: Vec<(String, String)> = fields
+        .iter()
+        .map(|(n, v)| {
+            let v = if n == "key" {
+                forged_key.to_owned()
+            } else {
+                v.clone()
+            };
+            (n.clone(), v)
+        })
+        .collect();
+    let r = post_to_storage(&action, &forged, "notebook.nib.zip", b"PK\x03\x04 a bundle").await;
+    assert!(
+        r.status().is_success() || r.status() == 303,
+        "{:?}",
+        r.status()
+    );
+    let (_, reply) = stack
+        .invoke("ingest", &crate::lambda::s3_event(bucket, forged_key))
+        .await;
+    assert_eq!(
+        reply,
+        json!({ "imported": 0, "rejected": 1, "superseded": 0 })
+    );
+    let (status, said) = owner.get("/app/data/import/sent?id=forged").await;
+    let said = unescape(&said);
+    assert_eq!(status, 422, "a refused import");
+    assert!(
+        said.contains("Nothing was imported: not sent through the bundle form"),
+        "{said}"
+    );
+
+    // What the page form may write in its own folder is never a bundle, nor is a page file
+    // under `bundles/` a page: ingest leaves both alone.
+    for (key, name) in [
+        (format!("{folder}bundles/x.zip"), "x.zip"),
+        (
+            "uploads/default/bundles/2026-07-04.md".to_owned(),
+            "2026-07-04.md",
+        ),
+    ] {
+        let mut forged = fields.clone();
+        forged[0].1 = key.clone();
+        let r = post_to_storage(&action, &forged, name, b"## Friday\n- [ ] Call\n").await;
+        assert!(r.status().is_success() || r.status() == 303, "{key}");
+        let (_, reply) = stack
+            .invoke("ingest", &crate::lambda::s3_event(bucket, &key))
+            .await;
+        assert_eq!(
+            reply,
+            json!({ "imported": 0, "rejected": 0, "superseded": 0 }),
+            "{key}"
+        );
+    }
+
+    // The bundle form itself still reaches the import (its bytes are no bundle: refused as
+    // damaged, by the import, not by the form check).
+    let r = post_to_storage(
+        &bundle_action,
+        &bundle_fields,
+        "n.zip",
+        b"PK\x03\x04 a bundle",
+    )
+    .await;
+    assert_eq!(r.status(), 303);
+    let (_, reply) = stack
+        .invoke("ingest", &crate::lambda::s3_event(bucket, &bundle_key))
+        .await;
+    assert_eq!(reply["rejected"], 1, "{reply}");
+    let id = bundle_key
+        .strip_prefix("uploads/default/bundles/")
+        .and_then(|k| k.strip_suffix(".zip"))
+        .unwrap();
+    let (status, said) = owner.get(&format!("/app/data/import/sent?id={id}")).await;
+    let said = unescape(&said);
+    assert_eq!(status, 422, "a refused import");
+    assert!(
+        said.contains("Nothing was imported: the bundle is damaged")
+            && !said.contains("bundle form"),
+        "{said}"
+    );
+
+    let listed = app.call("list_pages", json!({})).await;
+    assert_eq!(listed["pages"], json!([]), "{listed}");
 }
 
 /// Issue 48: on an https public URL every cookie is `__Host-` prefixed, with `Secure`,

@@ -198,6 +198,7 @@ impl LambdaStack {
             cmd.env("NIB_PAGES_FUNCTION", "pages")
                 .env("NIB_TASKS_FUNCTION", "tasks")
                 .env("NIB_ACCOUNT_FUNCTION", "account")
+                .env("NIB_UPLOAD_ROLE_ARN", UPLOAD_ROLE_ARN)
                 .env("AWS_ENDPOINT_URL_LAMBDA", &self.endpoint);
         }
         if matches!(name, "mcp" | "oauth") {
@@ -267,6 +268,10 @@ fn free_port() -> u16 {
 }
 
 // ---- The API Gateway stand-in ---------------------------------------------------------------
+
+/// The uploads role the front signs the web app's uploads as (`infra/iam.tf`'s
+/// `aws_iam_role.uploads`); moto's STS assumes any role ARN.
+pub const UPLOAD_ROLE_ARN: &str = "arn:aws:iam::123456789012:role/nib-uploads-role";
 
 /// `infra/api.tf`'s route keys: `("POST", "/mcp", "mcp")`, `("GET", "/oauth/{proxy+}", "oauth")`.
 fn terraform_routes() -> Vec<(String, String, String)> {

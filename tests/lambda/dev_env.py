@@ -18,6 +18,9 @@ TABLE = "nib"
 PUBLIC_URL = "https://abc123def4.execute-api.eu-west-1.amazonaws.com"  # the fixtures' host
 
 
+UPLOAD_ROLE_ARN = "arn:aws:iam::123456789012:role/nib-uploads-role"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--endpoint", default="http://127.0.0.1:5000")
@@ -78,6 +81,8 @@ def main():
         "NIB_PAGES_FUNCTION": "pages",
         "NIB_TASKS_FUNCTION": "tasks",
         "NIB_ACCOUNT_FUNCTION": "account",
+        # moto's STS assumes any role ARN (and enforces no session policy).
+        "NIB_UPLOAD_ROLE_ARN": UPLOAD_ROLE_ARN,
         "RUST_LOG": "info",
     }
     with open(args.out, "w") as f:

@@ -15,9 +15,14 @@
 //! ink (the OCR upload expired after 7 days) updates the ink and keeps the page's OCR, lines
 //! and tasks.
 //!
+//! A page file the upload form without script sent is under that form's own folder,
+//! `uploads/{user}/form-{id}/{stem}.{ext}`, and its siblings are read from that folder only.
+//!
 //! A bundle the web app sent (`uploads/{user}/bundles/{id}.zip`, [`parse_bundle_key`]; never a
-//! page file's key, which has no folder below the user's) is imported whole with
-//! `Notebook::import_bundle`, as `nib import --bundle` does.
+//! page file's key, and no page form can write there: the script's keys have no folder, the
+//! form without script's are in its own) is imported whole with `Notebook::import_bundle`, as
+//! `nib import --bundle` does, and only when it is stored as `application/zip`, the type the
+//! bundle form's policy pins and no page form's allows; anything else there is refused unread.
 //!
 //! What became of each upload is recorded for the web app (`Notebook::record_upload_result`:
 //! the outcome, the page, a refusal's reason), which shows it to the browser that sent it.
@@ -43,7 +48,8 @@ use crate::notebook::{
     SavedPage, UploadResult, read_page_with,
 };
 use crate::uploads::{
-    UPLOAD_PREFIX, bundle_result_name, decode_event_key, parse_bundle_key, parse_upload_key,
+    BUNDLE_CONTENT_TYPE, bundle_result_name, decode_event_key, parse_bundle_key, parse_upload_key,
+    upload_folder,
 };
 
 /// Why an object could not be imported now (Lambda retries the event). The messages name the
@@ -189,7 +195,9 @@ impl Ingest {
         // with the keys as the file names (so a bad page names the upload) and each object's
         // `LastModified` as its file's time (so an older object never replaces what the page
         // took from a newer one).
-        let prefix = format!("{UPLOAD_PREFIX}{user}/{stem}.");
+        // Siblings in the same folder only: a form's folder (`uploads/{user}/form-{id}/`) holds
+        // what that form sent.
+        let prefix = format!("{}{stem}.", upload_folder(&key));
         let siblings: Vec<String> = PAGE_EXTENSIONS
             .iter()
             .map(|ext| format!("{prefix}{ext}"))
@@ -305,6 +313,27 @@ impl Ingest {
             return Ok(IngestOutcome::Ignored(
                 "this bundle upload was imported before",
             ));
+        }
+        // Only the data screen's bundle form sends a bundle: its policy pins this key and
+        // `application/zip`. A page form pins other types (the form without script
+        // `application/octet-stream`, the script a page file's), so an object here of another
+        // type came some other way and is refused unread.
+        if out.content_type() != Some(BUNDLE_CONTENT_TYPE) {
+            let reason = "not sent through the bundle form".to_owned();
+            self.notebook
+                .record_upload_result(
+                    user,
+                    name,
+                    &UploadResult {
+                        uploaded_at,
+                        outcome: "refused".to_owned(),
+                        page_id: None,
+                        reason: Some(format!("Nothing was imported: {reason}.")),
+                    },
+                )
+                .await
+                .map_err(IngestError::Store)?;
+            return Ok(IngestOutcome::Rejected(ImportFailure::refused(key, reason)));
         }
         // To a file in the function's /tmp chunk by chunk: a bundle may be larger than is
         // worth holding in memory beside the import.

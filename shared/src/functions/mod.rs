@@ -7,10 +7,10 @@
 //!
 //! | function | builds | reaches |
 //! |---|---|---|
-//! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth, browser sessions (page views, the web app), the web app's upload signer | `TOK#`, `RL#`, `GRANT#`, `SESSION#` items; the index partitions `U#*#GRANTS`, `U#*#TOKENS` (Query only); Invoke of pages, tasks and account; signs POSTs to `uploads/` |
+//! | `mcp` | the HTTP router over [`LambdaDispatch`], tokens, store-backed rate limits, a verify-only OAuth, browser sessions (page views, the web app), the web app's upload signer | `TOK#`, `RL#`, `GRANT#`, `SESSION#` items; the index partitions `U#*#GRANTS`, `U#*#TOKENS` (Query only); Invoke of pages, tasks and account; assumes the uploads role (per upload, narrowed to its keys) to sign POSTs to `uploads/`; no S3 permission of its own |
 //! | `pages`, `tasks` | a notebook and the in-process handlers of their [`ToolClass`] (tasks: with the Notion client) | `U#` items, the data key (user context), S3 (pages only); tasks: HTTPS to Notion |
 //! | `ingest` | a notebook and [`ingest::Ingest`] | `U#` items, the data key, `uploads/` and `u/` in S3 |
-//! | `account` | a notebook and the in-process handler of [`ToolClass::Account`] (the web app's `delete_account`) | `U#`, `USER#`, `TOK#`, `GRANT#`, `RT#`, `SESSION#`, `CLIENT#` items (a deletion removes the user's items in each); the user's index partitions of credentials (Query only); S3 list and delete under `u/`, `uploads/`, `exports/`; no KMS key of its own |
+//! | `account` | a notebook and the in-process handler of [`ToolClass::Account`] (the web app's `delete_account`) | `U#`, `USER#`, `TOK#`, `GRANT#`, `RT#`, `SESSION#`, `CLIENT#` items (a deletion removes the user's items in each; puts only in `U#` and `USER#`); the user's index partitions of credentials (Query only); S3 list and delete under `u/`, `uploads/`, `exports/`; no KMS key of its own |
 //! | `oauth` | the HTTP router with the authorization server | `CLIENT#`, `CODE#`, `RT#`, `GRANT#`, `USER#`, `SESSION#`, `SECRET#oauth`, `RL#login#`, `RL#oauth-register#`, `RL#oauth-addr#`; the index partition `U#*#SESSIONS` (Query only, sign out everywhere); kms:Sign |
 //!
 //! The "reaches" column is [`PARTITIONS`], and each role's `dynamodb:LeadingKeys` in
@@ -131,6 +131,12 @@ pub const ACCOUNT_PARTITIONS: &[Partition] = &[
     Partition::Prefix(CLIENT_PREFIX),
 ];
 
+/// Where the account function puts items: only the deletion marker (`USER#{user}`) and the
+/// data key's tombstones (`U#{user}`). Everything else of [`ACCOUNT_PARTITIONS`] it reads and
+/// deletes, never writes; its role's PutItem statement names only these (`infra/iam.tf`).
+pub const ACCOUNT_PUT_PARTITIONS: &[Partition] =
+    &[Partition::Prefix("U#"), Partition::Prefix("USER#")];
+
 /// The index partitions (`gsi1pk`) a function queries beyond [`PARTITIONS`], as
 /// `dynamodb:LeadingKeys` patterns of an index-only statement: the mcp front lists a user's
 /// grants and tokens for the web app's connections screen, the oauth function finds a user's
@@ -160,6 +166,7 @@ pub const INDEX_PARTITIONS: [(&str, &[&str]); 3] = [
 /// | `NIB_PAGES_FUNCTION` | name or ARN of the pages function | mcp |
 /// | `NIB_TASKS_FUNCTION` | name or ARN of the tasks function | mcp |
 /// | `NIB_ACCOUNT_FUNCTION` | name or ARN of the account function | mcp |
+/// | `NIB_UPLOAD_ROLE_ARN` | the uploads role the web app's presigned POSTs are signed as (`AwsConfig::upload_role_arn`) | mcp |
 /// | `NIB_RATE_PER_MINUTE`, `NIB_RATE_PER_HOUR`, `NIB_WRITE_RATE_PER_MINUTE`, `NIB_WRITE_RATE_PER_HOUR` | per-credential limits on `/mcp`, 0 = off (as `nib serve`'s flags) | mcp (60, 1000, 0, 0) |
 /// Parsed once at cold start (part of [`Settings`]): a bad value stops the function there,
 /// naming the variable.

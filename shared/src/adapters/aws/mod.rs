@@ -75,6 +75,9 @@ pub struct AwsClients {
     /// Invokes the class functions (the `mcp` front only); `AWS_ENDPOINT_URL_LAMBDA` points it
     /// elsewhere than the other services.
     pub lambda: aws_sdk_lambda::Client,
+    /// Assumes the uploads role for each presigned POST (the `mcp` front,
+    /// `AwsConfig::upload_role_arn`).
+    pub sts: aws_sdk_sts::Client,
     /// Reads page images (the ingest function: [`TextractOcr`]); `AWS_ENDPOINT_URL_TEXTRACT`
     /// points it elsewhere than the other services.
     #[cfg(feature = "textract")]
@@ -149,6 +152,7 @@ impl AwsClients {
         let mut s3 = aws_sdk_s3::config::Builder::from(&sdk);
         let mut kms = aws_sdk_kms::config::Builder::from(&sdk);
         let mut lambda = aws_sdk_lambda::config::Builder::from(&sdk);
+        let mut sts = aws_sdk_sts::config::Builder::from(&sdk);
         if let Some(url) = &config.lambda_endpoint_url {
             lambda = lambda.endpoint_url(url);
         }
@@ -157,6 +161,7 @@ impl AwsClients {
             s3.push_interceptor(interceptor.clone());
             kms.push_interceptor(interceptor.clone());
             lambda.push_interceptor(interceptor.clone());
+            sts.push_interceptor(interceptor.clone());
         }
         #[cfg(feature = "textract")]
         let textract = {
@@ -180,6 +185,7 @@ impl AwsClients {
             s3_presigner: aws_sdk_s3::Client::from_conf(presigner.build()),
             kms: aws_sdk_kms::Client::from_conf(kms.build()),
             lambda: aws_sdk_lambda::Client::from_conf(lambda.build()),
+            sts: aws_sdk_sts::Client::from_conf(sts.build()),
             #[cfg(feature = "textract")]
             textract,
             calls,
@@ -199,7 +205,8 @@ impl AwsClients {
     }
 
     /// The bucket's assets; they sign presigned POST uploads when a region is known (a POST
-    /// goes to the bucket's URL in it, path-style to an endpoint URL as emulators need).
+    /// goes to the bucket's URL in it, path-style to an endpoint URL as emulators need), as
+    /// the uploads role when one is configured.
     pub fn assets(&self, config: &AwsConfig) -> S3Assets {
         let assets = S3Assets::new(self.s3.clone(), self.s3_presigner.clone(), &config.bucket);
         match &self.region {
@@ -211,6 +218,10 @@ impl AwsClients {
                     region,
                     config.endpoint_url.as_deref(),
                 ),
+                upload_role: config.upload_role_arn.as_ref().map(|arn| s3::UploadRole {
+                    sts: self.sts.clone(),
+                    role_arn: arn.clone(),
+                }),
             }),
             None => assets,
         }

@@ -8,10 +8,18 @@
 //! bucket, the exact key (`uploads/{user}/{file}`), the exact `Content-Type` and a
 //! `content-length-range` of 1 to [`MAX_UPLOAD_BYTES`]; a presigned PUT cannot bound the size.
 //! The upload page's form without script cannot know its file when the page is made: its
-//! policy takes any key under `uploads/{user}/` (the form's key is `uploads/{user}/${filename}`,
-//! which S3 fills in), one `Content-Type` ([`FORM_CONTENT_TYPE`]) and pins the
-//! `success_action_redirect` back to the app; the ingest function's checks refuse what is not
-//! a page file.
+//! policy takes any key under the form's own folder `uploads/{user}/form-{id}/` (the form's
+//! key is `uploads/{user}/form-{id}/${filename}`, which S3 fills in; `{id}` is new for each
+//! form, `crate::uploads::form_prefix`), one `Content-Type` ([`FORM_CONTENT_TYPE`]), pins the
+//! `success_action_redirect` back to the app, and lives [`crate::uploads::FORM_TTL_SECONDS`]; the ingest
+//! function's checks refuse what is not a page file.
+//!
+//! **Whose credentials.** S3 authorises a POST as the principal whose credentials signed it.
+//! On AWS that is never the mcp function's role (which has no S3 permission): each POST is
+//! signed with credentials of the uploads role assumed for it alone (STS `AssumeRole`), with a
+//! session policy ([`upload_session_policy`]) that narrows them to the upload's own keys: the
+//! user's page files (`uploads/{user}/*`), the form's folder, or the bundle's exact key. A
+//! leaked form, or a tampered key field, can write nowhere else.
 //!
 //! The signature is SigV4's with the base64 of the policy as the string to sign: the signing
 //! key is the HMAC-SHA256 chain of `"AWS4" + secret` over the date, the region, `s3` and
@@ -41,6 +49,42 @@ const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 
 /// What S3 replaces in a form's `key` with the name of the file the browser sends.
 pub const FILENAME: &str = "${filename}";
+
+/// The shortest an assumed role's session may be (STS `DurationSeconds`), and so the
+/// credentials a POST is signed with: a policy must expire before its credentials do.
+pub const MIN_SESSION_SECONDS: u64 = 900;
+
+/// The longest an assumed role's session may be when a role assumes it (role chaining, as a
+/// Lambda function does).
+pub const MAX_SESSION_SECONDS: u64 = 3600;
+
+/// The session policy of the credentials one upload is signed with: `s3:PutObject` on
+/// `arn:{partition}:s3:::{bucket}/{keys}` only (`keys` an exact key, or a prefix ending in
+/// `*`), and the storage key's encryption through S3 in `region` (SSE-KMS on the bucket). The
+/// credentials may do what both this and the role's own policy allow, no more.
+pub fn upload_session_policy(partition: &str, bucket: &str, keys: &str, region: &str) -> String {
+    serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ThisUploadOnly",
+                "Effect": "Allow",
+                "Action": "s3:PutObject",
+                "Resource": format!("arn:{partition}:s3:::{bucket}/{keys}"),
+            },
+            {
+                "Sid": "EncryptThroughS3",
+                "Effect": "Allow",
+                "Action": ["kms:GenerateDataKey*", "kms:Encrypt"],
+                "Resource": "*",
+                "Condition": {
+                    "StringEquals": { "kms:ViaService": format!("s3.{region}.amazonaws.com") }
+                },
+            },
+        ],
+    })
+    .to_string()
+}
 
 /// The `Content-Type` of the form without script: one for every file, since S3 checks the
 /// form's field (not the file part's type) and a page without script cannot set it per file.
@@ -442,10 +486,10 @@ mod tests {
             &credentials(None),
             "eu-west-1",
             &PostUpload {
-                key_prefix: Some("uploads/alice/"),
+                key_prefix: Some("uploads/alice/form-0b6f41c2/"),
                 redirect: Some(redirect),
                 content_type: FORM_CONTENT_TYPE,
-                ..upload("uploads/alice/${filename}")
+                ..upload("uploads/alice/form-0b6f41c2/${filename}")
             },
         );
         let names: Vec<&str> = post.fields.iter().map(|(n, _)| n.as_str()).collect();
@@ -462,7 +506,10 @@ mod tests {
                 "X-Amz-Signature"
             ]
         );
-        assert_eq!(field(&post, "key"), "uploads/alice/${filename}");
+        assert_eq!(
+            field(&post, "key"),
+            "uploads/alice/form-0b6f41c2/${filename}"
+        );
         assert_eq!(field(&post, "Content-Type"), "application/octet-stream");
         assert_eq!(field(&post, "success_action_redirect"), redirect);
         let credential = "AKIAIOSFODNN7EXAMPLE/20260619/eu-west-1/s3/aws4_request";
@@ -472,7 +519,7 @@ mod tests {
                 "expiration": "2026-06-19T08:20:09.000Z",
                 "conditions": [
                     {"bucket": "ink"},
-                    ["starts-with", "$key", "uploads/alice/"],
+                    ["starts-with", "$key", "uploads/alice/form-0b6f41c2/"],
                     ["eq", "$Content-Type", "application/octet-stream"],
                     ["content-length-range", 1, 64 * 1024 * 1024],
                     {"success_action_redirect": redirect},
@@ -498,6 +545,45 @@ mod tests {
                 .iter()
                 .all(|(n, _)| n != "success_action_redirect")
         );
+    }
+
+    /// Issue 48 item 9: the credentials an upload is signed with may put that upload's keys
+    /// and nothing else (before, the mcp role itself signed, and may put under every user's
+    /// `uploads/`).
+    #[test]
+    fn presign_session_policy_allows_only_the_uploads_keys() {
+        let policy: serde_json::Value = serde_json::from_str(&upload_session_policy(
+            "aws",
+            "ink",
+            "uploads/alice/form-0b6f41c2/*",
+            "eu-west-1",
+        ))
+        .unwrap();
+        assert_eq!(
+            policy,
+            serde_json::json!({
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "ThisUploadOnly",
+                        "Effect": "Allow",
+                        "Action": "s3:PutObject",
+                        "Resource": "arn:aws:s3:::ink/uploads/alice/form-0b6f41c2/*",
+                    },
+                    {
+                        "Sid": "EncryptThroughS3",
+                        "Effect": "Allow",
+                        "Action": ["kms:GenerateDataKey*", "kms:Encrypt"],
+                        "Resource": "*",
+                        "Condition": {
+                            "StringEquals": { "kms:ViaService": "s3.eu-west-1.amazonaws.com" }
+                        },
+                    },
+                ],
+            })
+        );
+        let ttl = crate::uploads::FORM_TTL_SECONDS;
+        assert!(ttl <= 15 * 60 && ttl <= MIN_SESSION_SECONDS);
     }
 
     #[test]

@@ -37,10 +37,16 @@ use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{MetadataDirective, TaggingDirective};
 
-use super::presigned_post::{self, MAX_POST_TTL_SECONDS, PostCredentials, PostUpload};
+use super::presigned_post::{
+    self, MAX_POST_TTL_SECONDS, MAX_SESSION_SECONDS, MIN_SESSION_SECONDS, PostCredentials,
+    PostUpload,
+};
 use crate::domain::{PageId, UserId};
 use crate::ports::{AssetKind, Assets, AssetsError, PresignedPost, UploadSigner};
-use crate::uploads::{MAX_BUNDLE_UPLOAD_BYTES, MAX_UPLOAD_BYTES, UPLOAD_PREFIX};
+use crate::uploads::{
+    BUNDLE_CONTENT_TYPE, MAX_BUNDLE_UPLOAD_BYTES, MAX_UPLOAD_BYTES, UPLOAD_PREFIX, form_prefix,
+    role_arn_partition,
+};
 
 /// The S3 bucket of page images.
 #[derive(Debug, Clone)]
@@ -60,6 +66,16 @@ pub struct PostSigning {
     pub region: String,
     /// [`presigned_post::bucket_url`].
     pub bucket_url: String,
+    /// The role each POST is signed as, assumed for that POST alone with a session policy of
+    /// its keys (`NIB_UPLOAD_ROLE_ARN`); `None`: `credentials` sign it as they are.
+    pub upload_role: Option<UploadRole>,
+}
+
+/// The uploads role (`infra/iam.tf`: `aws_iam_role.uploads`) and the STS client that assumes it.
+#[derive(Debug, Clone)]
+pub struct UploadRole {
+    pub sts: aws_sdk_sts::Client,
+    pub role_arn: String,
 }
 
 /// Why a presigned POST could not be signed (the process has no credentials or they fail).
@@ -71,6 +87,10 @@ pub enum PostSigningError {
     NoCredentials,
     #[error("cannot load the AWS credentials")]
     Credentials(#[source] aws_credential_types::provider::error::CredentialsError),
+    #[error("NIB_UPLOAD_ROLE_ARN is not an IAM role ARN")]
+    RoleArn,
+    #[error("cannot assume the uploads role")]
+    AssumeRole(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A presigned upload: PUT the file's bytes to `url` with these headers, before it expires.
@@ -117,6 +137,9 @@ fn presigning(ttl_seconds: u64) -> Result<PresigningConfig, AssetsError> {
 
 /// What one presigned POST fixes, before it is signed ([`S3Assets::sign_post`]).
 struct PostFields<'a> {
+    /// The keys the signing credentials may put (an exact key, or a prefix and `*`): the
+    /// session policy's resource when the uploads role is assumed.
+    grant: &'a str,
     key: &'a str,
     key_prefix: Option<&'a str>,
     redirect: Option<&'a str>,
@@ -186,15 +209,26 @@ impl S3Assets {
         &self.bucket
     }
 
-    /// Signs one POST of `fields` with the credentials of now, valid for its lifetime (1 second
-    /// to 7 days); the callers check their own key, type and size first.
-    async fn sign_post(&self, fields: PostFields<'_>) -> Result<PresignedPost, AssetsError> {
-        if !(1..=MAX_POST_TTL_SECONDS).contains(&fields.ttl_seconds) {
+    /// Signs one POST of `fields` for `user` with the credentials of now, valid for its
+    /// lifetime (1 second to 7 days; with the uploads role, to its longest session, an hour);
+    /// the callers check their own key, type and size first.
+    async fn sign_post(
+        &self,
+        user: &UserId,
+        fields: PostFields<'_>,
+    ) -> Result<PresignedPost, AssetsError> {
+        let longest = match self.post.as_ref().and_then(|p| p.upload_role.as_ref()) {
+            Some(_) => MAX_SESSION_SECONDS,
+            None => MAX_POST_TTL_SECONDS,
+        };
+        if !(1..=longest).contains(&fields.ttl_seconds) {
             return Err(AssetsError::InvalidUpload(
-                "the lifetime is outside 1 second..7 days",
+                "the lifetime is outside 1 second..the signing credentials' longest",
             ));
         }
-        let (post, credentials) = self.post_credentials().await?;
+        let (post, credentials) = self
+            .post_credentials(user, fields.grant, fields.ttl_seconds)
+            .await?;
         let now = time::OffsetDateTime::now_utc();
         let ttl = time::Duration::seconds(i64::try_from(fields.ttl_seconds).unwrap_or(i64::MAX));
         Ok(presigned_post::presign_post(
@@ -214,12 +248,48 @@ impl S3Assets {
         ))
     }
 
-    /// The POST signing settings and the credentials to sign with now.
-    async fn post_credentials(&self) -> Result<(&PostSigning, PostCredentials), AssetsError> {
+    /// The POST signing settings and the credentials to sign with now: with an uploads role,
+    /// a session of it for `user` that may put `grant` only and outlives `ttl_seconds` (one
+    /// STS `AssumeRole`); else the process's own.
+    async fn post_credentials(
+        &self,
+        user: &UserId,
+        grant: &str,
+        ttl_seconds: u64,
+    ) -> Result<(&PostSigning, PostCredentials), AssetsError> {
         let post = self
             .post
             .as_ref()
             .ok_or_else(|| unavailable(PostSigningError::NotConfigured))?;
+        if let Some(role) = &post.upload_role {
+            let partition = role_arn_partition(&role.role_arn)
+                .ok_or_else(|| unavailable(PostSigningError::RoleArn))?;
+            let policy =
+                presigned_post::upload_session_policy(partition, &self.bucket, grant, &post.region);
+            let seconds = ttl_seconds.clamp(MIN_SESSION_SECONDS, MAX_SESSION_SECONDS);
+            // The session's name shows in CloudTrail: whose upload it signed.
+            let mut name = format!("upload-{user}");
+            name.truncate(64);
+            let assumed = role
+                .sts
+                .assume_role()
+                .role_arn(&role.role_arn)
+                .role_session_name(name)
+                .policy(policy)
+                .duration_seconds(i32::try_from(seconds).unwrap_or(i32::MAX))
+                .send()
+                .await
+                .map_err(|e| unavailable(PostSigningError::AssumeRole(Box::new(e))))?;
+            let session = assumed
+                .credentials()
+                .ok_or_else(|| unavailable(PostSigningError::NoCredentials))?;
+            let credentials = PostCredentials::new(
+                session.access_key_id(),
+                session.secret_access_key(),
+                Some(session.session_token().to_owned()),
+            );
+            return Ok((post, credentials));
+        }
         let provider = post
             .credentials
             .as_ref()
@@ -325,14 +395,19 @@ impl UploadSigner for S3Assets {
                 "the size limit is outside 1 byte..MAX_UPLOAD_BYTES",
             ));
         }
-        self.sign_post(PostFields {
-            key: &key,
-            key_prefix: None,
-            redirect: None,
-            content_type,
-            max_bytes,
-            ttl_seconds,
-        })
+        let grant = format!("{UPLOAD_PREFIX}{user}/*");
+        self.sign_post(
+            user,
+            PostFields {
+                grant: &grant,
+                key: &key,
+                key_prefix: None,
+                redirect: None,
+                content_type,
+                max_bytes,
+                ttl_seconds,
+            },
+        )
         .await
     }
 
@@ -357,20 +432,26 @@ impl UploadSigner for S3Assets {
                 "the redirect is not printable ASCII of 1 to 255 bytes",
             ));
         }
-        self.sign_post(PostFields {
-            key: &key,
-            key_prefix: None,
-            redirect: Some(redirect),
-            content_type: "application/zip",
-            max_bytes: MAX_BUNDLE_UPLOAD_BYTES,
-            ttl_seconds,
-        })
+        self.sign_post(
+            user,
+            PostFields {
+                grant: &key,
+                key: &key,
+                key_prefix: None,
+                redirect: Some(redirect),
+                content_type: BUNDLE_CONTENT_TYPE,
+                max_bytes: MAX_BUNDLE_UPLOAD_BYTES,
+                ttl_seconds,
+            },
+        )
         .await
     }
 
     /// A presigned POST for the upload form that works without script: one file, any name,
-    /// under `uploads/{user}/` (the form's key is `uploads/{user}/${filename}`, which S3 fills
-    /// with the chosen file's name; the policy takes any key under the prefix), stored as
+    /// under the form's own folder `uploads/{user}/form-{id}/`, `{id}` new for each form (the
+    /// form's key is `uploads/{user}/form-{id}/${filename}`, which S3 fills with the chosen
+    /// file's name; the policy takes any key under that folder, and the signing credentials
+    /// may put nothing else), stored as
     /// `application/octet-stream` (S3 checks the form's `Content-Type` field, which a page
     /// without script cannot set per file; ingest goes by the name's extension, and by the
     /// bytes), 1 byte to `max_bytes`, then S3 sends the browser to `redirect`. What is not a
@@ -392,16 +473,21 @@ impl UploadSigner for S3Assets {
                 "the size limit is outside 1 byte..MAX_UPLOAD_BYTES",
             ));
         }
-        let prefix = format!("{UPLOAD_PREFIX}{user}/");
+        let prefix = form_prefix(user, &uuid::Uuid::new_v4().simple().to_string());
         let key = format!("{prefix}{}", presigned_post::FILENAME);
-        self.sign_post(PostFields {
-            key: &key,
-            key_prefix: Some(&prefix),
-            redirect: Some(redirect),
-            content_type: presigned_post::FORM_CONTENT_TYPE,
-            max_bytes,
-            ttl_seconds,
-        })
+        let grant = format!("{prefix}*");
+        self.sign_post(
+            user,
+            PostFields {
+                grant: &grant,
+                key: &key,
+                key_prefix: Some(&prefix),
+                redirect: Some(redirect),
+                content_type: presigned_post::FORM_CONTENT_TYPE,
+                max_bytes,
+                ttl_seconds,
+            },
+        )
         .await
     }
 }

@@ -90,8 +90,9 @@ struct BundlePost {
     fields: Vec<(String, String)>,
 }
 
-/// How long the bundle form on AWS may be used after the screen was made.
-const BUNDLE_FORM_TTL_SECONDS: u64 = 3600;
+/// How long the bundle form on AWS may be used after the screen was made: as the upload
+/// form's, minutes (reloading the screen signs a new one).
+const BUNDLE_FORM_TTL_SECONDS: u64 = crate::uploads::FORM_TTL_SECONDS;
 
 #[derive(Template)]
 #[template(path = "app/data.html")]

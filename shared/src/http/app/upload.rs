@@ -38,8 +38,8 @@ use crate::uploads::MAX_UPLOAD_BYTES;
 /// How long a presigned POST may be used (a Lambda role's credentials outlive it).
 const POST_TTL_SECONDS: u64 = 900;
 /// How long the upload form without script may be used after the page was made (a page left
-/// open longer gets S3's refusal; reloading it signs a new form).
-const FORM_TTL_SECONDS: u64 = 3600;
+/// open longer gets S3's refusal; reloading it signs a new form, with a folder of its own).
+const FORM_TTL_SECONDS: u64 = crate::uploads::FORM_TTL_SECONDS;
 /// The most files one form may carry (the script sends one per request).
 pub(super) const MAX_FILES_PER_FORM: usize = 32;
 /// The largest upload request: one form's files.
@@ -193,16 +193,24 @@ pub(super) async fn sent(
         Err(r) => return r,
     };
     let since = q.since.unwrap_or(0);
-    // Only a key under this visitor's own prefix is asked about.
-    let prefix = format!("{}{}/", crate::uploads::UPLOAD_PREFIX, v.user);
-    let Some(raw) = q
+    // Only a key in a form folder under this visitor's own prefix is asked about
+    // (`uploads/{user}/form-{id}/{name}`).
+    let user_prefix = format!("{}{}/", crate::uploads::UPLOAD_PREFIX, v.user);
+    let Some((folder, raw)) = q
         .key
         .as_deref()
-        .and_then(|k| k.strip_prefix(&prefix))
-        .filter(|name| !name.contains('/'))
+        .and_then(|k| k.strip_prefix(&user_prefix))
+        .and_then(|rest| rest.split_once('/'))
+        .filter(|(folder, name)| {
+            folder
+                .strip_prefix(crate::uploads::FORM_FOLDER)
+                .is_some_and(crate::uploads::valid_id)
+                && !name.contains('/')
+        })
     else {
         return screen_for(&st, &v, Vec::new(), None).await;
     };
+    let prefix = format!("{user_prefix}{folder}/");
     let mut refresh = None;
     let result = match page_file_name(raw) {
         // Stored, but not a file ingest imports: it is left alone (and expires with
