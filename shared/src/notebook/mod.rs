@@ -12,6 +12,7 @@ mod access;
 pub mod answers;
 mod bounded;
 mod bundle;
+mod corrections;
 mod import;
 mod links;
 mod notes;
@@ -47,10 +48,15 @@ pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
     read_page, read_page_with,
 };
+pub use corrections::{
+    Corrected, Correction, MAX_LINE_CHARS, MAX_VOCABULARY_WORDS, VOCABULARY_SK, words_of,
+};
 pub use links::{LinkActor, Linked};
 pub use notes::{AddedNote, MAX_TAGS, NOTES_SECTION, NoteView, normalize_tag};
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
-pub use pages::{LineOrigin, LineView, PageDraft, PageSummary, PageView, SavedPage};
+pub use pages::{
+    LineOrigin, LineView, PageDraft, PageSummary, PageView, SavedPage, TextSource,
+};
 pub use rank::{
     Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex, merge, rank, rescored,
 };

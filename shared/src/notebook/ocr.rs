@@ -144,7 +144,10 @@ impl Notebook {
             .into_iter()
             .next()
             .ok_or_else(|| NotebookError::Invalid("the ink has no page".into()))?;
-        let read = self.read_image(engine.as_ref(), image).await?;
+        let vocabulary = self.read_vocabulary(user, &keys).await?.1;
+        let read = self
+            .read_image(engine.as_ref(), image, &vocabulary)
+            .await?;
         let source = engine_source(&read, ink_hash);
         let draft = PageDraft {
             date: Some(record.date),
@@ -208,7 +211,10 @@ impl Notebook {
                 }
             }
         };
-        let read = self.read_image(engine.as_ref(), image).await?;
+        let vocabulary = self.read_vocabulary(user, &keys).await?.1;
+        let read = self
+            .read_image(engine.as_ref(), image, &vocabulary)
+            .await?;
         tracing::debug!(user = %user, lines = read.lines.len(), "page read by OCR");
         let source = engine_source(&read, ink_hash);
         draft.ocr = Some((OcrKind::Engine, source));
@@ -217,16 +223,18 @@ impl Notebook {
         Ok(draft)
     }
 
-    /// One page image read by the engine, in a slot of the work pool: the engine's own
+    /// One page image read by the engine with the user's `vocabulary` (the words they
+    /// corrected, `notebook::corrections`), in a slot of the work pool: the engine's own
     /// threads (or a remote engine) do the recognition, the layout runs on a blocking thread,
     /// so at most one page per slot is being read however many arrive.
     async fn read_image(
         &self,
         engine: &dyn crate::ports::Ocr,
         image: PageImage,
+        vocabulary: &[String],
     ) -> Result<ocr::ReadPage, NotebookError> {
         let _slot = self.work().slot().await;
-        let segments = engine.recognize(&image).await?;
+        let segments = engine.recognize_with(&image, vocabulary).await?;
         let lines = tokio::task::spawn_blocking(move || ocr::layout::analyze(&image, segments))
             .await
             .map_err(|e| NotebookError::Ocr(OcrError::Failed(Box::new(e))))?;

@@ -168,6 +168,8 @@ pub struct LineView {
     pub ocr_confidence: Option<f32>,
     /// `typed`: added by add_note or create_task, not written on the page; `page`: from the page itself (its ink or its file).
     pub origin: LineOrigin,
+    /// Where the line's text comes from: `ocr` (read from the ink), `page` (the page's own markdown or text file), `typed` (add_note, create_task), `corrected` (the owner corrected the reading: trust it as written).
+    pub text_source: TextSource,
     /// A typed note's tags (lower case).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
@@ -184,6 +186,42 @@ pub enum LineOrigin {
     Page,
     /// Typed in by a tool (add_note, create_task); kept when the page's ink is imported again.
     Typed,
+}
+
+/// The lines written on a page (not typed ones) as nib's markdown: `## ` headings, `- [ ] `
+/// tasks with their box as the page has it, `- ` bullets, text as it is.
+fn page_markdown(lines: &[StoredLine]) -> String {
+    let mut md = String::new();
+    for l in lines.iter().filter(|l| !l.digital) {
+        match l.notation {
+            Notation::Heading => md.push_str("## "),
+            Notation::Bullet => md.push_str("- "),
+            Notation::Task => md.push_str(match l.page_status {
+                Some(PageStatus::Done) => "- [x] ",
+                Some(PageStatus::Cancelled) => "- [-] ",
+                Some(PageStatus::Migrated) => "- [>] ",
+                Some(PageStatus::Open) | None => "- [ ] ",
+            }),
+            Notation::Text => {}
+        }
+        md.push_str(&l.text);
+        md.push('\n');
+    }
+    md
+}
+
+/// Where a line's text comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TextSource {
+    /// Read from the page's ink by an OCR engine.
+    Ocr,
+    /// The page's own markdown or text file.
+    Page,
+    /// Typed in by a tool (add_note, create_task).
+    Typed,
+    /// Corrected by the owner (the web app's page view).
+    Corrected,
 }
 
 /// A whole page as `get_page` returns it.
@@ -353,12 +391,14 @@ impl Notebook {
                             tags: Vec::new(),
                             source_url: None,
                             added_at: None,
+                            corrected: None,
                         })
                         .collect();
                     // Lines added by create_task are not in the files: keep them across
-                    // re-imports.
+                    // re-imports; and so are the owner's corrections.
                     if let Some(p) = &existing {
                         let old = self.open_lines(user, &keys, &p.record)?;
+                        super::corrections::carry_corrections(&old, &mut lines);
                         lines.extend(old.into_iter().filter(|l| l.digital));
                     }
                     let date = draft
@@ -917,6 +957,12 @@ impl Notebook {
             },
             _ => (None, None),
         };
+        // Once the owner corrected a line, the page's markdown is its lines as they now read.
+        let ocr_markdown = if lines.iter().any(|l| l.corrected.is_some()) {
+            ocr_markdown.map(|_| page_markdown(&lines))
+        } else {
+            ocr_markdown
+        };
         // The engine's confidence per line: its markdown lines and the page's lines (those
         // from the ink, not create_task's) are one to one.
         let page_lines = lines.iter().filter(|l| !l.digital).count();
@@ -958,6 +1004,15 @@ impl Notebook {
                         LineOrigin::Typed
                     } else {
                         LineOrigin::Page
+                    },
+                    text_source: if l.digital {
+                        TextSource::Typed
+                    } else if l.corrected.is_some() {
+                        TextSource::Corrected
+                    } else if page.ocr_kind == Some(OcrKind::Engine) {
+                        TextSource::Ocr
+                    } else {
+                        TextSource::Page
                     },
                     tags: l.tags,
                     source_url: l.source_url,
