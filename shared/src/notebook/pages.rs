@@ -1480,4 +1480,81 @@ mod tests {
         assert_eq!(f.ink(&id, AssetKind::Pdf), b"pdf-2");
         assert_eq!(f.sources(&id).await.pdf, Some(2000));
     }
+
+    /// Issue 46: the owner corrects a line and a task's box; the page reads so from then on,
+    /// marked corrected, the task follows, and a newer file of the same page keeps the
+    /// correction of a line it still has.
+    #[tokio::test]
+    async fn a_corrected_line_is_the_pages_text_and_survives_a_newer_file() {
+        use crate::notebook::Correction;
+        let f = fixture();
+        let md = "## Tasks\n- [ ] Call leurecly\n- Met with Dana\n";
+        let id = f.import(draft(Some((md, 1000)), None, None)).await.page_id;
+        let page = f.page(&id).await;
+        assert!(page.lines.iter().all(|l| l.text_source == TextSource::Page));
+        let task_line = page.lines[1].line_id.clone();
+        let done = f
+            .notebook
+            .correct_line(
+                &f.user,
+                &id,
+                &task_line,
+                Correction {
+                    text: Some("  Call   Kennedy ".into()),
+                    ticked: Some(true),
+                },
+            )
+            .await
+            .unwrap();
+        assert!(done.changed && done.corrected);
+        assert_eq!(done.text, "Call Kennedy");
+
+        let page = f.page(&id).await;
+        let line = &page.lines[1];
+        assert_eq!(line.line_id, task_line, "the line keeps its reading's id");
+        assert_eq!(line.text, "Call Kennedy");
+        assert_eq!(line.text_source, TextSource::Corrected);
+        assert_eq!(line.page_status, Some(PageStatus::Done));
+        assert_eq!(line.status, Some(PageStatus::Done));
+        assert_eq!(page.lines[2].text_source, TextSource::Page);
+        assert_eq!(
+            page.ocr_markdown.as_deref(),
+            Some("## Tasks\n- [x] Call Kennedy\n- Met with Dana\n")
+        );
+        let tasks = f
+            .notebook
+            .list_tasks(&f.user, TaskFilter::All, None, 10)
+            .await
+            .unwrap();
+        assert_eq!(tasks.len(), 1, "{tasks:?}");
+        assert_eq!(tasks[0].text, "Call Kennedy");
+        assert_eq!(tasks[0].status, TaskStatus::Done);
+        assert_eq!(
+            f.notebook.vocabulary(&f.user).await.unwrap(),
+            ["Call", "Kennedy"]
+        );
+
+        // A typed line is not corrected here; a line that is not there is not found.
+        let missing = f
+            .notebook
+            .correct_line(&f.user, &id, "ln_000000000000", Correction::default())
+            .await;
+        assert!(matches!(missing, Err(NotebookError::NotFound("line"))));
+
+        // A newer file of the page with the same line: the correction stays.
+        let newer = "## Tasks\n- [ ] Call leurecly\n- Met with Dana\n- and Ravi\n";
+        f.import(draft(Some((newer, 2000)), None, None)).await;
+        let page = f.page(&id).await;
+        assert_eq!(
+            texts(&page),
+            [
+                ("Tasks".to_owned(), None),
+                ("Call Kennedy".to_owned(), Some(PageStatus::Done)),
+                ("Met with Dana".to_owned(), None),
+                ("and Ravi".to_owned(), None),
+            ]
+        );
+        assert_eq!(page.lines[1].text_source, TextSource::Corrected);
+        assert_eq!(page.ocr_text.as_deref().unwrap().lines().nth(1), Some("Call Kennedy"));
+    }
 }
