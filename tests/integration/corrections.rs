@@ -84,9 +84,7 @@ async fn the_owner_corrects_a_line_and_a_box(app: TestApp) {
         (Some(token.as_str()), false, Some(app.base.as_str())),
         (Some(token.as_str()), true, Some("https://evil.example")),
     ] {
-        let r = owner
-            .post_as(&action, &fields, token, strict, origin)
-            .await;
+        let r = owner.post_as(&action, &fields, token, strict, origin).await;
         assert_eq!(r.status(), 403, "{token:?} {strict} {origin:?}");
     }
     assert_eq!(lines(&app, &page_id).await, before, "nothing changed");
@@ -173,11 +171,7 @@ async fn the_owner_corrects_a_line_and_a_box(app: TestApp) {
         .await;
     assert_eq!(r.status(), 404);
     let r = owner
-        .post(
-            &action,
-            &html,
-            &[("back", here.as_str()), ("text", "  ")],
-        )
+        .post(&action, &html, &[("back", here.as_str()), ("text", "  ")])
         .await;
     assert_eq!(r.status(), 400);
 }
@@ -225,7 +219,11 @@ async fn a_correction_survives_reading_the_same_ink_again() {
     let user = UserId::parse("default").unwrap();
     let open = || Services::open_local(data.path(), LocalOptions::default()).unwrap();
     let app = open();
-    let page_id = app.notebook().list_pages(&user, None, None, 1).await.unwrap()[0]
+    let page_id = app
+        .notebook()
+        .list_pages(&user, None, None, 1)
+        .await
+        .unwrap()[0]
         .page_id
         .clone();
     let page = app.notebook().get_page(&user, &page_id).await.unwrap();

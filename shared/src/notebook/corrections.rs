@@ -202,7 +202,12 @@ impl Notebook {
                 },
                 cond,
             );
-            match self.store.transact(vec![write]).await.map_err(NotebookError::from) {
+            match self
+                .store
+                .transact(vec![write])
+                .await
+                .map_err(NotebookError::from)
+            {
                 Ok(()) => return Ok(()),
                 Err(e) if is_retryable(&e) => backoff(attempt).await,
                 Err(e) => return Err(e),
@@ -329,7 +334,12 @@ mod tests {
 
     #[test]
     fn a_correction_keeps_the_reading_and_one_back_to_it_drops_the_mark() {
-        let mut l = line("ln_1", "Call leurecly", Notation::Task, Some(PageStatus::Open));
+        let mut l = line(
+            "ln_1",
+            "Call leurecly",
+            Notation::Task,
+            Some(PageStatus::Open),
+        );
         assert!(apply(&mut l, Some("Call Kennedy"), Some(true)));
         assert_eq!(l.text, "Call Kennedy");
         assert_eq!(l.page_status, Some(PageStatus::Done));

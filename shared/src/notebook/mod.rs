@@ -42,21 +42,19 @@ pub use bundle::{
     ExportReport, MAX_APP_BUNDLE_BYTES, MAX_BUNDLE_BYTES, MAX_BUNDLE_INFLATION,
     MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES,
 };
+pub use corrections::{
+    Corrected, Correction, MAX_LINE_CHARS, MAX_VOCABULARY_WORDS, VOCABULARY_SK, words_of,
+};
 #[cfg(feature = "ocr")]
 pub use import::pdf_refusal;
 pub use import::{
     ImportFailure, ImportReport, PAGE_EXTENSIONS, PageFiles, group_dir, is_page_extension,
     read_page, read_page_with,
 };
-pub use corrections::{
-    Corrected, Correction, MAX_LINE_CHARS, MAX_VOCABULARY_WORDS, VOCABULARY_SK, words_of,
-};
 pub use links::{LinkActor, Linked};
 pub use notes::{AddedNote, MAX_TAGS, NOTES_SECTION, NoteView, normalize_tag};
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
-pub use pages::{
-    LineOrigin, LineView, PageDraft, PageSummary, PageView, SavedPage, TextSource,
-};
+pub use pages::{LineOrigin, LineView, PageDraft, PageSummary, PageView, SavedPage, TextSource};
 pub use rank::{
     Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex, merge, rank, rescored,
 };

@@ -145,9 +145,7 @@ impl Notebook {
             .next()
             .ok_or_else(|| NotebookError::Invalid("the ink has no page".into()))?;
         let vocabulary = self.read_vocabulary(user, &keys).await?.1;
-        let read = self
-            .read_image(engine.as_ref(), image, &vocabulary)
-            .await?;
+        let read = self.read_image(engine.as_ref(), image, &vocabulary).await?;
         let source = engine_source(&read, ink_hash);
         let draft = PageDraft {
             date: Some(record.date),
@@ -212,9 +210,7 @@ impl Notebook {
             }
         };
         let vocabulary = self.read_vocabulary(user, &keys).await?.1;
-        let read = self
-            .read_image(engine.as_ref(), image, &vocabulary)
-            .await?;
+        let read = self.read_image(engine.as_ref(), image, &vocabulary).await?;
         tracing::debug!(user = %user, lines = read.lines.len(), "page read by OCR");
         let source = engine_source(&read, ink_hash);
         draft.ocr = Some((OcrKind::Engine, source));
@@ -652,8 +648,15 @@ mod tests {
         ];
 
         // The same ink read again, the same way: by the line's id.
-        notebook.reread_page(&user, &id, true).await.unwrap().unwrap();
-        assert_eq!(corrected(&notebook.get_page(&user, &id).await.unwrap()), expected);
+        notebook
+            .reread_page(&user, &id, true)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            corrected(&notebook.get_page(&user, &id).await.unwrap()),
+            expected
+        );
         let given = engine.vocabularies.lock().unwrap().clone();
         assert_eq!(given.len(), 2);
         assert!(given[0].is_empty(), "no corrections yet: {given:?}");
@@ -661,13 +664,23 @@ mod tests {
 
         // Read otherwise (the vocabulary helped, or not quite): by its place.
         *engine.lines.lock().unwrap() = vec!["Called Kennedv", "Lunch at noon"];
-        notebook.reread_page(&user, &id, true).await.unwrap().unwrap();
-        assert_eq!(corrected(&notebook.get_page(&user, &id).await.unwrap()), expected);
+        notebook
+            .reread_page(&user, &id, true)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            corrected(&notebook.get_page(&user, &id).await.unwrap()),
+            expected
+        );
 
         // The same ink uploaded again: not read again, the correction stays.
         notebook.import_draft(&user, draft(), false).await.unwrap();
         assert_eq!(engine.vocabularies.lock().unwrap().len(), 3);
-        assert_eq!(corrected(&notebook.get_page(&user, &id).await.unwrap()), expected);
+        assert_eq!(
+            corrected(&notebook.get_page(&user, &id).await.unwrap()),
+            expected
+        );
 
         // Another user's ink is read without this user's words.
         let bob = UserId::parse("bob").unwrap();

@@ -1555,6 +1555,9 @@ mod tests {
             ]
         );
         assert_eq!(page.lines[1].text_source, TextSource::Corrected);
-        assert_eq!(page.ocr_text.as_deref().unwrap().lines().nth(1), Some("Call Kennedy"));
+        assert_eq!(
+            page.ocr_text.as_deref().unwrap().lines().nth(1),
+            Some("Call Kennedy")
+        );
     }
 }

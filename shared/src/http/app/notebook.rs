@@ -260,9 +260,13 @@ pub(super) async fn correct_line(
         return not_found();
     };
     let text = form.get("text").map(str::trim).filter(|t| !t.is_empty());
-    let ticked = form
-        .get("has_box")
-        .map(|_| if form.get("box") == Some("ticked") { "ticked" } else { "empty" });
+    let ticked = form.get("has_box").map(|_| {
+        if form.get("box") == Some("ticked") {
+            "ticked"
+        } else {
+            "empty"
+        }
+    });
     if text.is_none() && ticked.is_none() {
         return message(
             axum::http::StatusCode::BAD_REQUEST,
