@@ -700,4 +700,15 @@ pub trait Ocr: Send + Sync {
 
     /// The text on `page`, as lines or line segments with their boxes, in any order.
     async fn recognize(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError>;
+
+    /// [`Ocr::recognize`] with the page's owner's own words (those they corrected) as a
+    /// decoding prior. An engine that takes no vocabulary reads the page as it would anyway.
+    async fn recognize_with(
+        &self,
+        page: &PageImage,
+        vocabulary: &[String],
+    ) -> Result<Vec<OcrLine>, OcrError> {
+        let _ = vocabulary;
+        self.recognize(page).await
+    }
 }

@@ -15,6 +15,7 @@ mod browser;
 mod bundle;
 mod cli;
 mod confirm;
+mod corrections;
 mod lambda;
 mod notebook;
 mod notes;

@@ -1223,7 +1223,7 @@ impl Notebook {
             }
         }
         let mut attempt = 0;
-        loop {
+        let outcome = loop {
             match self.store.transact(writes.clone()).await {
                 Err(StoreError::ConditionFailed { index: 1 } | StoreError::Conflict)
                     if attempt + 1 < super::MAX_ATTEMPTS =>
@@ -1244,7 +1244,15 @@ impl Notebook {
                 }
                 other => break self.imported_page_outcome(other, &page.page_id),
             }
+        };
+        // The owner's corrections come with their lines; their words join the vocabulary
+        // again (`notebook::corrections`).
+        if matches!(outcome, Ok(true)) {
+            for line in page.lines.iter().filter(|l| l.corrected.is_some()) {
+                self.add_vocabulary(user, keys, &line.text).await?;
+            }
         }
+        outcome
     }
 
     fn imported_page_outcome(

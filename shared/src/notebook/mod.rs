@@ -12,6 +12,7 @@ mod access;
 pub mod answers;
 mod bounded;
 mod bundle;
+mod corrections;
 mod import;
 mod links;
 mod notes;
@@ -41,6 +42,9 @@ pub use bundle::{
     ExportReport, MAX_APP_BUNDLE_BYTES, MAX_BUNDLE_BYTES, MAX_BUNDLE_INFLATION,
     MAX_INK_ENTRY_BYTES, MAX_JSON_ENTRY_BYTES,
 };
+pub use corrections::{
+    Corrected, Correction, MAX_LINE_CHARS, MAX_VOCABULARY_WORDS, VOCABULARY_SK, words_of,
+};
 #[cfg(feature = "ocr")]
 pub use import::pdf_refusal;
 pub use import::{
@@ -50,7 +54,7 @@ pub use import::{
 pub use links::{LinkActor, Linked};
 pub use notes::{AddedNote, MAX_TAGS, NOTES_SECTION, NoteView, normalize_tag};
 pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
-pub use pages::{LineOrigin, LineView, PageDraft, PageSummary, PageView, SavedPage};
+pub use pages::{LineOrigin, LineView, PageDraft, PageSummary, PageView, SavedPage, TextSource};
 pub use rank::{
     Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex, merge, rank, rescored,
 };

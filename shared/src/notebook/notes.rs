@@ -137,6 +137,7 @@ impl Notebook {
                 tags: tags.clone(),
                 source_url: source_url.map(str::to_owned),
                 added_at: Some(self.clock.unix()),
+                corrected: None,
             });
             match self
                 .commit_page(user, &keys, &page_id, existing, content)

@@ -144,7 +144,8 @@ impl Notebook {
             .into_iter()
             .next()
             .ok_or_else(|| NotebookError::Invalid("the ink has no page".into()))?;
-        let read = self.read_image(engine.as_ref(), image).await?;
+        let vocabulary = self.read_vocabulary(user, &keys).await?.1;
+        let read = self.read_image(engine.as_ref(), image, &vocabulary).await?;
         let source = engine_source(&read, ink_hash);
         let draft = PageDraft {
             date: Some(record.date),
@@ -208,7 +209,8 @@ impl Notebook {
                 }
             }
         };
-        let read = self.read_image(engine.as_ref(), image).await?;
+        let vocabulary = self.read_vocabulary(user, &keys).await?.1;
+        let read = self.read_image(engine.as_ref(), image, &vocabulary).await?;
         tracing::debug!(user = %user, lines = read.lines.len(), "page read by OCR");
         let source = engine_source(&read, ink_hash);
         draft.ocr = Some((OcrKind::Engine, source));
@@ -217,16 +219,18 @@ impl Notebook {
         Ok(draft)
     }
 
-    /// One page image read by the engine, in a slot of the work pool: the engine's own
+    /// One page image read by the engine with the user's `vocabulary` (the words they
+    /// corrected, `notebook::corrections`), in a slot of the work pool: the engine's own
     /// threads (or a remote engine) do the recognition, the layout runs on a blocking thread,
     /// so at most one page per slot is being read however many arrive.
     async fn read_image(
         &self,
         engine: &dyn crate::ports::Ocr,
         image: PageImage,
+        vocabulary: &[String],
     ) -> Result<ocr::ReadPage, NotebookError> {
         let _slot = self.work().slot().await;
-        let segments = engine.recognize(&image).await?;
+        let segments = engine.recognize_with(&image, vocabulary).await?;
         let lines = tokio::task::spawn_blocking(move || ocr::layout::analyze(&image, segments))
             .await
             .map_err(|e| NotebookError::Ocr(OcrError::Failed(Box::new(e))))?;
@@ -535,5 +539,152 @@ mod tests {
             let found = notebook.page_of_stem(&user, &stem).await.unwrap();
             assert_eq!(found.as_ref(), Some(&page.page_id), "{stem}");
         }
+    }
+
+    /// An engine that reads the lines it is told, one under the other, and notes the
+    /// vocabulary it was given at each page.
+    struct Scripted {
+        lines: Mutex<Vec<&'static str>>,
+        vocabularies: Mutex<Vec<Vec<String>>>,
+    }
+
+    #[async_trait]
+    impl Ocr for Scripted {
+        fn engine(&self) -> OcrEngine {
+            OcrEngine {
+                name: "scripted".into(),
+                version: "1".into(),
+            }
+        }
+
+        async fn recognize(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError> {
+            self.recognize_with(page, &[]).await
+        }
+
+        async fn recognize_with(
+            &self,
+            _page: &PageImage,
+            vocabulary: &[String],
+        ) -> Result<Vec<OcrLine>, OcrError> {
+            self.vocabularies.lock().unwrap().push(vocabulary.to_vec());
+            let lines = self.lines.lock().unwrap().clone();
+            Ok(lines
+                .into_iter()
+                .enumerate()
+                .map(|(i, text)| OcrLine {
+                    text: text.into(),
+                    confidence: 0.9,
+                    bbox: crate::ports::OcrBox {
+                        x: 40.0,
+                        y: 40.0 + 60.0 * i as f32,
+                        w: 300.0,
+                        h: 30.0,
+                    },
+                })
+                .collect())
+        }
+    }
+
+    /// Issue 46: a line the owner corrected stays corrected when the same ink is read again
+    /// (`nib ocr --force`, also when the engine now reads it otherwise) and when it is
+    /// uploaded again; the corrected words are the vocabulary the engine gets for that user's
+    /// ink, and not for another user's.
+    #[tokio::test]
+    async fn a_correction_survives_reading_the_ink_again_and_its_words_reach_the_engine() {
+        use crate::notebook::{Correction, TextSource};
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(Scripted {
+            lines: Mutex::new(vec!["Called leurecly", "Lunch at noon"]),
+            vocabularies: Mutex::new(Vec::new()),
+        });
+        let notebook = notebook_with(dir.path(), engine.clone());
+        let user = UserId::parse("default").unwrap();
+        let mut png = std::io::Cursor::new(Vec::new());
+        image::RgbImage::from_pixel(400, 200, image::Rgb([255, 255, 255]))
+            .write_to(&mut png, image::ImageFormat::Png)
+            .unwrap();
+        let png = png.into_inner();
+        let draft = || PageDraft {
+            date: Some(Date::parse("2026-06-19").unwrap()),
+            stem: "2026-06-19".into(),
+            ocr: None,
+            pdf: None,
+            png: Some(png.clone()),
+            sources: PageSources {
+                png: Some(1),
+                ..PageSources::default()
+            },
+            png_rendered: false,
+        };
+        let saved = notebook.import_draft(&user, draft(), false).await.unwrap();
+        let id = saved[0].page_id.clone();
+        let page = notebook.get_page(&user, &id).await.unwrap();
+        let texts: Vec<&str> = page.lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["Called leurecly", "Lunch at noon"]);
+        assert!(page.lines.iter().all(|l| l.text_source == TextSource::Ocr));
+        let line = page.lines[0].line_id.clone();
+        notebook
+            .correct_line(
+                &user,
+                &id,
+                &line,
+                Correction {
+                    text: Some("Called Kennedy".into()),
+                    ticked: None,
+                },
+            )
+            .await
+            .unwrap();
+
+        let corrected = |page: &crate::notebook::PageView| {
+            page.lines
+                .iter()
+                .map(|l| (l.text.clone(), l.text_source))
+                .collect::<Vec<_>>()
+        };
+        let expected = vec![
+            ("Called Kennedy".to_owned(), TextSource::Corrected),
+            ("Lunch at noon".to_owned(), TextSource::Ocr),
+        ];
+
+        // The same ink read again, the same way: by the line's id.
+        notebook
+            .reread_page(&user, &id, true)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            corrected(&notebook.get_page(&user, &id).await.unwrap()),
+            expected
+        );
+        let given = engine.vocabularies.lock().unwrap().clone();
+        assert_eq!(given.len(), 2);
+        assert!(given[0].is_empty(), "no corrections yet: {given:?}");
+        assert_eq!(given[1], ["Called", "Kennedy"]);
+
+        // Read otherwise (the vocabulary helped, or not quite): by its place.
+        *engine.lines.lock().unwrap() = vec!["Called Kennedv", "Lunch at noon"];
+        notebook
+            .reread_page(&user, &id, true)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            corrected(&notebook.get_page(&user, &id).await.unwrap()),
+            expected
+        );
+
+        // The same ink uploaded again: not read again, the correction stays.
+        notebook.import_draft(&user, draft(), false).await.unwrap();
+        assert_eq!(engine.vocabularies.lock().unwrap().len(), 3);
+        assert_eq!(
+            corrected(&notebook.get_page(&user, &id).await.unwrap()),
+            expected
+        );
+
+        // Another user's ink is read without this user's words.
+        let bob = UserId::parse("bob").unwrap();
+        notebook.import_draft(&bob, draft(), false).await.unwrap();
+        assert_eq!(engine.vocabularies.lock().unwrap()[3], Vec::<String>::new());
     }
 }

@@ -454,6 +454,7 @@ mod tests {
             tags: Vec::new(),
             source_url: None,
             added_at: None,
+            corrected: None,
         }
     }
 

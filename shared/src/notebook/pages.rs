@@ -168,6 +168,8 @@ pub struct LineView {
     pub ocr_confidence: Option<f32>,
     /// `typed`: added by add_note or create_task, not written on the page; `page`: from the page itself (its ink or its file).
     pub origin: LineOrigin,
+    /// Where the line's text comes from: `ocr` (read from the ink), `page` (the page's own markdown or text file), `typed` (add_note, create_task), `corrected` (the owner corrected the reading: trust it as written).
+    pub text_source: TextSource,
     /// A typed note's tags (lower case).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
@@ -184,6 +186,42 @@ pub enum LineOrigin {
     Page,
     /// Typed in by a tool (add_note, create_task); kept when the page's ink is imported again.
     Typed,
+}
+
+/// The lines written on a page (not typed ones) as nib's markdown: `## ` headings, `- [ ] `
+/// tasks with their box as the page has it, `- ` bullets, text as it is.
+fn page_markdown(lines: &[StoredLine]) -> String {
+    let mut md = String::new();
+    for l in lines.iter().filter(|l| !l.digital) {
+        match l.notation {
+            Notation::Heading => md.push_str("## "),
+            Notation::Bullet => md.push_str("- "),
+            Notation::Task => md.push_str(match l.page_status {
+                Some(PageStatus::Done) => "- [x] ",
+                Some(PageStatus::Cancelled) => "- [-] ",
+                Some(PageStatus::Migrated) => "- [>] ",
+                Some(PageStatus::Open) | None => "- [ ] ",
+            }),
+            Notation::Text => {}
+        }
+        md.push_str(&l.text);
+        md.push('\n');
+    }
+    md
+}
+
+/// Where a line's text comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TextSource {
+    /// Read from the page's ink by an OCR engine.
+    Ocr,
+    /// The page's own markdown or text file.
+    Page,
+    /// Typed in by a tool (add_note, create_task).
+    Typed,
+    /// Corrected by the owner (the web app's page view).
+    Corrected,
 }
 
 /// A whole page as `get_page` returns it.
@@ -353,12 +391,14 @@ impl Notebook {
                             tags: Vec::new(),
                             source_url: None,
                             added_at: None,
+                            corrected: None,
                         })
                         .collect();
                     // Lines added by create_task are not in the files: keep them across
-                    // re-imports.
+                    // re-imports; and so are the owner's corrections.
                     if let Some(p) = &existing {
                         let old = self.open_lines(user, &keys, &p.record)?;
+                        super::corrections::carry_corrections(&old, &mut lines);
                         lines.extend(old.into_iter().filter(|l| l.digital));
                     }
                     let date = draft
@@ -917,6 +957,12 @@ impl Notebook {
             },
             _ => (None, None),
         };
+        // Once the owner corrected a line, the page's markdown is its lines as they now read.
+        let ocr_markdown = if lines.iter().any(|l| l.corrected.is_some()) {
+            ocr_markdown.map(|_| page_markdown(&lines))
+        } else {
+            ocr_markdown
+        };
         // The engine's confidence per line: its markdown lines and the page's lines (those
         // from the ink, not create_task's) are one to one.
         let page_lines = lines.iter().filter(|l| !l.digital).count();
@@ -958,6 +1004,15 @@ impl Notebook {
                         LineOrigin::Typed
                     } else {
                         LineOrigin::Page
+                    },
+                    text_source: if l.digital {
+                        TextSource::Typed
+                    } else if l.corrected.is_some() {
+                        TextSource::Corrected
+                    } else if page.ocr_kind == Some(OcrKind::Engine) {
+                        TextSource::Ocr
+                    } else {
+                        TextSource::Page
                     },
                     tags: l.tags,
                     source_url: l.source_url,
@@ -1424,5 +1479,85 @@ mod tests {
         assert!(!f.import(newest).await.superseded);
         assert_eq!(f.ink(&id, AssetKind::Pdf), b"pdf-2");
         assert_eq!(f.sources(&id).await.pdf, Some(2000));
+    }
+
+    /// Issue 46: the owner corrects a line and a task's box; the page reads so from then on,
+    /// marked corrected, the task follows, and a newer file of the same page keeps the
+    /// correction of a line it still has.
+    #[tokio::test]
+    async fn a_corrected_line_is_the_pages_text_and_survives_a_newer_file() {
+        use crate::notebook::Correction;
+        let f = fixture();
+        let md = "## Tasks\n- [ ] Call leurecly\n- Met with Dana\n";
+        let id = f.import(draft(Some((md, 1000)), None, None)).await.page_id;
+        let page = f.page(&id).await;
+        assert!(page.lines.iter().all(|l| l.text_source == TextSource::Page));
+        let task_line = page.lines[1].line_id.clone();
+        let done = f
+            .notebook
+            .correct_line(
+                &f.user,
+                &id,
+                &task_line,
+                Correction {
+                    text: Some("  Call   Kennedy ".into()),
+                    ticked: Some(true),
+                },
+            )
+            .await
+            .unwrap();
+        assert!(done.changed && done.corrected);
+        assert_eq!(done.text, "Call Kennedy");
+
+        let page = f.page(&id).await;
+        let line = &page.lines[1];
+        assert_eq!(line.line_id, task_line, "the line keeps its reading's id");
+        assert_eq!(line.text, "Call Kennedy");
+        assert_eq!(line.text_source, TextSource::Corrected);
+        assert_eq!(line.page_status, Some(PageStatus::Done));
+        assert_eq!(line.status, Some(PageStatus::Done));
+        assert_eq!(page.lines[2].text_source, TextSource::Page);
+        assert_eq!(
+            page.ocr_markdown.as_deref(),
+            Some("## Tasks\n- [x] Call Kennedy\n- Met with Dana\n")
+        );
+        let tasks = f
+            .notebook
+            .list_tasks(&f.user, TaskFilter::All, None, 10)
+            .await
+            .unwrap();
+        assert_eq!(tasks.len(), 1, "{tasks:?}");
+        assert_eq!(tasks[0].text, "Call Kennedy");
+        assert_eq!(tasks[0].status, TaskStatus::Done);
+        assert_eq!(
+            f.notebook.vocabulary(&f.user).await.unwrap(),
+            ["Call", "Kennedy"]
+        );
+
+        // A typed line is not corrected here; a line that is not there is not found.
+        let missing = f
+            .notebook
+            .correct_line(&f.user, &id, "ln_000000000000", Correction::default())
+            .await;
+        assert!(matches!(missing, Err(NotebookError::NotFound("line"))));
+
+        // A newer file of the page with the same line: the correction stays.
+        let newer = "## Tasks\n- [ ] Call leurecly\n- Met with Dana\n- and Ravi\n";
+        f.import(draft(Some((newer, 2000)), None, None)).await;
+        let page = f.page(&id).await;
+        assert_eq!(
+            texts(&page),
+            [
+                ("Tasks".to_owned(), None),
+                ("Call Kennedy".to_owned(), Some(PageStatus::Done)),
+                ("Met with Dana".to_owned(), None),
+                ("and Ravi".to_owned(), None),
+            ]
+        );
+        assert_eq!(page.lines[1].text_source, TextSource::Corrected);
+        assert_eq!(
+            page.ocr_text.as_deref().unwrap().lines().nth(1),
+            Some("Call Kennedy")
+        );
     }
 }

@@ -368,6 +368,18 @@ pub struct StoredLine {
     /// When a typed note was added (unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub added_at: Option<i64>,
+    /// Set when the owner corrected the line (`Notebook::correct_line`): what the page's own
+    /// reading said. The line keeps the id of that reading, so reading the same ink again finds
+    /// the correction and keeps it (`pages::carry_corrections`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected: Option<Reading>,
+}
+
+/// A line as the page's reading (OCR or its file) gave it, before the owner corrected it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reading {
+    pub text: String,
+    pub page_status: Option<PageStatus>,
 }
 
 impl StoredLine {

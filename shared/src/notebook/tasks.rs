@@ -359,6 +359,7 @@ impl Notebook {
                 tags: Vec::new(),
                 source_url: None,
                 added_at: None,
+                corrected: None,
             });
             content.new_task = Some(NewTask {
                 key: key.clone(),

@@ -242,8 +242,17 @@ impl Ocr for PaddleOcr {
     }
 
     async fn recognize(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError> {
+        self.recognize_with(page, &[]).await
+    }
+
+    async fn recognize_with(
+        &self,
+        page: &PageImage,
+        vocabulary: &[String],
+    ) -> Result<Vec<OcrLine>, OcrError> {
         let (inner, page) = (self.inner.clone(), page.clone());
-        tokio::task::spawn_blocking(move || inner.recognize(&page, &Vocabulary::default()))
+        let vocabulary = Vocabulary::new(vocabulary.iter().map(String::as_str));
+        tokio::task::spawn_blocking(move || inner.recognize(&page, &vocabulary))
             .await
             .map_err(failed)?
     }

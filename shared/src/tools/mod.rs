@@ -5,6 +5,7 @@
 mod account_app;
 mod add_note;
 mod args;
+mod correct_line_app;
 mod create_task;
 mod cursor;
 mod delete_page;
@@ -101,7 +102,8 @@ type Handler = for<'a> fn(Ctx<'a>) -> BoxFuture<'a, Result<Output, ToolError>>;
 #[serde(rename_all = "lowercase")]
 pub enum ToolClass {
     /// list_pages, get_page, search_pages, search, fetch, list_notes, list_tags, delete_page,
-    /// restore_page, list_trash, list_access; the web app's export_notebook and upload_result.
+    /// restore_page, list_trash, list_access; the web app's export_notebook, upload_result and
+    /// correct_line.
     Pages,
     /// list_tasks, get_task, create_task, update_task_status, add_note, delete_task,
     /// restore_task, link_tasks, unlink_tasks; the web app's Notion and time-zone operations.
@@ -196,11 +198,12 @@ static APP_OPERATIONS: LazyLock<Vec<ToolDef>> = LazyLock::new(|| {
         settings_app::get_def(),
         settings_app::set_def(),
         export_notebook::def(),
+        correct_line_app::def(),
     ]
 });
 
 /// What only the owner's web app calls (the Notion connection, deleting the account, an
-/// upload's result, the time zone, exporting the whole notebook): run like tools, by the class
+/// upload's result, the time zone, exporting the whole notebook, correcting a page's line): run like tools, by the class
 /// function that owns them, but never listed or callable over MCP (`find` does not see them).
 pub fn app_operations() -> &'static [ToolDef] {
     &APP_OPERATIONS

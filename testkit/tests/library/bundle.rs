@@ -73,6 +73,34 @@ async fn fill_with_sample(app: &Services) {
         .update_task_status(&u, &first[0].task_link_id, TaskStatus::Done)
         .await
         .unwrap();
+    // A line the owner corrected (issue 46): its text, its mark and its words come along.
+    let page = app
+        .notebook()
+        .list_pages(&u, None, None, 1)
+        .await
+        .unwrap()
+        .remove(0);
+    let line = app
+        .notebook()
+        .get_page(&u, &page.page_id)
+        .await
+        .unwrap()
+        .lines
+        .into_iter()
+        .find(|l| l.origin == nib::notebook::LineOrigin::Page)
+        .unwrap();
+    app.notebook()
+        .correct_line(
+            &u,
+            &page.page_id,
+            &line.line_id,
+            nib::notebook::Correction {
+                text: Some(format!("{} zeppelin", line.text)),
+                ticked: None,
+            },
+        )
+        .await
+        .unwrap();
     let (kept, merged) = linked_pair(app).await;
     app.notebook()
         .link_tasks(
@@ -201,6 +229,11 @@ async fn round_trip(source: &Notebook, target: &Notebook, terms: &[&str]) {
     assert_eq!(ticks.into_inner(), pages, "progress after every page");
     let after = snapshot(target, terms).await;
     assert_eq!(before, after, "every read identical after the round trip");
+    assert_eq!(
+        target.vocabulary(&u).await.unwrap(),
+        source.vocabulary(&u).await.unwrap(),
+        "the corrected words are the user's vocabulary again"
+    );
     // Lines, OCR sources, histories, appearances, revisions: the same bundle comes out.
     assert_eq!(entries(&bundle), entries(&export(target).await));
 
@@ -220,7 +253,14 @@ async fn round_trip(source: &Notebook, target: &Notebook, terms: &[&str]) {
     );
 }
 
-const SAMPLE_TERMS: &[&str] = &["printer", "meeting", "toner", "\"the printer\"", "bundle"];
+const SAMPLE_TERMS: &[&str] = &[
+    "printer",
+    "meeting",
+    "toner",
+    "\"the printer\"",
+    "bundle",
+    "zeppelin",
+];
 
 #[tokio::test]
 async fn the_sample_notebook_round_trips_through_a_bundle() {

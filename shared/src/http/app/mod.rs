@@ -28,6 +28,7 @@
 //! |---|---|
 //! | `GET /app` | pages by day, newest first, paged |
 //! | `GET /app/pages/{page_id}` | a page: its image beside its lines, unsure lines marked, its tasks with checkboxes |
+//! | `POST /app/pages/{page_id}/lines/{line_id}` | corrects a line written on the page: its text, a task's box (`correct_line`, an app operation the pages function runs) |
 //! | `GET /app/tasks` | tasks, open or done or all, with a text filter |
 //! | `POST /app/tasks/{task_link_id}` | sets a task's status (the checkbox) |
 //! | `GET /app/search` | hybrid search with date filters and highlighted snippets |
@@ -96,6 +97,10 @@ pub(super) fn routes() -> Router<Arc<HttpState>> {
         .route("/app/pages/{page_id}", get(notebook::page))
         .route("/app/tasks", get(notebook::tasks))
         .route("/app/tasks/{task_link_id}", post(notebook::set_task))
+        .route(
+            "/app/pages/{page_id}/lines/{line_id}",
+            post(notebook::correct_line),
+        )
         .route("/app/search", get(notebook::search))
         .route("/app/account", get(account::show))
         .route(

@@ -10,7 +10,9 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Chrome, args, back_to, call, changer, not_found, render, tool_failure, visitor};
+use super::{
+    Chrome, args, back_to, call, changer, message, not_found, render, tool_failure, visitor,
+};
 use crate::domain::{Date, PageId};
 use crate::http::HttpState;
 
@@ -122,6 +124,7 @@ pub(super) async fn home(
 // ---- A page -------------------------------------------------------------------------------
 
 struct LineView {
+    line_id: String,
     notation: String,
     text: String,
     /// A task line's task and its status (`open`, `done`, `cancelled`, `migrated`).
@@ -134,6 +137,10 @@ struct LineView {
     /// model gave it: another scheme is shown as text, never followed).
     source_link: Option<String>,
     source_text: Option<String>,
+    /// The owner corrected what was read (`text_source: corrected`).
+    corrected: bool,
+    /// A task line's box as the page has it (not the task's status): what a correction sets.
+    page_ticked: bool,
 }
 
 impl LineView {
@@ -155,6 +162,7 @@ impl LineView {
 struct PageScreen {
     chrome: Chrome,
     here: String,
+    page_id: String,
     date: String,
     png_url: Option<String>,
     pdf_url: Option<String>,
@@ -188,6 +196,9 @@ pub(super) async fn page(
         .into_iter()
         .flatten()
         .map(|l| LineView {
+            line_id: str_of(l, "line_id").to_owned(),
+            corrected: l["text_source"] == "corrected",
+            page_ticked: l["page_status"] == "done",
             notation: l["notation"].as_str().unwrap_or("text").to_owned(),
             text: str_of(l, "text").to_owned(),
             task: l["task_link_id"].as_str().map(|t| {
@@ -220,6 +231,7 @@ pub(super) async fn page(
     let screen = PageScreen {
         chrome: Chrome::new(&v, "pages"),
         here,
+        page_id: id.to_string(),
         date: str_of(&p, "date").to_owned(),
         png_url: p["png_url"].as_str().map(str::to_owned),
         pdf_url: p["pdf_url"].as_str().map(str::to_owned),
@@ -229,6 +241,49 @@ pub(super) async fn page(
         lines,
     };
     render(&st, &screen)
+}
+
+/// `POST /app/pages/{page_id}/lines/{line_id}` (`text`, `has_box` and `box` for a task line,
+/// `back`, `csrf_token`): the owner's correction of a line written on the page
+/// (`correct_line`, an app operation).
+pub(super) async fn correct_line(
+    State(st): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    Path((page_id, line_id)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let (v, form) = match changer(&st, &headers, &body).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
+    let Ok(page_id) = PageId::parse(&page_id) else {
+        return not_found();
+    };
+    let text = form.get("text").map(str::trim).filter(|t| !t.is_empty());
+    let ticked = form.get("has_box").map(|_| {
+        if form.get("box") == Some("ticked") {
+            "ticked"
+        } else {
+            "empty"
+        }
+    });
+    if text.is_none() && ticked.is_none() {
+        return message(
+            axum::http::StatusCode::BAD_REQUEST,
+            "Nothing to correct",
+            "A corrected line needs its text.",
+        );
+    }
+    let a = args(&[
+        ("page_id", Some(json!(page_id.to_string()))),
+        ("line_id", Some(json!(line_id))),
+        ("text", text.map(|t| json!(t))),
+        ("box", ticked.map(|b| json!(b))),
+    ]);
+    match call(&st, &v, "correct_line", a).await {
+        Ok(_) => back_to(&form),
+        Err(e) => tool_failure(e, "correct_line"),
+    }
 }
 
 // ---- Tasks --------------------------------------------------------------------------------
