@@ -61,7 +61,8 @@ enum Command {
         #[arg(long, default_value = DEFAULT_USER)]
         user: String,
         /// The engine that reads pages that come as ink alone: local (PP-OCR, `make tools-ocr`
-        /// installs it) or off.
+        /// installs it), openai or google-vision (NIB_OCR_* settings; README, "Choosing an
+        /// OCR provider"), or off.
         #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR)]
         ocr: String,
         /// Read the ink again even where the page has text of its own or was read before.
@@ -1143,7 +1144,7 @@ async fn reread(
     ocr: nib::config::OcrChoice,
 ) -> anyhow::Result<ExitCode> {
     if ocr == nib::config::OcrChoice::Off {
-        anyhow::bail!("nib ocr needs an engine: --ocr local");
+        anyhow::bail!("nib ocr needs an engine: --ocr local, openai or google-vision");
     }
     let app = target.open(ocr).await?;
     let mut ids = Vec::new();

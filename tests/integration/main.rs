@@ -21,6 +21,7 @@ mod notes;
 mod notion;
 mod oauth;
 mod ocr;
+mod ocr_remote;
 mod operate;
 mod pages;
 mod protocol;
