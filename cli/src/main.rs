@@ -392,8 +392,9 @@ struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     watch: Option<PathBuf>,
     /// The engine that reads pages that come as ink alone (uploads and the watched folder):
-    /// local (PP-OCR, `make tools-ocr` installs it) or off. Without its files the server
-    /// still starts, and says that ink is stored unread.
+    /// local (PP-OCR, `make tools-ocr` installs it), openai or google-vision (NIB_OCR_*
+    /// settings; README, "Choosing an OCR provider"), or off. Without the local engine's
+    /// files the server still starts, and says that ink is stored unread.
     #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR)]
     ocr: String,
     /// With --watch: how long a page's files must be left alone before they are imported.

@@ -11,7 +11,8 @@
 //! "model", "choices": [{"index": 0, "message": {"role": "assistant", "content": ...},
 //! "finish_reason": "stop"}], "usage"}`, with the markdown the test set
 //! ([`OpenAiStandin::reply`]). [`OpenAiStandin::fail_next`] answers chosen HTTP statuses
-//! first (with a body a test can check is never logged), [`OpenAiStandin::hang_next`]
+//! first (with a body a test can check is never logged; [`OpenAiStandin::fail_next_retry_after`]
+//! with a `Retry-After`), [`OpenAiStandin::hang_next`]
 //! answers nothing until the client gives up. Every request is recorded ([`SeenChat`]).
 
 use std::collections::VecDeque;
@@ -44,7 +45,7 @@ pub struct SeenChat {
 #[derive(Default)]
 struct Inner {
     reply: String,
-    faults: VecDeque<u16>,
+    faults: VecDeque<(u16, Option<u64>)>,
     hangs: usize,
     requests: Vec<SeenChat>,
 }
@@ -110,7 +111,14 @@ impl OpenAiStandin {
 
     /// The next requests are answered with these HTTP statuses, in order.
     pub fn fail_next(&self, statuses: &[u16]) {
-        lock(&self.shared).faults.extend(statuses);
+        lock(&self.shared)
+            .faults
+            .extend(statuses.iter().map(|&s| (s, None)));
+    }
+
+    /// The next request is answered with `status` and `Retry-After: seconds`.
+    pub fn fail_next_retry_after(&self, status: u16, seconds: u64) {
+        lock(&self.shared).faults.push_back((status, Some(seconds)));
     }
 
     /// The next `times` requests get no answer at all (the client's timeout ends them).
@@ -182,9 +190,15 @@ async fn chat(State(shared): State<Shared>, headers: HeaderMap, body: String) ->
         // Never answers: the client's timeout is what ends the request.
         std::future::pending::<()>().await;
     }
-    if let Some(status) = fault {
+    if let Some((status, retry_after)) = fault {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return error(status, "standin_fault");
+        let mut answer = error(status, "standin_fault");
+        if let Some(seconds) = retry_after {
+            answer
+                .headers_mut()
+                .insert("retry-after", seconds.to_string().parse().unwrap());
+        }
+        return answer;
     }
     if let Some(key) = &shared.key
         && authorization.as_deref() != Some(format!("Bearer {key}").as_str())

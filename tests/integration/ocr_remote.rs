@@ -201,10 +201,13 @@ async fn nib_serve_with_openai_reads_uploaded_ink_and_a_failed_page_is_read_late
     assert_eq!(message, "new page (5 lines, 2 tasks)");
     let page = call_served(&url, &token, "get_page", json!({ "page_id": page_id })).await;
     let page = &page["result"]["structuredContent"];
-    assert_eq!(page["ocr_engine"], format!("openai-compatible {MODEL}"), "{page}");
     assert_eq!(
-        page["ocr_text"],
-        "# Friday\n- [ ] call the bank\n- [x] buy milk\n- a note\nplain words",
+        page["ocr_engine"],
+        format!("openai-compatible {MODEL}"),
+        "{page}"
+    );
+    assert_eq!(
+        page["ocr_text"], "# Friday\n- [ ] call the bank\n- [x] buy milk\n- a note\nplain words",
         "{page}"
     );
     let tasks = call_served(&url, &token, "list_tasks", json!({ "status": "all" })).await;
@@ -230,7 +233,10 @@ async fn nib_serve_with_openai_reads_uploaded_ink_and_a_failed_page_is_read_late
     );
     let seen = standin.requests();
     assert_eq!(seen.len(), 1);
-    assert_eq!(seen[0].authorization.as_deref(), Some("Bearer sk-integration-key"));
+    assert_eq!(
+        seen[0].authorization.as_deref(),
+        Some("Bearer sk-integration-key")
+    );
 
     // Both tries fail: the page is stored, unread.
     standin.fail_next(&[502, 503]);
@@ -240,15 +246,24 @@ async fn nib_serve_with_openai_reads_uploaded_ink_and_a_failed_page_is_read_late
     assert_eq!(standin.requests().len(), 3);
     let unread = call_served(&url, &token, "get_page", json!({ "page_id": failed_id })).await;
     assert!(!unread.to_string().contains(KEY), "{unread}");
-    assert!(unread["result"]["structuredContent"]["ocr_text"].is_null(), "{unread}");
+    assert!(
+        unread["result"]["structuredContent"]["ocr_text"].is_null(),
+        "{unread}"
+    );
     drop(served);
     let log = std::fs::read_to_string(&log_path).unwrap();
     let said = log
         .lines()
         .find(|l| l.contains("stored unread"))
         .unwrap_or_else(|| panic!("{log}"));
-    assert!(said.contains(&failed_id) && said.contains("HTTP 503"), "{said}");
-    assert!(!log.contains(KEY) && !log.contains(FAULT_BODY_MARKER), "{log}");
+    assert!(
+        said.contains(&failed_id) && said.contains("HTTP 503"),
+        "{said}"
+    );
+    assert!(
+        !log.contains(KEY) && !log.contains(FAULT_BODY_MARKER),
+        "{log}"
+    );
 
     // Read later, with the server stopped (the store is the server's while it runs).
     let (out, _) = nib(data.path(), &standin, &["ocr", "--all", "--ocr", "openai"]);
@@ -314,7 +329,10 @@ async fn nib_serve_with_google_vision_reads_uploaded_ink_into_tasks() {
         "{page}"
     );
     let tasks = call_served(&url, &token, "list_tasks", json!({ "status": "all" })).await;
-    let tasks = tasks["result"]["structuredContent"]["tasks"].as_array().unwrap().clone();
+    let tasks = tasks["result"]["structuredContent"]["tasks"]
+        .as_array()
+        .unwrap()
+        .clone();
     for t in &truth_tasks {
         let text = t["text"].as_str().unwrap();
         let got = tasks

@@ -259,9 +259,10 @@ impl Notebook {
         let _slot = self.work().slot().await;
         let segments = engine.recognize(&image).await?;
         let markdown = engine.writes_markdown();
-        let lines = tokio::task::spawn_blocking(move || ocr::layout::lines(&image, segments, markdown))
-            .await
-            .map_err(|e| OcrError::Failed(Box::new(e)))?;
+        let lines =
+            tokio::task::spawn_blocking(move || ocr::layout::lines(&image, segments, markdown))
+                .await
+                .map_err(|e| OcrError::Failed(Box::new(e)))?;
         Ok(ocr::ReadPage {
             engine: engine.engine(),
             lines,

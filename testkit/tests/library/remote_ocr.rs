@@ -265,3 +265,143 @@ async fn vision_times_out() {
     assert!(matches!(err, OcrError::Failed(_)), "{err:?}");
     assert!(shown(&err).contains("timed out"), "{}", shown(&err));
 }
+
+#[tokio::test]
+async fn a_retry_after_is_followed_and_one_past_the_cap_gives_the_page_up() {
+    let standin = OpenAiStandin::start(MODEL, Some(KEY)).await.unwrap();
+    standin.reply("- [ ] after the pause");
+    // `Retry-After: 0`: tried again at once, however long the backoff would be.
+    standin.fail_next_retry_after(429, 0);
+    let slow_backoff = RemoteCallPolicy {
+        backoff: Duration::from_secs(3600),
+        ..policy(2)
+    };
+    let read = nib::ocr::read(&openai(&standin, slow_backoff), &page(50, 40))
+        .await
+        .unwrap();
+    assert_eq!(read.markdown(), "- [ ] after the pause");
+    assert_eq!(standin.requests().len(), 2);
+    // A wait past `MAX_RETRY_AFTER`: the page is given up now, its other tries unused.
+    standin.fail_next_retry_after(503, nib::config::MAX_RETRY_AFTER.as_secs() + 1);
+    let err = openai(&standin, policy(4))
+        .recognize(&page(50, 40))
+        .await
+        .unwrap_err();
+    assert!(
+        shown(&err).contains("HTTP 503 after 1 attempt"),
+        "{}",
+        shown(&err)
+    );
+    assert_eq!(standin.requests().len(), 3);
+}
+
+/// A notebook on a fresh data directory whose engine is `engine`.
+fn notebook_with(
+    dir: &std::path::Path,
+    engine: std::sync::Arc<dyn Ocr>,
+) -> nib::notebook::Notebook {
+    let app =
+        nib::services::Services::open_local(dir, nib::services::LocalOptions::default()).unwrap();
+    nib::notebook::Notebook::new(
+        app.store.clone(),
+        app.vault().clone(),
+        app.assets.clone(),
+        std::sync::Arc::new(nib::ports::SystemClock),
+        app.notebook().config().clone(),
+    )
+    .with_ocr(engine)
+}
+
+/// The ink-only page `stem` of `tests/data/ocr`, imported as `nib import` imports it.
+async fn import_ink(
+    notebook: &nib::notebook::Notebook,
+    user: &nib::domain::UserId,
+    stem: &str,
+) -> nib::domain::PageId {
+    let folder = tempfile::tempdir().unwrap();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/ocr");
+    std::fs::copy(
+        format!("{dir}/{stem}.png"),
+        folder.path().join(format!("{stem}.png")),
+    )
+    .unwrap();
+    let (pages, _) = nib::notebook::group_dir(folder.path()).unwrap();
+    let saved = notebook
+        .import_files_read(user, &pages[0], false)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    saved[0].page_id.clone()
+}
+
+/// Through the notebook: 429, then success reads the page; 5xx past every try stores the page
+/// unread (its ink kept, no text), logged with its id and the status, never the key nor the
+/// provider's body, and `reread_page` (`nib ocr`) reads it later. Logs at trace level of every
+/// crate, the HTTP client's included, hold the key nowhere.
+#[tokio::test(flavor = "current_thread")]
+async fn a_page_the_provider_fails_on_is_stored_unread_and_read_again_later() {
+    use nib::telemetry::{CapturedLogs, subscriber};
+    let standin = OpenAiStandin::start(MODEL, Some(KEY)).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let notebook = notebook_with(
+        data.path(),
+        std::sync::Arc::new(openai(&standin, policy(3))),
+    );
+    let user = nib::domain::UserId::parse("default").unwrap();
+    let logs = CapturedLogs::default();
+    let guard = tracing::subscriber::set_default(subscriber(Some("trace"), false, logs.clone()));
+
+    standin.reply("# Monday\n- [ ] call the bank\n- [x] buy milk");
+    standin.fail_next(&[429]);
+    let read = import_ink(&notebook, &user, "2025-03-17").await;
+    let page = notebook.get_page(&user, &read).await.unwrap();
+    assert_eq!(
+        page.ocr_text.as_deref(),
+        Some("# Monday\n- [ ] call the bank\n- [x] buy milk")
+    );
+    assert_eq!(standin.requests().len(), 2);
+
+    standin.fail_next(&[500, 502, 503]);
+    let unread = import_ink(&notebook, &user, "2025-03-15").await;
+    assert_eq!(standin.requests().len(), 5);
+    let page = notebook.get_page(&user, &unread).await.unwrap();
+    assert!(page.has_ink && !page.has_ocr, "{page:?}");
+    assert_eq!(page.ocr_text, None);
+    drop(guard);
+    let text = logs.text();
+    let said = text
+        .lines()
+        .find(|l| l.contains("stored unread"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        said.contains(unread.as_str()) && said.contains("HTTP 503") && said.contains("3 attempt"),
+        "{said}"
+    );
+    assert!(!text.contains(KEY), "the key is in the logs");
+    assert!(
+        !text.contains(FAULT_BODY_MARKER),
+        "the provider's body is in the logs"
+    );
+    assert!(
+        !text.contains("call the bank"),
+        "the page's text is in the logs"
+    );
+
+    standin.reply("- [ ] pay rent");
+    let again = notebook
+        .reread_page(&user, &unread, false)
+        .await
+        .unwrap()
+        .expect("the unread page is read");
+    assert_eq!(again.page_id, unread);
+    let page = notebook.get_page(&user, &unread).await.unwrap();
+    assert_eq!(page.ocr_text.as_deref(), Some("- [ ] pay rent"));
+    // The page read before is not read again.
+    assert!(
+        notebook
+            .reread_page(&user, &read, false)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(standin.requests().len(), 6);
+}
