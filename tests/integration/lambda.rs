@@ -1106,7 +1106,7 @@ async fn an_ink_only_upload_is_read_by_a_remote_model_through_the_ingest_functio
         "{page}"
     );
     assert_eq!(
-        page["ocr_text"], "# Friday\n- [ ] call the bank\n- [x] buy milk\nplain words",
+        page["ocr_text"], "Friday\ncall the bank\nbuy milk\nplain words",
         "{page}"
     );
     let tasks = app.call("list_tasks", json!({ "status": "all" })).await;

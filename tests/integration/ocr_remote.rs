@@ -207,7 +207,7 @@ async fn nib_serve_with_openai_reads_uploaded_ink_and_a_failed_page_is_read_late
         "{page}"
     );
     assert_eq!(
-        page["ocr_text"], "# Friday\n- [ ] call the bank\n- [x] buy milk\n- a note\nplain words",
+        page["ocr_text"], "Friday\ncall the bank\nbuy milk\na note\nplain words",
         "{page}"
     );
     let tasks = call_served(&url, &token, "list_tasks", json!({ "status": "all" })).await;
