@@ -61,7 +61,8 @@ enum Command {
         #[arg(long, default_value = DEFAULT_USER)]
         user: String,
         /// The engine that reads pages that come as ink alone: local (PP-OCR, `make tools-ocr`
-        /// installs it) or off.
+        /// installs it), openai or google-vision (NIB_OCR_* settings; README, "Choosing an
+        /// OCR provider"), or off.
         #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR)]
         ocr: String,
         /// Read the ink again even where the page has text of its own or was read before.
@@ -391,8 +392,9 @@ struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     watch: Option<PathBuf>,
     /// The engine that reads pages that come as ink alone (uploads and the watched folder):
-    /// local (PP-OCR, `make tools-ocr` installs it) or off. Without its files the server
-    /// still starts, and says that ink is stored unread.
+    /// local (PP-OCR, `make tools-ocr` installs it), openai or google-vision (NIB_OCR_*
+    /// settings; README, "Choosing an OCR provider"), or off. Without the local engine's
+    /// files the server still starts, and says that ink is stored unread.
     #[arg(long, env = "NIB_OCR", default_value = DEFAULT_OCR)]
     ocr: String,
     /// With --watch: how long a page's files must be left alone before they are imported.
@@ -1143,7 +1145,7 @@ async fn reread(
     ocr: nib::config::OcrChoice,
 ) -> anyhow::Result<ExitCode> {
     if ocr == nib::config::OcrChoice::Off {
-        anyhow::bail!("nib ocr needs an engine: --ocr local");
+        anyhow::bail!("nib ocr needs an engine: --ocr local, openai or google-vision");
     }
     let app = target.open(ocr).await?;
     let mut ids = Vec::new();

@@ -470,6 +470,11 @@ pub enum OcrChoice {
     Local,
     /// Amazon Textract (the ingest function).
     Textract,
+    /// An OpenAI-compatible chat-completions endpoint with image input, the operator's own
+    /// (Ollama, llama.cpp, vLLM or a cloud API): [`OpenAiOcrConfig`].
+    OpenAi,
+    /// Google Cloud Vision `DOCUMENT_TEXT_DETECTION` with an API key: [`GoogleVisionConfig`].
+    GoogleVision,
 }
 
 impl OcrChoice {
@@ -478,9 +483,13 @@ impl OcrChoice {
             "off" | "none" => Ok(OcrChoice::Off),
             "local" => Ok(OcrChoice::Local),
             "textract" => Ok(OcrChoice::Textract),
+            "openai" => Ok(OcrChoice::OpenAi),
+            "google-vision" => Ok(OcrChoice::GoogleVision),
             other => Err(ConfigError::Invalid {
                 name: "NIB_OCR",
-                reason: format!("{other:?} is not one of local, textract, off"),
+                reason: format!(
+                    "{other:?} is not one of local, textract, openai, google-vision, off"
+                ),
             }),
         }
     }
@@ -501,6 +510,299 @@ impl std::fmt::Display for OcrChoice {
             OcrChoice::Off => "off",
             OcrChoice::Local => "local",
             OcrChoice::Textract => "textract",
+            OcrChoice::OpenAi => "openai",
+            OcrChoice::GoogleVision => "google-vision",
         })
+    }
+}
+
+/// How a remote OCR provider is called: how long one request may take, how many times a page
+/// is tried, and the first pause between tries (doubled each time; a `Retry-After` the
+/// provider sends is followed, up to [`MAX_RETRY_AFTER`]).
+///
+/// | variable | meaning | default |
+/// |---|---|---|
+/// | `NIB_OCR_TIMEOUT_SECONDS` | one request, connection to last byte | 120 |
+/// | `NIB_OCR_ATTEMPTS` | tries per page on 429, 5xx, timeouts (1-10) | 4 |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteCallPolicy {
+    pub timeout: Duration,
+    pub attempts: u32,
+    pub backoff: Duration,
+}
+
+/// The longest `Retry-After` a remote OCR provider is obeyed for: past it the page is given up
+/// (stored unread) rather than holding an import for minutes.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+impl Default for RemoteCallPolicy {
+    fn default() -> Self {
+        RemoteCallPolicy {
+            // A vision-language model on a CPU can take a minute for a page.
+            timeout: Duration::from_secs(120),
+            attempts: 4,
+            backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+impl RemoteCallPolicy {
+    fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let d = RemoteCallPolicy::default();
+        let timeout = number(
+            get("NIB_OCR_TIMEOUT_SECONDS"),
+            "NIB_OCR_TIMEOUT_SECONDS",
+            d.timeout.as_secs(),
+        )?;
+        if !(1..=900).contains(&timeout) {
+            return Err(ConfigError::Invalid {
+                name: "NIB_OCR_TIMEOUT_SECONDS",
+                reason: "must be 1 to 900".into(),
+            });
+        }
+        let attempts = number(get("NIB_OCR_ATTEMPTS"), "NIB_OCR_ATTEMPTS", d.attempts)?;
+        if !(1..=10).contains(&attempts) {
+            return Err(ConfigError::Invalid {
+                name: "NIB_OCR_ATTEMPTS",
+                reason: "must be 1 to 10".into(),
+            });
+        }
+        Ok(RemoteCallPolicy {
+            timeout: Duration::from_secs(timeout),
+            attempts,
+            backoff: d.backoff,
+        })
+    }
+}
+
+/// An API key from `NAME` or from the file `NAME_FILE` names (a mounted secret, a systemd
+/// credential), trimmed; `None` when neither is set. Both set is refused: which one wins
+/// would be a guess.
+fn api_key(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    file_name: &'static str,
+) -> Result<Option<Secret>, ConfigError> {
+    match (get(name), get(file_name)) {
+        (Some(_), Some(_)) => Err(ConfigError::Invalid {
+            name: file_name,
+            reason: format!("set {name} or {file_name}, not both"),
+        }),
+        (Some(key), None) => Ok(Some(Secret::new(key.trim()))),
+        (None, Some(path)) => {
+            let key = std::fs::read_to_string(path.trim()).map_err(|e| ConfigError::Invalid {
+                name: file_name,
+                // The path is the operator's own setting; the file's content never shows.
+                reason: format!("cannot read {:?}: {}", path.trim(), e.kind()),
+            })?;
+            let key = key.trim();
+            if key.is_empty() {
+                return Err(ConfigError::Invalid {
+                    name: file_name,
+                    reason: "the file is empty".into(),
+                });
+            }
+            Ok(Some(Secret::new(key)))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+fn http_url(get: &impl Fn(&str) -> Option<String>, name: &'static str) -> Option<String> {
+    get(name).map(|u| u.trim().trim_end_matches('/').to_owned())
+}
+
+fn check_http_url(url: &str, name: &'static str) -> Result<(), ConfigError> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(ConfigError::Invalid {
+            name,
+            reason: format!("{url:?} is not an http(s) URL"),
+        })
+    }
+}
+
+/// `NIB_OCR=openai`: an OpenAI-compatible chat-completions endpoint that takes images.
+/// `Debug` shows the key as `[redacted]`.
+///
+/// | variable | meaning | default |
+/// |---|---|---|
+/// | `NIB_OCR_OPENAI_BASE_URL` | the API's base, `/chat/completions` is added (`http://127.0.0.1:11434/v1` for Ollama) | required |
+/// | `NIB_OCR_OPENAI_MODEL` | the model, one that reads images | required |
+/// | `NIB_OCR_OPENAI_API_KEY` | sent as `Authorization: Bearer`; local servers need none | unset |
+/// | `NIB_OCR_OPENAI_API_KEY_FILE` | a file holding the key instead | unset |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenAiOcrConfig {
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<Secret>,
+    pub policy: RemoteCallPolicy,
+}
+
+impl OpenAiOcrConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|n| std::env::var(n).ok())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let base_url = http_url(&get, "NIB_OCR_OPENAI_BASE_URL")
+            .ok_or(ConfigError::Missing("NIB_OCR_OPENAI_BASE_URL"))?;
+        check_http_url(&base_url, "NIB_OCR_OPENAI_BASE_URL")?;
+        Ok(OpenAiOcrConfig {
+            base_url,
+            model: get("NIB_OCR_OPENAI_MODEL")
+                .map(|m| m.trim().to_owned())
+                .ok_or(ConfigError::Missing("NIB_OCR_OPENAI_MODEL"))?,
+            api_key: api_key(
+                &get,
+                "NIB_OCR_OPENAI_API_KEY",
+                "NIB_OCR_OPENAI_API_KEY_FILE",
+            )?,
+            policy: RemoteCallPolicy::from_lookup(&get)?,
+        })
+    }
+}
+
+/// `NIB_OCR=google-vision`: Google Cloud Vision's `images:annotate` with an API key (sent in
+/// the `X-Goog-Api-Key` header, not the URL, so no URL that is logged anywhere carries it).
+/// `Debug` shows the key as `[redacted]`.
+///
+/// | variable | meaning | default |
+/// |---|---|---|
+/// | `NIB_OCR_GOOGLE_API_KEY` | the API key (restrict it to the Vision API) | required, or the file |
+/// | `NIB_OCR_GOOGLE_API_KEY_FILE` | a file holding the key instead | unset |
+/// | `NIB_OCR_GOOGLE_VISION_URL` | the API's base (tests point it at the stand-in) | `https://vision.googleapis.com` |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoogleVisionConfig {
+    pub base_url: String,
+    pub api_key: Secret,
+    pub policy: RemoteCallPolicy,
+}
+
+/// Google Cloud Vision's own endpoint.
+pub const GOOGLE_VISION_URL: &str = "https://vision.googleapis.com";
+
+impl GoogleVisionConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|n| std::env::var(n).ok())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let base_url = http_url(&get, "NIB_OCR_GOOGLE_VISION_URL")
+            .unwrap_or_else(|| GOOGLE_VISION_URL.to_owned());
+        check_http_url(&base_url, "NIB_OCR_GOOGLE_VISION_URL")?;
+        Ok(GoogleVisionConfig {
+            base_url,
+            api_key: api_key(
+                &get,
+                "NIB_OCR_GOOGLE_API_KEY",
+                "NIB_OCR_GOOGLE_API_KEY_FILE",
+            )?
+            .ok_or(ConfigError::Missing("NIB_OCR_GOOGLE_API_KEY"))?,
+            policy: RemoteCallPolicy::from_lookup(&get)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod ocr_config_tests {
+    use super::*;
+
+    fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn provider_names_parse_and_print_back() {
+        for choice in [
+            OcrChoice::Off,
+            OcrChoice::Local,
+            OcrChoice::Textract,
+            OcrChoice::OpenAi,
+            OcrChoice::GoogleVision,
+        ] {
+            assert_eq!(OcrChoice::parse(&choice.to_string()), Ok(choice));
+        }
+        assert!(OcrChoice::parse("gpt").is_err());
+    }
+
+    #[test]
+    fn openai_settings_are_read_and_the_key_never_prints() {
+        let config = OpenAiOcrConfig::from_lookup(lookup(&[
+            ("NIB_OCR_OPENAI_BASE_URL", "http://127.0.0.1:11434/v1/"),
+            ("NIB_OCR_OPENAI_MODEL", "qwen2.5vl:7b"),
+            ("NIB_OCR_OPENAI_API_KEY", "sk-very-secret"),
+            ("NIB_OCR_ATTEMPTS", "2"),
+        ]))
+        .unwrap();
+        assert_eq!(config.base_url, "http://127.0.0.1:11434/v1");
+        assert_eq!(config.model, "qwen2.5vl:7b");
+        assert_eq!(config.api_key.as_ref().unwrap().expose(), "sk-very-secret");
+        assert_eq!(config.policy.attempts, 2);
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("sk-very-secret"), "{shown}");
+        // No key is fine (a local server), no model or URL is not.
+        let no_key = OpenAiOcrConfig::from_lookup(lookup(&[
+            ("NIB_OCR_OPENAI_BASE_URL", "http://h/v1"),
+            ("NIB_OCR_OPENAI_MODEL", "m"),
+        ]))
+        .unwrap();
+        assert_eq!(no_key.api_key, None);
+        assert_eq!(
+            OpenAiOcrConfig::from_lookup(lookup(&[("NIB_OCR_OPENAI_BASE_URL", "http://h")])),
+            Err(ConfigError::Missing("NIB_OCR_OPENAI_MODEL"))
+        );
+        assert!(matches!(
+            OpenAiOcrConfig::from_lookup(lookup(&[
+                ("NIB_OCR_OPENAI_BASE_URL", "h:11434"),
+                ("NIB_OCR_OPENAI_MODEL", "m"),
+            ])),
+            Err(ConfigError::Invalid {
+                name: "NIB_OCR_OPENAI_BASE_URL",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_key_comes_from_the_file_the_operator_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("vision.key");
+        std::fs::write(&file, "AIza-from-file\n").unwrap();
+        let path = file.to_str().unwrap();
+        let config =
+            GoogleVisionConfig::from_lookup(lookup(&[("NIB_OCR_GOOGLE_API_KEY_FILE", path)]))
+                .unwrap();
+        assert_eq!(config.api_key.expose(), "AIza-from-file");
+        assert_eq!(config.base_url, GOOGLE_VISION_URL);
+        assert!(!format!("{config:?}").contains("AIza"));
+        assert_eq!(
+            GoogleVisionConfig::from_lookup(lookup(&[])),
+            Err(ConfigError::Missing("NIB_OCR_GOOGLE_API_KEY"))
+        );
+        assert!(matches!(
+            GoogleVisionConfig::from_lookup(lookup(&[
+                ("NIB_OCR_GOOGLE_API_KEY", "k"),
+                ("NIB_OCR_GOOGLE_API_KEY_FILE", path),
+            ])),
+            Err(ConfigError::Invalid { .. })
+        ));
+        assert!(matches!(
+            GoogleVisionConfig::from_lookup(lookup(&[
+                ("NIB_OCR_GOOGLE_API_KEY", "k"),
+                ("NIB_OCR_ATTEMPTS", "0"),
+            ])),
+            Err(ConfigError::Invalid {
+                name: "NIB_OCR_ATTEMPTS",
+                ..
+            })
+        ));
     }
 }

@@ -693,12 +693,15 @@ pub enum OcrError {
 }
 
 /// Recognises the text of one page image (docs/design.md §2 `Ocr`): the local PP-OCR engine
-/// (`ocr::paddle`), or Amazon Textract on AWS.
+/// (`ocr::paddle`), Amazon Textract on AWS, or a remote provider the operator brings
+/// (`adapters::remote_ocr`: an OpenAI-compatible vision model, Google Cloud Vision).
 #[async_trait]
 pub trait Ocr: Send + Sync {
     fn engine(&self) -> OcrEngine;
 
-    /// The text on `page`, as lines or line segments with their boxes, in any order.
+    /// The text on `page`, as lines or line segments with their boxes, in any order; or, for
+    /// an engine that [`Ocr::writes_markdown`], the page's lines in order, each in nib's
+    /// markdown, without boxes.
     async fn recognize(&self, page: &PageImage) -> Result<Vec<OcrLine>, OcrError>;
 
     /// [`Ocr::recognize`] with the page's owner's own words (those they corrected) as a
@@ -710,5 +713,13 @@ pub trait Ocr: Send + Sync {
     ) -> Result<Vec<OcrLine>, OcrError> {
         let _ = vocabulary;
         self.recognize(page).await
+    }
+
+    /// Whether [`Ocr::recognize`] answers the page's lines already laid out as markdown (a
+    /// vision-language model asked for the page as markdown): the layout analysis, which
+    /// needs boxes, is then skipped and each line's marks are read instead
+    /// (`ocr::layout::from_markdown`).
+    fn writes_markdown(&self) -> bool {
+        false
     }
 }

@@ -487,6 +487,26 @@ fn ocr_engine(choice: OcrChoice) -> Result<Option<Arc<dyn crate::ports::Ocr>>, S
             "Textract runs in the AWS ingest function (a build with feature textract); use \
              --ocr local here",
         )),
+        // The providers' settings are read here, once, when the engine is made: only a
+        // process that chose the provider needs them, and a missing one is named.
+        #[cfg(feature = "ocr")]
+        OcrChoice::OpenAi => {
+            let config = crate::config::OpenAiOcrConfig::from_env()?;
+            Ok(Some(Arc::new(
+                crate::adapters::remote_ocr::openai::OpenAiOcr::new(&config),
+            )))
+        }
+        #[cfg(feature = "ocr")]
+        OcrChoice::GoogleVision => {
+            let config = crate::config::GoogleVisionConfig::from_env()?;
+            Ok(Some(Arc::new(
+                crate::adapters::remote_ocr::google_vision::GoogleVisionOcr::new(&config),
+            )))
+        }
+        #[cfg(not(feature = "ocr"))]
+        OcrChoice::OpenAi | OcrChoice::GoogleVision => Err(unavailable(
+            "this build of nib has no OCR pipeline (feature ocr)",
+        )),
     }
 }
 

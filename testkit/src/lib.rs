@@ -11,12 +11,16 @@
 //!   and errors).
 //! - [`pdf`]: small PDFs that parse, for tests that need ink.
 //! - [`textract_standin`]: a local Amazon Textract `DetectDocumentText` (moto's reads no text).
+//! - [`openai_standin`], [`vision_standin`]: a local OpenAI-compatible chat-completions
+//!   endpoint with image input, and a local Google Cloud Vision `images:annotate`.
 //!
 //! The tests of nib-shared that need one of these are this crate's `tests/library/`; the
 //! integration tests (`tests/`, package `nib-tests`) use them too.
 
 pub mod emulator;
 pub mod notion_standin;
+pub mod openai_standin;
 pub mod pdf;
 pub mod store_suite;
 pub mod textract_standin;
+pub mod vision_standin;

@@ -99,6 +99,9 @@ pub struct Options {
     pub rate_limits: RateLimits,
     /// Accept http://127.0.0.1 client ID metadata documents (the OAuth tests serve them).
     pub dev_http_client_ids: bool,
+    /// The Lambda back end's ingest engine (`NIB_OCR`): `textract` (its stand-in) or
+    /// `openai` (the OpenAI-compatible stand-in, `LambdaStack::openai`).
+    pub ingest_ocr: &'static str,
 }
 
 impl Default for Options {
@@ -110,6 +113,7 @@ impl Default for Options {
             backend: Backend::Local,
             rate_limits: RateLimits::OFF,
             dev_http_client_ids: false,
+            ingest_ocr: "textract",
         }
     }
 }
@@ -259,7 +263,13 @@ impl TestApp {
                 .as_ref()
                 .expect("a Lambda back end has an AWS config");
             let stack = Arc::new(
-                crate::lambda::LambdaStack::start(config, &base, options.rate_limits).await,
+                crate::lambda::LambdaStack::start(
+                    config,
+                    &base,
+                    options.rate_limits,
+                    options.ingest_ocr,
+                )
+                .await,
             );
             lambda = Some(stack.clone());
             tokio::spawn(crate::lambda::gateway(listener, stack));

@@ -69,6 +69,11 @@ pub struct LambdaStack {
     http: reqwest::Client,
     /// Amazon Textract for the ingest function (`NIB_OCR=textract`): the stand-in.
     pub textract: nib_testkit::textract_standin::TextractStandin,
+    /// An OpenAI-compatible vision model for the ingest function when it is started with
+    /// `NIB_OCR=openai` (serving [`OPENAI_MODEL`], asking for [`OPENAI_KEY`]).
+    pub openai: nib_testkit::openai_standin::OpenAiStandin,
+    /// The ingest function's `NIB_OCR`.
+    ingest_ocr: &'static str,
     /// Notion for the tasks function (`NIB_NOTION_API_URL`): the stand-in, accepting
     /// [`NOTION_TOKEN`].
     pub notion: nib_testkit::notion_standin::NotionStandin,
@@ -76,6 +81,10 @@ pub struct LambdaStack {
 
 /// The integration token the Lambda stack's Notion stand-in accepts.
 pub const NOTION_TOKEN: &str = "ntn_lambda_standin_SECRET_token";
+
+/// The model and the key of the Lambda stack's OpenAI-compatible stand-in.
+pub const OPENAI_MODEL: &str = "llava:lambda";
+pub const OPENAI_KEY: &str = "sk-lambda-standin-SECRET";
 
 impl Drop for LambdaStack {
     fn drop(&mut self) {
@@ -88,7 +97,12 @@ impl Drop for LambdaStack {
 
 impl LambdaStack {
     /// Starts the emulator and every function against `config`, serving `public_url`.
-    pub async fn start(config: &AwsConfig, public_url: &str, limits: RateLimits) -> LambdaStack {
+    pub async fn start(
+        config: &AwsConfig,
+        public_url: &str,
+        limits: RateLimits,
+        ingest_ocr: &'static str,
+    ) -> LambdaStack {
         let cargo_lambda = venv_dir().join("bin/cargo-lambda");
         assert!(
             cargo_lambda.exists(),
@@ -112,6 +126,13 @@ impl LambdaStack {
             textract: nib_testkit::textract_standin::TextractStandin::start()
                 .await
                 .unwrap(),
+            openai: nib_testkit::openai_standin::OpenAiStandin::start(
+                OPENAI_MODEL,
+                Some(OPENAI_KEY),
+            )
+            .await
+            .unwrap(),
+            ingest_ocr,
             notion: nib_testkit::notion_standin::NotionStandin::start(NOTION_TOKEN)
                 .await
                 .unwrap(),
@@ -188,8 +209,12 @@ impl LambdaStack {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         if name == "ingest" {
-            cmd.env("NIB_OCR", "textract")
-                .env("AWS_ENDPOINT_URL_TEXTRACT", self.textract.endpoint());
+            cmd.env("NIB_OCR", self.ingest_ocr)
+                .env("AWS_ENDPOINT_URL_TEXTRACT", self.textract.endpoint())
+                .env("NIB_OCR_OPENAI_BASE_URL", self.openai.base_url())
+                .env("NIB_OCR_OPENAI_MODEL", OPENAI_MODEL)
+                .env("NIB_OCR_OPENAI_API_KEY", OPENAI_KEY)
+                .env("NIB_OCR_ATTEMPTS", "2");
         }
         if name == "tasks" {
             cmd.env("NIB_NOTION_API_URL", &self.notion.url);
@@ -1046,6 +1071,95 @@ async fn an_ink_only_upload_is_read_by_textract_into_text_and_tasks() {
     );
     let hits = app.call("search_pages", json!({ "query": "Wonka" })).await;
     assert_eq!(hits["results"][0]["page_id"], json!(page_id));
+}
+
+/// Issue 46 through the ingest function: with `NIB_OCR=openai` in its environment (the
+/// functions' setting), an ink-only upload is read by the OpenAI-compatible model (the
+/// stand-in) into text and tasks; a page the provider fails on past its tries is imported all
+/// the same, unread, and the model's key shows in no answer.
+#[tokio::test]
+async fn an_ink_only_upload_is_read_by_a_remote_model_through_the_ingest_function() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ingest_ocr: "openai",
+        ..Options::lambda()
+    })
+    .await;
+    let stack = app.lambda.as_ref().unwrap();
+    let config = app.aws_config.clone().unwrap();
+    let s3 = AwsClients::connect(&config).await;
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/ocr"));
+    stack
+        .openai
+        .reply("# Friday\n- [ ] call the bank\n- [x] buy milk\nplain words");
+    let key = "uploads/default/2025-03-17.png";
+    upload(
+        &s3,
+        &config,
+        key,
+        &std::fs::read(dir.join("2025-03-17.png")).unwrap(),
+    )
+    .await;
+    let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["imported"], 1, "{reply}");
+    let page_id = app.page_of("2025-03-17").await;
+    let page = app.call("get_page", json!({ "page_id": page_id })).await;
+    assert_eq!(
+        page["ocr_engine"],
+        format!("openai-compatible {OPENAI_MODEL}"),
+        "{page}"
+    );
+    assert_eq!(
+        page["ocr_text"], "Friday\ncall the bank\nbuy milk\nplain words",
+        "{page}"
+    );
+    let tasks = app.call("list_tasks", json!({ "status": "all" })).await;
+    let mut got: Vec<(String, String)> = tasks["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["text"].as_str().unwrap().to_owned(),
+                t["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("buy milk".to_owned(), "done".to_owned()),
+            ("call the bank".to_owned(), "todo".to_owned()),
+        ]
+    );
+    let seen = stack.openai.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].authorization.as_deref(),
+        Some(format!("Bearer {OPENAI_KEY}").as_str())
+    );
+
+    // Past its two tries: imported unread, nothing of the key in what a client sees.
+    stack.openai.fail_next(&[500, 500]);
+    let key = "uploads/default/2025-03-15.png";
+    upload(
+        &s3,
+        &config,
+        key,
+        &std::fs::read(dir.join("2025-03-15.png")).unwrap(),
+    )
+    .await;
+    let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["imported"], 1, "{reply}");
+    assert!(!reply.to_string().contains(OPENAI_KEY), "{reply}");
+    let unread = app.page_of("2025-03-15").await;
+    let page = app.call("get_page", json!({ "page_id": unread })).await;
+    assert!(page["ocr_text"].is_null(), "{page}");
+    assert!(!page.to_string().contains(OPENAI_KEY), "{page}");
+    assert_eq!(stack.openai.requests().len(), 3);
 }
 
 /// The pages function writes a call's access record before it replies: the next call (on any

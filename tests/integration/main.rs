@@ -22,6 +22,7 @@ mod notes;
 mod notion;
 mod oauth;
 mod ocr;
+mod ocr_remote;
 mod operate;
 mod pages;
 mod protocol;

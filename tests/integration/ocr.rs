@@ -300,20 +300,32 @@ async fn nib_ocr_reads_stored_ink_again_and_tasks_survive() {
 
 /// A `nib serve` process started as the README starts it, with `env` set; killed on drop. Its
 /// start-up lines are read up to the web app's address.
-struct Served {
+pub(crate) struct Served {
     child: std::process::Child,
     /// Every start-up line, in order.
-    lines: Vec<String>,
+    pub(crate) lines: Vec<String>,
     /// Kept open: a closed pipe must not be what stops the server.
     _stdout: std::io::BufReader<std::process::ChildStdout>,
 }
 
 impl Served {
-    fn start(data: &std::path::Path, env: &[(&str, &str)]) -> Served {
+    pub(crate) fn start(data: &std::path::Path, env: &[(&str, &str)]) -> Served {
+        Served::start_with(data, &[], env, std::process::Stdio::null())
+    }
+
+    /// As [`Served::start`], with `args` after `serve` and its log lines (stderr) going to
+    /// `stderr`.
+    pub(crate) fn start_with(
+        data: &std::path::Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        stderr: std::process::Stdio,
+    ) -> Served {
         use std::io::BufRead as _;
         let mut cmd = std::process::Command::new(nib_exe());
         cmd.args(["serve", "--data-dir"])
             .arg(data)
+            .args(args)
             // A free port rather than the README's 8787: other tests and servers run beside
             // this one. The OCR engine is whatever the defaults choose.
             .env("NIB_BIND", "127.0.0.1:0")
@@ -321,7 +333,7 @@ impl Served {
             .env_remove("NIB_OCR_DIR")
             .envs(env.iter().copied())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
+            .stderr(stderr);
         let mut child = cmd.spawn().unwrap();
         let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut lines = Vec::new();
@@ -345,11 +357,11 @@ impl Served {
     }
 
     /// The line that starts with `prefix`, without it.
-    fn after(&self, prefix: &str) -> Option<&str> {
+    pub(crate) fn after(&self, prefix: &str) -> Option<&str> {
         self.lines.iter().find_map(|l| l.strip_prefix(prefix))
     }
 
-    fn base(&self) -> String {
+    pub(crate) fn base(&self) -> String {
         self.after("nib: serving ")
             .and_then(|url| url.strip_suffix("/mcp"))
             .expect("the serving line")

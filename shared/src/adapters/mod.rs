@@ -7,3 +7,5 @@ pub mod local_assets;
 pub mod local_keys;
 pub mod notion;
 pub mod rate_limit;
+#[cfg(feature = "ocr")]
+pub mod remote_ocr;

@@ -9,6 +9,8 @@
 //!   the result is the page's OCR source (`OcrKind::Engine`: its markdown, the engine, each
 //!   line's confidence, a blind hash of the ink) and runs through the same parser, task
 //!   reconciliation and index as an imported markdown page;
+//! - a page whose ink the engine failed to read (a remote provider down, past its retries) is
+//!   written without text, the failure logged with the page's id; `nib ocr` reads it later;
 //! - a page that has an OCR file of its own keeps that text (OCR fills only ink-only pages,
 //!   unless forced), and ink the engine already read (same blind hash) is not read again.
 
@@ -54,8 +56,8 @@ impl Notebook {
         // Rendering, splitting and reading run in the work pool, off the async workers.
         match self.work().run(move || expand(draft)).await? {
             Expanded::One(draft, image) => {
-                let draft = self.read_ink(user, draft, image, force).await?;
-                out.push(self.import_page(user, draft).await?);
+                let (draft, unread) = self.read_ink(user, draft, image, force).await?;
+                out.push(self.import_unread(user, draft, unread).await?);
             }
             Expanded::Pages(mut pages) => {
                 // One page at a time: its raster, its own PDF and its PNG live only while it is
@@ -70,12 +72,32 @@ impl Notebook {
                         .await;
                     pages = back;
                     let (draft, image) = page?;
-                    let draft = self.read_ink(user, draft, Some(image), force).await?;
-                    out.push(self.import_page(user, draft).await?);
+                    let (draft, unread) = self.read_ink(user, draft, Some(image), force).await?;
+                    out.push(self.import_unread(user, draft, unread).await?);
                 }
             }
         }
         Ok(out)
+    }
+
+    /// Writes a page; when the engine failed on its ink (`unread`), says so with the page's id
+    /// and why (the engine's error: a provider's name and HTTP status, never what it answered).
+    async fn import_unread(
+        &self,
+        user: &UserId,
+        draft: PageDraft,
+        unread: Option<OcrError>,
+    ) -> Result<SavedPage, NotebookError> {
+        let saved = self.import_page(user, draft).await?;
+        if let Some(e) = unread {
+            tracing::warn!(
+                user = %user,
+                page = %saved.page_id,
+                error = %crate::telemetry::chain(&e),
+                "the page's ink could not be read; it is stored unread (`nib ocr` reads it again)"
+            );
+        }
+        Ok(saved)
     }
 
     /// The page imported under `stem`, if any.
@@ -169,21 +191,24 @@ impl Notebook {
             .map(Some)
     }
 
+    /// The draft with what the engine read of its ink, when it should be read; with the
+    /// engine's error instead when reading failed: the page is then written without it (the
+    /// ink is kept, nothing is lost) and `nib ocr` can read it later.
     async fn read_ink(
         &self,
         user: &UserId,
         mut draft: PageDraft,
         image: Option<PageImage>,
         force: bool,
-    ) -> Result<PageDraft, NotebookError> {
+    ) -> Result<(PageDraft, Option<OcrError>), NotebookError> {
         let Some(engine) = self.ocr.clone() else {
-            return Ok(draft);
+            return Ok((draft, None));
         };
         if draft.ocr.is_some() {
-            return Ok(draft);
+            return Ok((draft, None));
         }
         let Some(ink) = draft.png.as_ref().or(draft.pdf.as_ref()) else {
-            return Ok(draft);
+            return Ok((draft, None));
         };
         let keys = self.vault.user_keys(user).await?;
         let ink_hash = keys.blind("ink", &hex::encode(Sha256::digest(ink)));
@@ -192,7 +217,7 @@ impl Notebook {
             let from_file = matches!(stored.kind, Some(OcrKind::Markdown | OcrKind::Text));
             let already_read = stored.ink.as_deref() == Some(ink_hash.as_str());
             if from_file || already_read {
-                return Ok(draft);
+                return Ok((draft, None));
             }
         }
         let image = match image {
@@ -204,19 +229,25 @@ impl Notebook {
                     Ok(Some(image)) => image,
                     Ok(None) | Err(_) => {
                         tracing::warn!(user = %user, "ink that cannot be decoded is stored unread");
-                        return Ok(draft);
+                        return Ok((draft, None));
                     }
                 }
             }
         };
         let vocabulary = self.read_vocabulary(user, &keys).await?.1;
-        let read = self.read_image(engine.as_ref(), image, &vocabulary).await?;
+        // Whatever the engine's failure (a provider down or refusing, a page over its limits,
+        // the local engine's error), the page is imported: an import of a folder or an upload
+        // does not stop at one page, and the ink is what matters; its text can come later.
+        let read = match self.read_image(engine.as_ref(), image, &vocabulary).await {
+            Ok(read) => read,
+            Err(e) => return Ok((draft, Some(e))),
+        };
         tracing::debug!(user = %user, lines = read.lines.len(), "page read by OCR");
         let source = engine_source(&read, ink_hash);
         draft.ocr = Some((OcrKind::Engine, source));
         // The text is as new as the ink it was read from.
         draft.sources.ocr = draft.sources.png.or(draft.sources.pdf);
-        Ok(draft)
+        Ok((draft, None))
     }
 
     /// One page image read by the engine with the user's `vocabulary` (the words they
@@ -228,12 +259,14 @@ impl Notebook {
         engine: &dyn crate::ports::Ocr,
         image: PageImage,
         vocabulary: &[String],
-    ) -> Result<ocr::ReadPage, NotebookError> {
+    ) -> Result<ocr::ReadPage, OcrError> {
         let _slot = self.work().slot().await;
         let segments = engine.recognize_with(&image, vocabulary).await?;
-        let lines = tokio::task::spawn_blocking(move || ocr::layout::analyze(&image, segments))
-            .await
-            .map_err(|e| NotebookError::Ocr(OcrError::Failed(Box::new(e))))?;
+        let markdown = engine.writes_markdown();
+        let lines =
+            tokio::task::spawn_blocking(move || ocr::layout::lines(&image, segments, markdown))
+                .await
+                .map_err(|e| OcrError::Failed(Box::new(e)))?;
         Ok(ocr::ReadPage {
             engine: engine.engine(),
             lines,

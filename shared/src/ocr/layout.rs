@@ -791,6 +791,73 @@ fn strip_bullet_mark(text: &str) -> Option<&str> {
     None
 }
 
+/// The page's lines from an engine's segments: read as markdown when the engine answers
+/// markdown ([`crate::ports::Ocr::writes_markdown`]), else laid out from their boxes and the
+/// page's pixels ([`analyze`]).
+pub fn lines(page: &PageImage, segments: Vec<OcrLine>, markdown: bool) -> Vec<Line> {
+    if markdown {
+        from_markdown(segments)
+    } else {
+        analyze(page, segments)
+    }
+}
+
+/// The lines of an engine that answers markdown ([`crate::ports::Ocr::writes_markdown`]), one
+/// segment a line, in order: each line's marks read into a [`Kind`], so what is stored is a
+/// page of nib's four marks as from any engine. A model may answer more than it was asked
+/// (a code fence around the page, `*` or `+` bullets, `##`, `[X]`, `1.`): fences and empty
+/// lines are dropped, the other forms read as the mark they mean, numbered lines stay text.
+/// There are no boxes; the confidence is the segment's.
+pub fn from_markdown(segments: Vec<OcrLine>) -> Vec<Line> {
+    segments
+        .into_iter()
+        .flat_map(|s| {
+            let confidence = s.confidence;
+            s.text
+                .lines()
+                .filter_map(|l| markdown_line(l, confidence))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn markdown_line(line: &str, confidence: f32) -> Option<Line> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with("```") {
+        return None;
+    }
+    let line_of = |kind: Kind, text: &str| {
+        let text = text.trim();
+        (!text.is_empty()).then(|| Line {
+            kind,
+            text: text.to_owned(),
+            confidence,
+            bbox: OcrBox::default(),
+        })
+    };
+    let hashes = line.chars().take_while(|&c| c == '#').count();
+    if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
+        return line_of(Kind::Heading, &line[hashes..]);
+    }
+    // A list mark, then maybe a checkbox; a checkbox alone is a task too.
+    let rest = ["- ", "* ", "+ ", "• "]
+        .iter()
+        .find_map(|m| line.strip_prefix(m))
+        .map(str::trim_start);
+    let boxed = rest.unwrap_or(line);
+    for (mark, done) in [("[ ]", false), ("[x]", true), ("[X]", true)] {
+        if let Some(text) = boxed.strip_prefix(mark)
+            && (text.is_empty() || text.starts_with(' '))
+        {
+            return line_of(Kind::Task { done }, text);
+        }
+    }
+    match rest {
+        Some(text) => line_of(Kind::Bullet, text),
+        None => line_of(Kind::Text, line),
+    }
+}
+
 /// The page's lines, in reading order.
 pub fn analyze(page: &PageImage, segments: Vec<OcrLine>) -> Vec<Line> {
     let ink = Ink::new(page);
@@ -885,6 +952,38 @@ pub fn analyze(page: &PageImage, segments: Vec<OcrLine>) -> Vec<Line> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn markdown_lines_read_into_the_four_marks() {
+        let answer = "```markdown\n# Monday\n\n- [ ] call the bank\n* [X] buy milk\n[x] water \
+                      plants\n+ a bullet\n## Later\n1. first\nplain words\n- [ ]\n```";
+        let lines = from_markdown(vec![OcrLine {
+            text: answer.into(),
+            confidence: 1.0,
+            bbox: OcrBox::default(),
+        }]);
+        let got: Vec<String> = lines.iter().map(Line::markdown).collect();
+        assert_eq!(
+            got,
+            [
+                "# Monday",
+                "- [ ] call the bank",
+                "- [x] buy milk",
+                "- [x] water plants",
+                "- a bullet",
+                "# Later",
+                "1. first",
+                "plain words",
+            ]
+        );
+        // `#tag` is not a heading, `-5` is not a bullet.
+        let odd = from_markdown(vec![OcrLine {
+            text: "#tag\n-5 degrees".into(),
+            confidence: 1.0,
+            bbox: OcrBox::default(),
+        }]);
+        assert!(odd.iter().all(|l| l.kind == Kind::Text), "{odd:?}");
+    }
 
     /// A white page with dark rectangles drawn as outlines or filled.
     struct Canvas(PageImage);

@@ -1,5 +1,6 @@
 //! Reading handwriting: ink files to page images (`raster`), an engine behind the [`Ocr`] port
-//! (the local PP-OCR engine in `paddle`, Textract on AWS), and the layout analysis that turns
+//! (the local PP-OCR engine in `paddle`, Textract on AWS, a remote provider the operator
+//! brings), and the layout analysis that turns
 //! the engine's text segments into notebook lines (`layout`: headings, tasks with their
 //! checkboxes, bullets). The result is written as a page's OCR text and markdown and then runs
 //! through the same parser, task reconciliation and index as an imported markdown page.
@@ -47,6 +48,6 @@ pub async fn read(ocr: &dyn Ocr, image: &PageImage) -> Result<ReadPage, OcrError
     let segments = ocr.recognize(image).await?;
     Ok(ReadPage {
         engine: ocr.engine(),
-        lines: layout::analyze(image, segments),
+        lines: layout::lines(image, segments, ocr.writes_markdown()),
     })
 }

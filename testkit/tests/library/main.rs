@@ -8,4 +8,5 @@
 mod aws;
 mod bundle;
 mod embedded;
+mod remote_ocr;
 mod textract;
