@@ -440,7 +440,7 @@ mod tests {
         }
 
         async fn recognize(&self, _page: &PageImage) -> Result<Vec<OcrLine>, OcrError> {
-            let rendered = raster::PAGES_RENDERED.with(std::cell::Cell::get);
+            let rendered = raster::PAGES_RENDERED.load(std::sync::atomic::Ordering::SeqCst);
             self.seen.lock().unwrap().push(rendered);
             Ok(Vec::new())
         }
@@ -505,7 +505,7 @@ mod tests {
         assert_eq!(page.ocr_engine.as_deref(), Some("rendered-count 1"));
     }
 
-    // A current-thread runtime: the import renders and the engine counts on this one thread.
+    // Renders are counted process-wide: they run on the work pool's threads.
     #[tokio::test(flavor = "current_thread")]
     async fn a_multi_page_pdf_is_rendered_one_page_at_a_time_as_it_is_imported() {
         let dir = tempfile::tempdir().unwrap();
@@ -550,7 +550,7 @@ mod tests {
             },
             png_rendered: false,
         };
-        let before = raster::PAGES_RENDERED.with(std::cell::Cell::get);
+        let before = raster::PAGES_RENDERED.load(std::sync::atomic::Ordering::SeqCst);
         let saved = notebook.import_draft(&user, draft, false).await.unwrap();
         assert_eq!(saved.len(), 3);
         let seen: Vec<usize> = engine

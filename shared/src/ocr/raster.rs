@@ -378,12 +378,12 @@ pub fn pdf_pages(bytes: &[u8]) -> Result<Vec<PageImage>, OcrError> {
     (0..raster.page_count()).map(|i| raster.page(i)).collect()
 }
 
+/// How many PDF pages this process has rendered: lets the tests see that an import renders
+/// each page just before it reads it, not all of them first. Process-wide, as pages render on
+/// the work pool's threads (nextest runs each test in a process of its own).
 #[cfg(test)]
-thread_local! {
-    /// How many PDF pages this thread has rendered: lets the tests see that an import renders
-    /// each page just before it reads it, not all of them first.
-    pub(crate) static PAGES_RENDERED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
+pub(crate) static PAGES_RENDERED: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
 
 /// A PDF's pages, rendered on demand one at a time: a notebook exported as one 200-page PDF
 /// is never in memory as 200 rasters (~2.5 MB each at [`PDF_LONG_SIDE`]), only as its bytes
@@ -446,7 +446,7 @@ impl PdfRaster {
             },
         );
         #[cfg(test)]
-        PAGES_RENDERED.with(|n| n.set(n.get() + 1));
+        PAGES_RENDERED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let (pw, ph) = (u32::from(pixmap.width()), u32::from(pixmap.height()));
         // Premultiplied RGBA on a transparent page, composited over white paper: the luma of
         // the colour plus what the missing coverage lets through.
