@@ -12,6 +12,7 @@ mod access;
 pub mod answers;
 mod bounded;
 mod bundle;
+pub mod guard;
 mod import;
 mod links;
 mod notes;
@@ -49,7 +50,7 @@ pub use import::{
 };
 pub use links::{LinkActor, Linked};
 pub use notes::{AddedNote, MAX_TAGS, NOTES_SECTION, NoteView, normalize_tag};
-pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
+pub use notion::{DueReport, NotionPushed, NotionRef, NotionStatus, SyncReport};
 pub use pages::{LineOrigin, LineView, PageDraft, PageSummary, PageView, SavedPage};
 pub use rank::{
     Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex, merge, rank, rescored,
@@ -128,7 +129,10 @@ impl Default for NotebookConfig {
 
 /// The notebook services over the ports. Cheap to share behind an `Arc`.
 pub struct Notebook {
+    /// Refuses writes to a deleted user's partitions (`guard`).
     store: Arc<dyn Store>,
+    /// The same store unguarded: account deletion writes the tombstone and sweeps through it.
+    unguarded: Arc<dyn Store>,
     vault: Arc<Vault>,
     assets: Arc<dyn Assets>,
     clock: Arc<dyn Clock>,
@@ -148,6 +152,9 @@ pub struct Notebook {
     answers: Arc<answers::AnswerCache>,
     /// Where PDF checks and rendering, OCR and bundle inflation run (`work`).
     work: WorkPool,
+    /// Woken when a Notion outbox item is put or rescheduled: the outbox timer
+    /// (`notion_outbox_changed`) then looks again at when the next item is due.
+    outbox_changed: Arc<tokio::sync::Notify>,
 }
 
 impl Notebook {
@@ -158,7 +165,11 @@ impl Notebook {
         clock: Arc<dyn Clock>,
         config: NotebookConfig,
     ) -> Self {
+        // Every write to a user's partitions is refused once the account is being deleted.
+        let unguarded = store.clone();
+        let store: Arc<dyn Store> = Arc::new(guard::GuardedStore::new(store));
         Notebook {
+            unguarded,
             access: Arc::new(AccessLog::new(store.clone(), clock.clone())),
             store,
             vault,
@@ -171,6 +182,7 @@ impl Notebook {
             answers: Arc::default(),
             vectors_deferred: std::sync::atomic::AtomicBool::new(false),
             work: WorkPool::per_core(),
+            outbox_changed: Arc::default(),
         }
     }
 
@@ -226,7 +238,7 @@ impl Notebook {
     /// `delete_account`, which runs wherever the notebook does).
     pub fn accounts(&self) -> crate::account::Accounts {
         crate::account::Accounts::new(
-            self.store.clone(),
+            self.unguarded.clone(),
             self.assets.clone(),
             self.vault.clone(),
             self.clock.clone(),
