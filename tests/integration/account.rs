@@ -616,8 +616,9 @@ async fn what_remains_cannot_be_opened(aws: bool) {
         .await
         .unwrap()
         .token;
-    // The fourth write is the first after the key's destruction.
-    let (accounts, _) = crashing_accounts(&app, 4);
+    // The fifth write is the first after the key's destruction (the marker, the tombstone,
+    // the credentials, the key).
+    let (accounts, _) = crashing_accounts(&app, 5);
     let mut steps = Vec::new();
     accounts.delete(&u, |s| steps.push(s)).await.unwrap_err();
     assert_eq!(steps.last(), Some(&Step::Key));

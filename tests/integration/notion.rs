@@ -762,7 +762,8 @@ async fn a_status_change_during_an_outage_reaches_notion_later() {
             json!({ "task_link_id": a["task_link_id"], "status": "done" }),
         )
         .await;
-    assert_eq!(again["notion_updated"], false);
+    // The page was brought up to date by this call: it says so (issue 48 item 14).
+    assert_eq!(again["notion_updated"], true);
     assert_eq!(status_name(&env.page(&a["notion_task_id"])), "Done");
     assert_eq!(env.status().await.pending, 0);
 
@@ -1377,7 +1378,6 @@ async fn nib_serve_pushes_a_rate_limited_task_without_another_call() {
         page_titles(&notion),
         ["Book the venue", "Order the cake", "Send the invitations"]
     );
-    assert!(logs.contains("notion outbox pass"), "{logs}");
     assert!(!logs.contains(TOKEN));
 }
 
