@@ -20,6 +20,7 @@ use nib::http::{HttpConfig, RateLimits};
 use nib::services::{DEFAULT_USER, LocalOptions, Role, Services, Settings};
 
 mod idle;
+mod outbox;
 mod watch;
 
 #[derive(Parser)]
@@ -835,6 +836,8 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
         },
     ));
     let idle_watch = tokio::spawn(idle::run(activity, app.notebook().clone()));
+    // Pushes what waits in the Notion outboxes once it is due (outbox.rs).
+    let outbox_timer = tokio::spawn(outbox::run(app.notebook().clone()));
 
     // Tests and scripts read these lines: keep their shape. Written so that a reader that
     // closed the pipe (`nib serve | head -1`) cannot stop the server: println! would panic.
@@ -894,6 +897,7 @@ async fn serve(args: ServeArgs, target: &Target) -> anyhow::Result<ExitCode> {
         }
     }
     idle_watch.abort();
+    outbox_timer.abort();
     // The access records still waiting in memory (the flusher writes them every 0.5 s).
     match app.notebook().access_log().flush().await {
         Ok(n) => tracing::info!(records = n, "access records written at shutdown"),

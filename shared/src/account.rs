@@ -11,7 +11,9 @@
 //! anywhere finishes the job:
 //!
 //! 1. the marker `USER#{user}` / `DELETING` (index key `{user}#DELETING`): the account is being
-//!    deleted; `ensure` refuses the user from here on, and a re-run knows the user;
+//!    deleted; `ensure` refuses the user from here on, and a re-run knows the user; then the
+//!    tombstone `U#{user}` / `GONE` (`notebook::guard`): from here every notebook write to the
+//!    user's partitions is refused in its own transaction, so a call in flight lands nothing;
 //! 2. the credentials: the password, API tokens, OAuth grants and refresh tokens, browser
 //!    sessions and the user's approvals of OAuth clients (found through the user's index
 //!    partitions), so nobody signs in or uses a token or a session from here on;
@@ -24,8 +26,15 @@
 //! 5. the items, enumerated, not listed by kind: the postings partitions named by any item's
 //!    `terms`, then every item of the `U#{user}` partition (pages, tasks, dedup keys, stems,
 //!    statistics, Notion, whatever kind comes later), the tombstones last, then the rest of
-//!    `USER#{user}`, and the marker.
-
+//!    `USER#{user}`, and the marker;
+//! 6. the second sweep, once the longest request that may have started before the marker
+//!    ([`REQUEST_BOUND`]) is over: the assets and the partition again (what an in-flight call
+//!    wrote outside the guard: a page image stored before its refused commit, a data key minted
+//!    for it). The tombstone stays: the partition's one item.
+//!
+//! **Creating a user** (`ensure`) over a partition that holds anything but a tombstone and
+//! live data keys is refused ([`AccountError::NotEmpty`]): a user never inherits another's
+//! items. Over a tombstone alone, the new profile replaces it.
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -46,6 +55,10 @@ pub const USERS_PARTITION: &str = "USERS";
 pub const PROFILE_SK: &str = "USER";
 /// The sort key of the deletion marker in `USER#{user}`.
 pub const MARKER_SK: &str = "DELETING";
+/// How long a request may run (the mcp front's 29 s, API Gateway's limit; the class functions'
+/// 25 s): a deletion sweeps again this long after its marker.
+pub const REQUEST_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
+use crate::notebook::guard::GONE_SK;
 const MARKER_SUFFIX: &str = "#DELETING";
 const KEY_PREFIX: &str = "KEY#";
 
@@ -77,6 +90,10 @@ pub enum AccountError {
     Unknown(UserId),
     #[error("user {0} is being deleted; finish it with `nib user delete {0}`")]
     Deleting(UserId),
+    #[error(
+        "user {0} cannot be created: its partition still holds items; remove them with `nib user delete {0}`"
+    )]
+    NotEmpty(UserId),
     #[error("store failure")]
     Store(#[from] StoreError),
     #[error("cannot delete the user's page images")]
@@ -158,6 +175,8 @@ pub struct Accounts {
     assets: Arc<dyn Assets>,
     vault: Arc<Vault>,
     clock: Arc<dyn Clock>,
+    /// How long after its marker a deletion sweeps again ([`REQUEST_BOUND`]).
+    settle: std::time::Duration,
 }
 
 fn profile_item(user: &UserId, profile: &Profile, version: u64) -> Item {
@@ -232,6 +251,35 @@ impl Accounts {
             assets,
             vault,
             clock,
+            settle: REQUEST_BOUND,
+        }
+    }
+
+    /// Sweeps again `settle` after the marker instead of [`REQUEST_BOUND`] (tests that make no
+    /// request meanwhile).
+    pub fn with_settle(mut self, settle: std::time::Duration) -> Self {
+        self.settle = settle;
+        self
+    }
+
+    /// Whether the user's partition holds an item a new user must not inherit: anything but
+    /// the tombstone, the profile and live (wrapped) data keys.
+    async fn partition_in_use(&self, user: &UserId) -> Result<bool, StoreError> {
+        let mut q = Query::table(user_pk(user), "");
+        q.limit = 8;
+        loop {
+            let page = self.store.query(&q).await?;
+            if page.items.iter().any(|i| {
+                i.sk != GONE_SK
+                    && i.sk != PROFILE_SK
+                    && !(i.sk.starts_with(KEY_PREFIX) && is_wrapped_key(i))
+            }) {
+                return Ok(true);
+            }
+            match page.next {
+                Some(next) => q.after = Some(next),
+                None => return Ok(false),
+            }
         }
     }
 
@@ -249,9 +297,17 @@ impl Accounts {
             created_at: self.clock.unix(),
             owner: false,
         };
+        let exists = self.store.get(&user_pk(user), PROFILE_SK).await?.is_some();
+        if !exists && self.partition_in_use(user).await? {
+            return Err(AccountError::NotEmpty(user.clone()));
+        }
+        // Over a deleted account's tombstone: the profile replaces it.
         let created = match self
             .store
-            .put(profile_item(user, &profile, 1), Cond::NotExists)
+            .transact(vec![
+                Write::put(profile_item(user, &profile, 1), Cond::NotExists),
+                Write::delete(user_pk(user), GONE_SK, Cond::None),
+            ])
             .await
         {
             Ok(()) => true,
@@ -402,9 +458,16 @@ impl Accounts {
         if got.iter().any(Option::is_some) {
             return Ok(true);
         }
+        // A deleted account's tombstone alone is no user.
         let mut any = Query::table(user_pk(user), "");
-        any.limit = 1;
-        Ok(!self.store.query(&any).await?.items.is_empty())
+        any.limit = 2;
+        Ok(self
+            .store
+            .query(&any)
+            .await?
+            .items
+            .iter()
+            .any(|i| i.sk != GONE_SK))
     }
 
     /// Deletes the user's account: see the module documentation for the steps. `progress` is
@@ -430,10 +493,24 @@ impl Accounts {
                 started_at: self.clock.unix(),
             })?,
         };
-        match self.store.put(marker, Cond::NotExists).await {
-            Ok(()) | Err(StoreError::ConditionFailed { .. }) => {}
+        let started_at = match self.store.put(marker, Cond::NotExists).await {
+            Ok(()) => self.clock.unix(),
+            Err(StoreError::ConditionFailed { .. }) => match self.marker(user).await? {
+                Some(item) => serde_json::from_slice::<Marker>(&item.body)?.started_at,
+                None => self.clock.unix(),
+            },
             Err(e) => return Err(e.into()),
-        }
+        };
+        // The tombstone: every notebook write to the user's partitions is refused from here.
+        let tombstone = Item {
+            pk: user_pk(user),
+            sk: GONE_SK.into(),
+            gsi1: None,
+            version: 1,
+            expires_at: None,
+            body: serde_json::to_vec(&serde_json::json!({ "deleted_at": started_at }))?,
+        };
+        self.store.put(tombstone, Cond::None).await?;
         progress(Step::Marker);
 
         // 2. The credentials.
@@ -481,7 +558,47 @@ impl Accounts {
 
         // 5. The items: postings (named by the items' `terms`), the user's partition (keys
         // last), the rest of the sign-in partition, the marker.
-        let items = query_all(self.store.as_ref(), Query::table(&pk, "")).await?;
+        done.items += self.sweep(user).await?;
+        let sign_in = query_all(self.store.as_ref(), Query::table(sign_in_pk(user), "")).await?;
+        done.items += delete_keys(
+            self.store.as_ref(),
+            sign_in
+                .into_iter()
+                .filter(|i| i.sk != MARKER_SK)
+                .map(|i| (i.pk, i.sk))
+                .collect(),
+        )
+        .await?;
+        progress(Step::Items);
+
+        // 6. Again once every request that may have started before the marker is over: what
+        // such a call wrote outside the guard (an asset, a key).
+        let until =
+            started_at.saturating_add(i64::try_from(self.settle.as_secs()).unwrap_or(i64::MAX));
+        let left = until - self.clock.unix();
+        if left > 0 {
+            tokio::time::sleep(std::time::Duration::from_secs(left.unsigned_abs())).await;
+        }
+        done.assets += self.assets.delete_user(user).await?;
+        done.items += self.sweep(user).await?;
+        self.store
+            .transact(vec![Write::delete(sign_in_pk(user), MARKER_SK, Cond::None)])
+            .await?;
+        self.vault.forget(user);
+        progress(Step::Done);
+        Ok(done)
+    }
+
+    /// Deletes the user's postings (named by the items' `terms`) and every item of the user's
+    /// partition but the tombstone, data keys last. How many it deleted.
+    async fn sweep(&self, user: &UserId) -> Result<usize, AccountError> {
+        let pk = user_pk(user);
+        let mut deleted = 0;
+        let items: Vec<Item> = query_all(self.store.as_ref(), Query::table(&pk, ""))
+            .await?
+            .into_iter()
+            .filter(|i| i.sk != GONE_SK)
+            .collect();
         let mut terms = BTreeSet::new();
         for item in &items {
             #[derive(Deserialize)]
@@ -496,7 +613,7 @@ impl Accounts {
         for term in terms {
             let partition = format!("U#{user}#T#{term}");
             let postings = query_all(self.store.as_ref(), Query::table(partition, "")).await?;
-            done.items += delete_keys(
+            deleted += delete_keys(
                 self.store.as_ref(),
                 postings.into_iter().map(|i| (i.pk, i.sk)).collect(),
             )
@@ -505,33 +622,17 @@ impl Accounts {
         let (keys, rest): (Vec<Item>, Vec<Item>) = items
             .into_iter()
             .partition(|i| i.sk.starts_with(KEY_PREFIX));
-        done.items += delete_keys(
+        deleted += delete_keys(
             self.store.as_ref(),
             rest.into_iter().map(|i| (i.pk, i.sk)).collect(),
         )
         .await?;
-        done.items += delete_keys(
+        deleted += delete_keys(
             self.store.as_ref(),
             keys.into_iter().map(|i| (i.pk, i.sk)).collect(),
         )
         .await?;
-        let sign_in = query_all(self.store.as_ref(), Query::table(sign_in_pk(user), "")).await?;
-        done.items += delete_keys(
-            self.store.as_ref(),
-            sign_in
-                .into_iter()
-                .filter(|i| i.sk != MARKER_SK)
-                .map(|i| (i.pk, i.sk))
-                .collect(),
-        )
-        .await?;
-        progress(Step::Items);
-        self.store
-            .transact(vec![Write::delete(sign_in_pk(user), MARKER_SK, Cond::None)])
-            .await?;
-        self.vault.forget(user);
-        progress(Step::Done);
-        Ok(done)
+        Ok(deleted)
     }
 }
 

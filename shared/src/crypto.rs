@@ -329,7 +329,8 @@ impl Vault {
         cache_ttl: Duration,
     ) -> Vault {
         Vault {
-            store,
+            // A deleted user's key is never minted again by a call still in flight.
+            store: Arc::new(crate::notebook::guard::GuardedStore::new(store)),
             keys,
             capacity: cache_capacity.max(1),
             ttl: cache_ttl,

@@ -212,6 +212,10 @@ pub enum StoreError {
     /// The back end failed or could not be reached.
     #[error("store unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The write was to the partitions of a user whose account is deleted or being deleted
+    /// (`notebook::guard`); nothing was written.
+    #[error("the account is deleted")]
+    Deleted,
 }
 
 /// Refuses empty keys, which DynamoDB refuses too.

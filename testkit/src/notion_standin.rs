@@ -23,7 +23,8 @@
 //! as is a value of the wrong type or a status option the property lacks; unknown ids are 404
 //! `object_not_found`. Errors are Notion's error object `{object: "error", status, code,
 //! message}`. [`NotionStandin::set_mode`] makes every request fail as during an outage (503
-//! `service_unavailable`) or under rate limiting (429 `rate_limited` with `Retry-After`).
+//! `service_unavailable`) or under rate limiting (429 `rate_limited` with `Retry-After`), every
+//! request or every Nth write ([`Mode::RateLimitEvery`]).
 //! [`NotionStandin::on_create_page`] runs a test's code while a page is being created (after
 //! its request was accepted, before the page exists and is answered), as a slow Notion would
 //! leave time for.
@@ -46,6 +47,13 @@ pub enum Mode {
     Outage,
     /// 429 `rate_limited` with `Retry-After: {0}`.
     RateLimited(u64),
+    /// Every `every`-th write (`POST /v1/pages`, `PATCH` of a page or database; counted from
+    /// the mode's start, so the `every`-th write after it is the first refused) is 429
+    /// `rate_limited` with `Retry-After: {retry_after}`; reads and other writes are answered.
+    RateLimitEvery {
+        every: usize,
+        retry_after: u64,
+    },
 }
 
 /// Code a test runs inside `POST /v1/pages`, given how many pages were requested so far (1
@@ -75,6 +83,10 @@ struct Inner {
     requests: Vec<Recorded>,
     /// Accepted `POST /v1/pages` requests so far.
     creates: usize,
+    /// Writes received since the mode was last set (for [`Mode::RateLimitEvery`]).
+    writes: usize,
+    /// Requests answered 429 so far.
+    refused_429: usize,
     on_create: Option<CreateHook>,
 }
 
@@ -191,7 +203,14 @@ impl NotionStandin {
     }
 
     pub fn set_mode(&self, mode: Mode) {
-        self.lock().mode = Some(mode);
+        let mut inner = self.lock();
+        inner.mode = Some(mode);
+        inner.writes = 0;
+    }
+
+    /// How many requests were refused with 429 so far.
+    pub fn rate_limited(&self) -> usize {
+        self.lock().refused_429
     }
 
     /// Runs `hook` inside every accepted `POST /v1/pages` from now on, before the page exists;
@@ -258,6 +277,7 @@ fn admit(
     };
     let authorization = header("authorization");
     let notion_version = header("notion-version");
+    let write = method == "PATCH" || (method == "POST" && path == "/v1/pages");
     inner.requests.push(Recorded {
         method: method.into(),
         path,
@@ -265,6 +285,29 @@ fn admit(
         notion_version: notion_version.clone(),
         body,
     });
+    if write {
+        inner.writes += 1;
+    }
+    let limited = match inner.mode {
+        Some(Mode::RateLimited(secs)) => Some(secs),
+        Some(Mode::RateLimitEvery { every, retry_after })
+            if write && every > 0 && inner.writes.is_multiple_of(every) =>
+        {
+            Some(retry_after)
+        }
+        _ => None,
+    };
+    if let Some(secs) = limited {
+        inner.refused_429 += 1;
+        let mut r = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "You have been rate limited. Please try again in a few minutes.",
+        );
+        r.headers_mut()
+            .insert("retry-after", secs.to_string().parse().expect("a number"));
+        return Some(r);
+    }
     match inner.mode {
         Some(Mode::Outage) => {
             return Some(error(
@@ -272,16 +315,6 @@ fn admit(
                 "service_unavailable",
                 "Notion is unavailable, please try again later.",
             ));
-        }
-        Some(Mode::RateLimited(secs)) => {
-            let mut r = error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                "You have been rate limited. Please try again in a few minutes.",
-            );
-            r.headers_mut()
-                .insert("retry-after", secs.to_string().parse().expect("a number"));
-            return Some(r);
         }
         _ => {}
     }

@@ -654,6 +654,31 @@ def test_only_mcp_may_invoke_the_class_functions(infra: Infra, role_statements) 
         assert perm.get("source_arn"), "every permission is scoped to its source"
 
 
+def test_the_notion_outbox_timer_may_invoke_tasks_and_nothing_else(infra: Infra) -> None:
+    # EventBridge Scheduler invokes the tasks function once a minute (the Notion outbox) as its
+    # own role, which may invoke that function only, and which only the scheduler of this
+    # account may assume.
+    schedule = infra.resource("aws_scheduler_schedule", "notion_outbox")
+    assert schedule["schedule_expression"] == "rate(1 minute)"
+    target = as_list(schedule["target"])[0]
+    assert target["arn"] == '${aws_lambda_function.fn["tasks"].arn}'
+    assert target["role_arn"] == "${aws_iam_role.notion_outbox_scheduler.arn}"
+    # The input the tasks function tells from a tool call (TasksEvent::NotionOutbox).
+    assert "notion_outbox" in str(target["input"]) and "drain" in str(target["input"])
+    role = infra.resource("aws_iam_role", "notion_outbox_scheduler")
+    assert role["assume_role_policy"] == "${data.aws_iam_policy_document.scheduler_assume.json}"
+    [assume] = statements(infra, "scheduler_assume")
+    assert assume.actions == ["sts:AssumeRole"]
+    assert assume.principals == [("Service", ["scheduler.amazonaws.com"])]
+    assert assume.condition("StringEquals", "aws:SourceAccount") == ["${local.account_id}"]
+    attached = infra.resource("aws_iam_role_policy", "notion_outbox_scheduler")
+    assert attached["role"] == "${aws_iam_role.notion_outbox_scheduler.id}"
+    assert attached["policy"] == "${data.aws_iam_policy_document.notion_outbox_scheduler.json}"
+    [invoke] = statements(infra, "notion_outbox_scheduler")
+    assert invoke.actions == ["lambda:InvokeFunction"]
+    assert invoke.resources == ["${local.function_arns.tasks}"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Textract: ingest reads handwriting, with one action, and nobody else may
 

@@ -24,6 +24,12 @@ fn user(name: &str) -> UserId {
     UserId::parse(name).unwrap()
 }
 
+/// The app's accounts, sweeping again right away: these tests make no request meanwhile
+/// (waiting `REQUEST_BOUND` would only slow them).
+fn quick(app: &Services) -> Accounts {
+    app.accounts().with_settle(std::time::Duration::ZERO)
+}
+
 /// A back end under test: the app, and what a test needs to scan it afterwards.
 enum Under {
     Local { dir: tempfile::TempDir },
@@ -132,6 +138,9 @@ async fn remains(app: Services, under: &Under, name: &str) -> Vec<String> {
             drop(app);
             let store = EmbeddedStore::open(&dir.path().join("nib.redb")).unwrap();
             for key in store.all_keys().await.unwrap() {
+                if is_tombstone(&key[0], &key[1], name) {
+                    continue;
+                }
                 let text = key.join(" | ");
                 if key.iter().any(|k| needle(k) || k == name) {
                     found.push(text);
@@ -146,6 +155,12 @@ async fn remains(app: Services, under: &Under, name: &str) -> Vec<String> {
         Under::Aws { config } => found = aws_remains(config, app.clock.unix(), name).await,
     }
     found
+}
+
+/// The deleted account's tombstone (`U#{user}` / `GONE`, its deletion time only): kept on
+/// purpose (`nib::notebook::guard`), no data of the user.
+fn is_tombstone(pk: &str, sk: &str, name: &str) -> bool {
+    pk == format!("U#{name}") && sk == nib::notebook::guard::GONE_SK
 }
 
 /// [`remains`] on the emulator's table and bucket (items expired by `now` are gone to nib).
@@ -173,6 +188,12 @@ pub(crate) async fn aws_remains(config: &AwsConfig, now: i64, name: &str) -> Vec
                 .and_then(|v| v.as_n().ok())
                 .and_then(|n| n.parse::<i64>().ok())
                 .is_some_and(|at| at <= now);
+            let key = |a: &str| item.get(a).and_then(|v| v.as_s().ok()).cloned();
+            if let (Some(pk), Some(sk)) = (key("pk"), key("sk"))
+                && is_tombstone(&pk, &sk, name)
+            {
+                continue;
+            }
             let text: Vec<String> = item
                 .values()
                 .map(|v| match (v.as_s(), v.as_b()) {
@@ -251,7 +272,7 @@ async fn bob_is_intact(app: &Services) {
 
 async fn deletes_everything(aws: bool) {
     let (app, under) = setup(aws).await;
-    let accounts = app.accounts();
+    let accounts = quick(&app);
     let listed = accounts.list().await.unwrap();
     let names: Vec<&str> = listed.iter().map(|u| u.user.as_str()).collect();
     assert_eq!(names, ["bob", "default"]);
@@ -360,7 +381,8 @@ fn crashing_accounts(app: &Services, fail_at: usize) -> (Accounts, Arc<Crashing>
         app.assets.clone(),
         app.vault().clone(),
         app.clock.clone(),
-    );
+    )
+    .with_settle(std::time::Duration::ZERO);
     (accounts, store)
 }
 
@@ -462,7 +484,8 @@ async fn a_deletion_reaches_only_the_account_functions_partitions() {
         app.assets.clone(),
         app.vault().clone(),
         app.clock.clone(),
-    );
+    )
+    .with_settle(std::time::Duration::ZERO);
     let done = accounts.delete(&user("default"), |_| {}).await;
     assert_eq!(*store.refused.lock().unwrap(), Vec::<String>::new());
     assert!(done.unwrap().items > 0);
@@ -485,7 +508,7 @@ async fn crash_then_finish(aws: bool, fail_at: usize) {
     );
     assert!(!steps.contains(&Step::Done));
     if steps.contains(&Step::Marker) {
-        let listed = app.accounts().list().await.unwrap();
+        let listed = quick(&app).list().await.unwrap();
         let default = listed
             .iter()
             .find(|u| u.user.as_str() == "default")
@@ -493,15 +516,12 @@ async fn crash_then_finish(aws: bool, fail_at: usize) {
         assert!(default.deleting, "the list shows the deletion under way");
         // Nothing recreates the user meanwhile.
         assert!(matches!(
-            app.accounts().ensure(&user("default")).await,
+            quick(&app).ensure(&user("default")).await,
             Err(AccountError::Deleting(_))
         ));
     }
     drop(accounts);
-    app.accounts()
-        .delete(&user("default"), |_| {})
-        .await
-        .unwrap();
+    quick(&app).delete(&user("default"), |_| {}).await.unwrap();
     bob_is_intact(&app).await;
     let left = remains(app, &under, "default").await;
     assert!(
@@ -576,10 +596,7 @@ async fn an_s3_failure_while_deleting_images_is_finished_by_a_re_run() {
             .is_none()
     );
     faults.clear();
-    app.accounts()
-        .delete(&user("default"), |_| {})
-        .await
-        .unwrap();
+    quick(&app).delete(&user("default"), |_| {}).await.unwrap();
     let left = remains(
         app,
         &Under::Aws {
@@ -612,8 +629,9 @@ async fn what_remains_cannot_be_opened(aws: bool) {
         .await
         .unwrap()
         .token;
-    // The fourth write is the first after the key's destruction.
-    let (accounts, _) = crashing_accounts(&app, 4);
+    // The fifth write is the first after the key's destruction (the marker, the tombstone,
+    // the credentials, the key).
+    let (accounts, _) = crashing_accounts(&app, 5);
     let mut steps = Vec::new();
     accounts.delete(&u, |s| steps.push(s)).await.unwrap_err();
     assert_eq!(steps.last(), Some(&Step::Key));
@@ -661,7 +679,7 @@ async fn what_remains_cannot_be_opened(aws: bool) {
     );
     // And the re-run finishes.
     drop(accounts);
-    app.accounts().delete(&u, |_| {}).await.unwrap();
+    quick(&app).delete(&u, |_| {}).await.unwrap();
     let left = remains(app, &under, "default").await;
     assert!(left.is_empty(), "{left:#?}");
 }
@@ -674,4 +692,118 @@ async fn with_the_key_destroyed_what_remains_cannot_be_opened_locally() {
 #[tokio::test]
 async fn with_the_key_destroyed_what_remains_cannot_be_opened_on_aws() {
     what_remains_cannot_be_opened(true).await;
+}
+
+/// Issue 48 item 6: a call still in flight when the account is deleted lands nothing. While
+/// the deletion runs (here stopped right after its marker and tombstone, the key still intact)
+/// a notebook write is refused in its own transaction; after it, a write (which would mint a
+/// new key and seal under it) is refused too; nothing of the user remains.
+async fn a_write_after_the_deletion_is_refused(aws: bool) {
+    let (app, under) = setup(aws).await;
+    let u = user("default");
+    let date = nib::domain::Date::parse("2026-06-20").unwrap();
+    // The notebook a call that started before the deletion holds.
+    let notebook = app.notebook().clone();
+    // The deletion, stopped at its third write (after the marker and the tombstone).
+    let (accounts, _) = crashing_accounts(&app, 3);
+    let mut steps = Vec::new();
+    assert!(accounts.delete(&u, |s| steps.push(s)).await.is_err());
+    assert_eq!(steps, [Step::Marker]);
+    let refused = notebook
+        .create_task(&u, date, "Landed during the deletion", None)
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(nib::notebook::NotebookError::Store(StoreError::Deleted))
+        ),
+        "{refused:?}"
+    );
+    quick(&app).delete(&u, |_| {}).await.unwrap();
+    let refused = notebook
+        .create_task(&u, date, "Landed after the deletion", None)
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    let note = notebook
+        .add_note(&u, date, "Written after the deletion", &[], None)
+        .await;
+    assert!(note.is_err(), "{note:?}");
+    drop((accounts, notebook));
+    let left = remains(app, &under, "default").await;
+    assert!(left.is_empty(), "{left:#?}");
+}
+
+#[tokio::test]
+async fn a_write_after_the_deletion_is_refused_locally() {
+    a_write_after_the_deletion_is_refused(false).await;
+}
+
+#[tokio::test]
+async fn a_write_after_the_deletion_is_refused_on_aws() {
+    a_write_after_the_deletion_is_refused(true).await;
+}
+
+/// Issue 48 item 6: a user is never created over another's items. Over a partition holding
+/// an item (a late write that escaped a sweep), `ensure` refuses; over a deleted account's
+/// tombstone alone it creates the user, who then writes as anyone.
+async fn a_user_is_not_created_over_a_partition_in_use(aws: bool) {
+    let (app, _under) = setup(aws).await;
+    let carol = user("carol");
+    app.store
+        .put(
+            Item {
+                pk: "U#carol".into(),
+                sk: "TASK#left-over".into(),
+                gsi1: None,
+                version: 1,
+                expires_at: None,
+                body: b"{}".to_vec(),
+            },
+            nib::ports::Cond::None,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        quick(&app).ensure(&carol).await,
+        Err(AccountError::NotEmpty(_))
+    ));
+    assert!(
+        app.store
+            .get("U#carol", nib::account::PROFILE_SK)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // The same name after a deletion: created over the tombstone, and it writes.
+    let u = user("default");
+    quick(&app).delete(&u, |_| {}).await.unwrap();
+    assert!(quick(&app).ensure(&u).await.unwrap());
+    let date = nib::domain::Date::parse("2026-06-20").unwrap();
+    let created = app
+        .notebook()
+        .create_task(&u, date, "A new start", None)
+        .await
+        .unwrap();
+    assert!(created.created);
+    let tasks = app
+        .notebook()
+        .list_tasks(&u, nib::notebook::TaskFilter::All, None, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        tasks.len(),
+        1,
+        "nothing of the deleted account is inherited"
+    );
+}
+
+#[tokio::test]
+async fn a_user_is_not_created_over_a_partition_in_use_locally() {
+    a_user_is_not_created_over_a_partition_in_use(false).await;
+}
+
+#[tokio::test]
+async fn a_user_is_not_created_over_a_partition_in_use_on_aws() {
+    a_user_is_not_created_over_a_partition_in_use(true).await;
 }

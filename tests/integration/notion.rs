@@ -762,7 +762,8 @@ async fn a_status_change_during_an_outage_reaches_notion_later() {
             json!({ "task_link_id": a["task_link_id"], "status": "done" }),
         )
         .await;
-    assert_eq!(again["notion_updated"], false);
+    // The page was brought up to date by this call: it says so (issue 48 item 14).
+    assert_eq!(again["notion_updated"], true);
     assert_eq!(status_name(&env.page(&a["notion_task_id"])), "Done");
     assert_eq!(env.status().await.pending, 0);
 
@@ -1162,4 +1163,280 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// Polls `done` every 100 ms until it holds, for at most `limit` (a bound on a wait for
+/// something that happens on its own, not a timing assertion); whether it held.
+async fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if done() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 48 item 14: a call reports what happened in it. A task waiting in the outbox that
+/// the call's own drain pushes is that call's push: `update_task_status` says
+/// `notion_updated: true`, and `create_task` of a reused task says `notion_pushed: true`.
+async fn a_call_reports_the_push_its_drain_made(backend: Backend) {
+    let env = Env::new(backend).await;
+    env.notion.set_mode(Mode::RateLimited(1));
+    let a = env.create("2026-06-23", "Renew the lease").await;
+    assert_eq!(a["notion_pushed"], false);
+    env.notion.set_mode(Mode::Normal);
+    env.clock.advance(2);
+
+    // Not pushed yet: the call's drain creates its page, with the new status.
+    let d = env
+        .call(
+            "update_task_status",
+            json!({ "task_link_id": a["task_link_id"], "status": "done" }),
+        )
+        .await;
+    assert_eq!(d["notion_updated"], true, "{d}");
+    let lease = env
+        .notion
+        .pages()
+        .into_iter()
+        .find(|p| p["properties"]["Name"]["title"][0]["text"]["content"] == "Renew the lease")
+        .expect("pushed by the status change");
+    assert_eq!(status_name(&lease), "Done");
+
+    // Another task meets the limit; the same open task again: reused, and pushed by this call.
+    env.notion.set_mode(Mode::RateLimited(1));
+    let b = env.create("2026-06-23", "Call the plumber").await;
+    assert_eq!(b["notion_pushed"], false);
+    env.notion.set_mode(Mode::Normal);
+    env.clock.advance(2);
+    let again = env.create("2026-06-23", "Call the plumber").await;
+    assert_eq!(again["created"], false, "{again}");
+    assert_eq!(again["task_link_id"], b["task_link_id"]);
+    assert_eq!(again["notion_pushed"], true, "{again}");
+    assert_eq!(
+        env.page(&again["notion_task_id"])["url"],
+        again["notion_url"]
+    );
+    assert_eq!(env.notion.pages().len(), 2);
+    assert_eq!(env.status().await.pending, 0);
+}
+
+#[tokio::test]
+async fn a_call_reports_the_push_its_drain_made_locally() {
+    a_call_reports_the_push_its_drain_made(Backend::Local).await;
+}
+
+#[tokio::test]
+async fn a_call_reports_the_push_its_drain_made_over_aws() {
+    a_call_reports_the_push_its_drain_made(Backend::Aws).await;
+}
+
+/// The outbox timer's pass (`notion_drain_due`, which `nib serve` runs in the background and
+/// the tasks function on a schedule) finds every user's due items through the index, leaves
+/// Notion alone before `Retry-After`, and pushes once it has passed.
+async fn the_outbox_timer_pushes_after_retry_after(backend: Backend) {
+    let env = Env::new(backend).await;
+    let notebook = env.app.app.notebook().clone();
+    env.notion.set_mode(Mode::RateLimited(30));
+    let a = env.create("2026-06-23", "Renew the lease").await;
+    assert_eq!(a["notion_pushed"], false);
+    env.notion.set_mode(Mode::Normal);
+    let sent = env.notion.requests().len();
+    let pass = notebook
+        .notion_drain_due(Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!((pass.users, pass.created), (0, 0), "{pass:?}");
+    assert_eq!(pass.next_due, Some(env.clock.unix() + 30));
+    assert_eq!(
+        env.notion.requests().len(),
+        sent,
+        "Notion called before Retry-After"
+    );
+
+    env.clock.advance(31);
+    let pass = notebook
+        .notion_drain_due(Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        (pass.users, pass.created, pass.next_due),
+        (1, 1, None),
+        "{pass:?}"
+    );
+    assert_eq!(env.notion.pages().len(), 1);
+    assert_eq!(env.status().await.pending, 0);
+    let urls = env.task_urls().await;
+    assert!(urls[0].is_string(), "the task links its page: {urls:?}");
+}
+
+#[tokio::test]
+async fn the_outbox_timer_pushes_after_retry_after_locally() {
+    the_outbox_timer_pushes_after_retry_after(Backend::Local).await;
+}
+
+#[tokio::test]
+async fn the_outbox_timer_pushes_after_retry_after_over_aws() {
+    the_outbox_timer_pushes_after_retry_after(Backend::Aws).await;
+}
+
+/// Issue 48 item 14, as the README runs it: with Notion answering every third write 429
+/// (`Retry-After: 1`), the task that met it reaches Notion from `nib serve`'s outbox timer,
+/// with no further call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nib_serve_pushes_a_rate_limited_task_without_another_call() {
+    use std::io::{BufRead, BufReader, Read};
+    let notion = NotionStandin::start(TOKEN).await.unwrap();
+    let db = notion.add_task_database();
+    let data = tempfile::tempdir().unwrap();
+    let mut cmd = nib(data.path(), &notion);
+    cmd.args(["notion", "connect", "--database", &db]);
+    let (ok, _, stderr) = run(cmd, Some(&format!("{TOKEN}\n"))).await;
+    assert!(ok, "{stderr}");
+    notion.set_mode(Mode::RateLimitEvery {
+        every: 3,
+        retry_after: 1,
+    });
+
+    let mut cmd = nib(data.path(), &notion);
+    cmd.env("RUST_LOG", "info")
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (mut child, url, token, stdout) = tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("nib: serving ")
+            .unwrap()
+            .to_owned();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        let token = line.trim().split_once("(admin): ").unwrap().1.to_owned();
+        (child, url, token, out)
+    })
+    .await
+    .unwrap();
+    let client = reqwest::Client::new();
+    let mut answers = Vec::new();
+    for text in ["Book the venue", "Order the cake", "Send the invitations"] {
+        let answer: Value = client
+            .post(&url)
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .json(
+                &json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "create_task",
+                "arguments": { "target_date": "2026-06-21", "text": text } } }),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answers.push(answer["result"]["structuredContent"].clone());
+    }
+    let pushed: Vec<&Value> = answers.iter().map(|a| &a["notion_pushed"]).collect();
+    assert_eq!(
+        pushed,
+        [&json!(true), &json!(true), &json!(false)],
+        "{answers:?}"
+    );
+    assert_eq!(notion.rate_limited(), 1);
+    assert_eq!(notion.pages().len(), 2);
+
+    // No call from here on: the server's timer pushes the third task.
+    let arrived = poll_until(Duration::from_secs(30), || notion.pages().len() == 3).await;
+    let logs = tokio::task::spawn_blocking(move || {
+        crate::helpers::stop(&mut child);
+        let mut logs = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut logs)
+            .unwrap();
+        let _ = child.wait();
+        drop(stdout);
+        logs
+    })
+    .await
+    .unwrap();
+    assert!(
+        arrived,
+        "the rate-limited task never reached Notion: {logs}"
+    );
+    assert_eq!(
+        page_titles(&notion),
+        ["Book the venue", "Order the cake", "Send the invitations"]
+    );
+    assert!(!logs.contains(TOKEN));
+}
+
+/// On AWS the schedule (`infra/schedule.tf`) invokes the tasks function with
+/// `{"notion_outbox": "drain"}`: a task whose push met a 429 reaches Notion from it.
+#[tokio::test]
+async fn through_the_lambda_functions_the_schedule_drains_the_outbox() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ..Options::lambda()
+    })
+    .await;
+    let stack = app.lambda.clone().unwrap();
+    let db = stack.notion.add_task_database();
+    let connector = Notebook::new(
+        app.app.store.clone(),
+        app.app.vault().clone(),
+        app.app.assets.clone(),
+        app.app.clock.clone(),
+        app.app.notebook().config().clone(),
+    )
+    .with_notion(NotionApi::new(&stack.notion.url));
+    connector
+        .notion_connect(
+            &user(),
+            &db,
+            NotionToken::parse(crate::lambda::NOTION_TOKEN).unwrap(),
+        )
+        .await
+        .unwrap();
+    stack.notion.set_mode(Mode::RateLimited(1));
+    let created = app
+        .call(
+            "create_task",
+            json!({ "target_date": "2026-06-20", "text": "Draft the launch post" }),
+        )
+        .await;
+    assert_eq!(created["notion_pushed"], false, "{created}");
+    stack.notion.set_mode(Mode::Normal);
+
+    // What EventBridge Scheduler sends once a minute; until Retry-After has passed a pass
+    // leaves Notion alone, so the schedule is invoked until the page is there (bounded).
+    let mut replies = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while stack.notion.pages().is_empty() && tokio::time::Instant::now() < deadline {
+        let (status, reply) = stack
+            .invoke("tasks", &json!({ "notion_outbox": "drain" }))
+            .await;
+        assert_eq!(status, 200, "{reply}");
+        replies.push(reply);
+        if stack.notion.pages().is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    assert_eq!(stack.notion.pages().len(), 1, "{replies:?}");
+    assert_eq!(replies.last().unwrap()["created"], 1, "{replies:?}");
+    let tasks = app.call("list_tasks", json!({ "status": "all" })).await;
+    assert_eq!(
+        tasks["tasks"][0]["notion_url"],
+        stack.notion.pages()[0]["url"]
+    );
 }

@@ -1,11 +1,11 @@
 //! The `tasks` class function: list_tasks, create_task, update_task_status, invoked by
-//! the `mcp` front with the verified principal (docs/design.md §3). Wiring only: see
+//! the `mcp` front with the verified principal (docs/design.md §3), and the Notion outbox
+//! timer, invoked once a minute by EventBridge Scheduler (`infra/schedule.tf`). Wiring only: see
 //! `nib::functions`.
 
 use lambda_runtime::{LambdaEvent, service_fn};
-use nib::functions::ClassFunction;
+use nib::functions::{ClassFunction, TasksEvent};
 use nib::tools::ToolClass;
-use nib::tools::invocation::ToolInvocation;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
@@ -15,8 +15,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .inspect_err(|e| tracing::error!(error = %nib::telemetry::chain(e), "cold start failed"))?;
     let function = &function;
     lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<ToolInvocation>| async move {
-            Ok::<_, lambda_runtime::Error>(function.handle(event.payload).await)
+        move |event: LambdaEvent<TasksEvent>| async move {
+            Ok::<_, lambda_runtime::Error>(function.handle_tasks_event(event.payload).await)
         },
     ))
     .await

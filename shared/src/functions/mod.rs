@@ -389,6 +389,82 @@ impl ClassFunction {
     pub async fn handle(&self, invocation: ToolInvocation) -> ToolReply {
         crate::tools::invocation::serve(&self.dispatch, self.class, invocation).await
     }
+
+    /// One invocation of the tasks function: a tool call from the front, or the Notion outbox
+    /// timer (`infra/schedule.tf`), which pushes every user's due outbox items within
+    /// [`NOTION_OUTBOX_PASS`] (the function's timeout is 25 s).
+    pub async fn handle_tasks_event(&self, event: TasksEvent) -> TasksReply {
+        match event {
+            TasksEvent::Tool(invocation) => TasksReply::Tool(self.handle(invocation).await),
+            TasksEvent::NotionOutbox { .. } => {
+                let notebook = &self.dispatch.notebook;
+                match notebook.notion_drain_due(NOTION_OUTBOX_PASS).await {
+                    Ok(r) => {
+                        tracing::info!(
+                            users = r.users,
+                            created = r.created,
+                            updated = r.updated,
+                            failed = r.failed,
+                            deferred = r.deferred,
+                            "notion outbox pass"
+                        );
+                        TasksReply::NotionOutbox {
+                            users: r.users,
+                            created: r.created,
+                            updated: r.updated,
+                            failed: r.failed,
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %crate::telemetry::chain(&e), "notion outbox pass failed");
+                        TasksReply::NotionOutbox {
+                            users: 0,
+                            created: 0,
+                            updated: 0,
+                            failed: 0,
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How long the tasks function's outbox pass starts new users' drains (each waits at most
+/// about 5 s on Notion, plus a request's 10 s timeout), inside the function's 25 s.
+#[cfg(feature = "aws")]
+pub const NOTION_OUTBOX_PASS: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// What the tasks function is invoked with: the front's tool call, or the schedule's fixed
+/// input `{"notion_outbox": "drain"}` (`infra/schedule.tf`).
+#[cfg(feature = "aws")]
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+pub enum TasksEvent {
+    Tool(ToolInvocation),
+    NotionOutbox { notion_outbox: OutboxCommand },
+}
+
+/// The only thing the schedule asks.
+#[cfg(feature = "aws")]
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxCommand {
+    Drain,
+}
+
+/// The tasks function's answer: the tool's reply as the front reads it, or what a pass did.
+#[cfg(feature = "aws")]
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum TasksReply {
+    Tool(ToolReply),
+    NotionOutbox {
+        users: usize,
+        created: usize,
+        updated: usize,
+        failed: usize,
+    },
 }
 
 #[cfg(test)]

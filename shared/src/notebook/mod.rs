@@ -13,6 +13,7 @@ pub mod answers;
 mod bounded;
 mod bundle;
 mod corrections;
+pub mod guard;
 mod import;
 mod links;
 mod notes;
@@ -53,7 +54,7 @@ pub use import::{
 };
 pub use links::{LinkActor, Linked};
 pub use notes::{AddedNote, MAX_TAGS, NOTES_SECTION, NoteView, normalize_tag};
-pub use notion::{NotionPushed, NotionRef, NotionStatus, SyncReport};
+pub use notion::{DueReport, NotionPushed, NotionRef, NotionStatus, SyncReport};
 pub use pages::{LineOrigin, LineView, PageDraft, PageSummary, PageView, SavedPage, TextSource};
 pub use rank::{
     Candidate, OpenBlock, Posting, PostingList, RankQuery, VectorIndex, merge, rank, rescored,
@@ -132,7 +133,10 @@ impl Default for NotebookConfig {
 
 /// The notebook services over the ports. Cheap to share behind an `Arc`.
 pub struct Notebook {
+    /// Refuses writes to a deleted user's partitions (`guard`).
     store: Arc<dyn Store>,
+    /// The same store unguarded: account deletion writes the tombstone and sweeps through it.
+    unguarded: Arc<dyn Store>,
     vault: Arc<Vault>,
     assets: Arc<dyn Assets>,
     clock: Arc<dyn Clock>,
@@ -152,6 +156,9 @@ pub struct Notebook {
     answers: Arc<answers::AnswerCache>,
     /// Where PDF checks and rendering, OCR and bundle inflation run (`work`).
     work: WorkPool,
+    /// Woken when a Notion outbox item is put or rescheduled: the outbox timer
+    /// (`notion_outbox_changed`) then looks again at when the next item is due.
+    outbox_changed: Arc<tokio::sync::Notify>,
 }
 
 impl Notebook {
@@ -162,7 +169,11 @@ impl Notebook {
         clock: Arc<dyn Clock>,
         config: NotebookConfig,
     ) -> Self {
+        // Every write to a user's partitions is refused once the account is being deleted.
+        let unguarded = store.clone();
+        let store: Arc<dyn Store> = Arc::new(guard::GuardedStore::new(store));
         Notebook {
+            unguarded,
             access: Arc::new(AccessLog::new(store.clone(), clock.clone())),
             store,
             vault,
@@ -175,6 +186,7 @@ impl Notebook {
             answers: Arc::default(),
             vectors_deferred: std::sync::atomic::AtomicBool::new(false),
             work: WorkPool::per_core(),
+            outbox_changed: Arc::default(),
         }
     }
 
@@ -230,7 +242,7 @@ impl Notebook {
     /// `delete_account`, which runs wherever the notebook does).
     pub fn accounts(&self) -> crate::account::Accounts {
         crate::account::Accounts::new(
-            self.store.clone(),
+            self.unguarded.clone(),
             self.assets.clone(),
             self.vault.clone(),
             self.clock.clone(),

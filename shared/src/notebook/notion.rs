@@ -20,8 +20,11 @@
 //!   for it and links that page instead of creating another.
 //!
 //! Pushing is best effort for the tool call: the task exists whatever Notion answers; a failed
-//! push stays in the outbox, retried by the next `create_task`/`update_task_status` of the
-//! user (after its backoff, and never before `Retry-After`) or by `nib notion sync`.
+//! push stays in the outbox, retried when it is due (after its backoff, and never before
+//! `Retry-After`) by the outbox timer ([`Notebook::notion_drain_due`]: a background task of
+//! `nib serve`, a scheduled invocation of the tasks function on AWS), by the next
+//! `create_task`/`update_task_status` of the user, or by `nib notion sync`. Outbox items are
+//! also in the index partition [`NOTION_DUE_PARTITION`], where the timer finds them.
 
 use std::sync::Arc;
 
@@ -29,8 +32,8 @@ use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
 use super::records::{
-    self, NOTION_CONN_SK, NOTION_HEALTH_SK, NOTION_OUT_PREFIX, NotionLink, TaskRecord, b64, decode,
-    encode, notion_out_sk, task_sk, user_pk,
+    self, NOTION_CONN_SK, NOTION_DUE_PARTITION, NOTION_HEALTH_SK, NOTION_OUT_PREFIX, NotionLink,
+    TaskRecord, b64, decode, encode, notion_out_sk, task_sk, user_pk,
 };
 use super::{CreatedTask, Notebook, NotebookError, UpdatedTask};
 use crate::adapters::notion::{
@@ -60,6 +63,9 @@ const DRAIN_PER_CALL: usize = 5;
 /// included), so that with Notion's 10 s request timeout a call stays well inside the tasks
 /// function's 25 s. Only time waiting on Notion counts: a slow store does not cut a drain short.
 const DRAIN_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+/// How many outbox items the timer pushes for one user in one pass (each user's pass is also
+/// bounded by [`DRAIN_WITHIN`] of waiting on Notion).
+const DRAIN_PER_TICK: usize = 25;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct ConnectionRecord {
@@ -181,6 +187,23 @@ pub struct SyncReport {
     pub pending: usize,
     /// Notion asked (429) not to be called before this unix second.
     pub retry_after_until: Option<i64>,
+    /// The tasks this drain brought to Notion: with their page when it was created (or found
+    /// and linked), `None` when an existing page was updated.
+    pub pushed: Vec<(TaskLinkId, Option<NotionRef>)>,
+}
+
+/// What one pass of the outbox timer ([`Notebook::notion_drain_due`]) did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DueReport {
+    /// Users whose outbox was drained.
+    pub users: usize,
+    pub created: usize,
+    pub updated: usize,
+    pub failed: usize,
+    /// Users left for the next pass (the pass ran out of time).
+    pub deferred: usize,
+    /// When the next outbox item is due (unix seconds), if any is left.
+    pub next_due: Option<i64>,
 }
 
 enum Synced {
@@ -249,7 +272,10 @@ fn outbox_item(user: &UserId, rec: &OutboxRecord, version: u64) -> Item {
     Item {
         pk: user_pk(user),
         sk: notion_out_sk(&rec.task_link_id),
-        gsi1: None,
+        gsi1: Some((
+            NOTION_DUE_PARTITION.into(),
+            format!("{user}#{}", rec.task_link_id),
+        )),
         version,
         expires_at: None,
         body: encode(rec),
@@ -409,7 +435,7 @@ impl Notebook {
             ));
         };
         let mut report = self
-            .drain(user, &keys, &conn, true, usize::MAX, None, false)
+            .drain(user, &keys, &conn, true, usize::MAX, Own::None, false)
             .await?;
         report.pending = self.outbox_items(user).await?.len();
         Ok(report)
@@ -459,8 +485,23 @@ impl Notebook {
                 ),
             }
         }
-        self.drain_quietly(user, &keys, &conn, Some(&created.task_link_id))
-            .await;
+        // A task reused (an open one with the same text) not pushed yet goes first, and the
+        // answer says whether it reached Notion in this call.
+        let own = match created.created {
+            true => Own::Skip(&created.task_link_id),
+            false => Own::First(&created.task_link_id),
+        };
+        let drained = self.drain_quietly(user, &keys, &conn, own).await;
+        if !answer.pushed
+            && let Some((_, Some(page))) = drained
+                .into_iter()
+                .find(|(id, _)| *id == created.task_link_id)
+        {
+            answer = NotionPushed {
+                pushed: true,
+                page: Some(page),
+            };
+        }
         Ok((created, answer))
     }
 
@@ -498,7 +539,10 @@ impl Notebook {
                 ),
             }
         }
-        self.drain_quietly(user, &keys, &conn, None).await;
+        // The task itself may wait in the outbox (not pushed yet, or an earlier update that
+        // failed): tried first, and a push of it in this call is this call's update.
+        let drained = self.drain_quietly(user, &keys, &conn, Own::First(id)).await;
+        notion_updated |= drained.iter().any(|(t, _)| t == id);
         Ok((updated, notion_updated))
     }
 
@@ -585,18 +629,126 @@ impl Notebook {
     }
 
     /// [`Notebook::drain`] for a tool call: a few items, failures logged, never failing it.
+    /// What it brought to Notion (nothing when it failed).
     async fn drain_quietly(
         &self,
         user: &UserId,
         keys: &UserKeys,
         conn: &Connection,
-        skip: Option<&TaskLinkId>,
-    ) {
-        if let Err(e) = self
-            .drain(user, keys, conn, false, DRAIN_PER_CALL, skip, true)
+        own: Own<'_>,
+    ) -> Vec<(TaskLinkId, Option<NotionRef>)> {
+        match self
+            .drain(user, keys, conn, false, DRAIN_PER_CALL, own, true)
             .await
         {
-            tracing::error!(user = %user, error = %telemetry::chain(&e), "notion outbox drain failed");
+            Ok(report) => report.pushed,
+            Err(e) => {
+                tracing::error!(user = %user, error = %telemetry::chain(&e), "notion outbox drain failed");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Resolves once an outbox item was put or rescheduled since the last call (or right away
+    /// when one was before anyone waited): the outbox timer then looks again at what is due.
+    pub async fn notion_outbox_changed(&self) {
+        self.outbox_changed.notified().await;
+    }
+
+    /// The outbox timer's pass: pushes every user's due outbox items (found through
+    /// [`NOTION_DUE_PARTITION`]), as a tool call's drain does (never before a 429's
+    /// `Retry-After`, nor within a backoff; at most [`DRAIN_PER_TICK`] items and
+    /// [`DRAIN_WITHIN`] of waiting on Notion per user), starting no user once `within` has
+    /// passed. A user whose drain fails is logged and the pass goes on.
+    pub async fn notion_drain_due(
+        &self,
+        within: std::time::Duration,
+    ) -> Result<DueReport, NotebookError> {
+        let started = tokio::time::Instant::now();
+        let mut report = DueReport::default();
+        if self.notion.is_none() {
+            return Ok(report);
+        }
+        let now = self.clock.unix();
+        let mut users: Vec<UserId> = Vec::new();
+        for item in self.due_items().await? {
+            let Some(user) = due_user(&item) else {
+                continue;
+            };
+            let rec: OutboxRecord = decode("notion outbox", &item.body)?;
+            if rec.next_at.max(rec.lease_until) <= now && users.last() != Some(&user) {
+                users.push(user);
+            }
+        }
+        // Until when each user's Notion is to be left alone (a 429, a backoff).
+        let mut held_back = std::collections::HashMap::new();
+        for user in users {
+            if started.elapsed() >= within {
+                report.deferred += 1;
+                continue;
+            }
+            let drained = self.drain_user_due(&user).await;
+            match self.notion_health(&user).await {
+                Ok(health) => {
+                    if let Some(until) = paused(&health, self.clock.unix(), false) {
+                        held_back.insert(user.clone(), until);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(user = %user, error = %telemetry::chain(&e), "notion outbox timer: health unreadable")
+                }
+            }
+            match drained {
+                Ok(Some(r)) => {
+                    report.users += 1;
+                    report.created += r.created;
+                    report.updated += r.updated;
+                    report.failed += r.failed;
+                }
+                // No connection: nothing to push to until `nib notion connect` (whose sync
+                // pushes what waits).
+                Ok(None) => {
+                    held_back.insert(user, self.clock.unix() + BLOCKED_SECS);
+                }
+                Err(e) => {
+                    tracing::error!(user = %user, error = %telemetry::chain(&e), "notion outbox timer: drain failed")
+                }
+            }
+        }
+        for item in self.due_items().await? {
+            let rec: OutboxRecord = decode("notion outbox", &item.body)?;
+            let held = due_user(&item)
+                .and_then(|u| held_back.get(&u).copied())
+                .unwrap_or(0);
+            let due = rec.next_at.max(rec.lease_until).max(held);
+            report.next_due = Some(report.next_due.map_or(due, |d: i64| d.min(due)));
+        }
+        Ok(report)
+    }
+
+    /// One user's drain for the timer; `None` when the user has no connection (any outbox
+    /// item left then waits for `nib notion connect`, whose sync pushes it).
+    async fn drain_user_due(&self, user: &UserId) -> Result<Option<SyncReport>, NotebookError> {
+        let keys = self.vault.user_keys(user).await?;
+        let Some(conn) = self.notion_connection(user, &keys).await? else {
+            return Ok(None);
+        };
+        self.drain(user, &keys, &conn, false, DRAIN_PER_TICK, Own::None, true)
+            .await
+            .map(Some)
+    }
+
+    /// Every user's outbox items, through the index.
+    async fn due_items(&self) -> Result<Vec<Item>, NotebookError> {
+        let mut q = Query::gsi1(NOTION_DUE_PARTITION, "");
+        let mut out = Vec::new();
+        loop {
+            let page = self.store.query(&q).await?;
+            out.extend(page.items);
+            match page.next {
+                Some(next) => q.after = Some(next),
+                None => return Ok(out),
+            }
         }
     }
 
@@ -613,7 +765,7 @@ impl Notebook {
         conn: &Connection,
         force: bool,
         budget: usize,
-        skip: Option<&TaskLinkId>,
+        own: Own<'_>,
         bounded: bool,
     ) -> Result<SyncReport, NotebookError> {
         let mut report = SyncReport::default();
@@ -624,13 +776,19 @@ impl Notebook {
             return Ok(report);
         }
         let mut tried = 0;
-        for item in self.outbox_items(user).await? {
+        let mut items = self.outbox_items(user).await?;
+        if let Own::First(first) = own {
+            // The call's own task before the others (a stable sort keeps their order).
+            let sk = notion_out_sk(first);
+            items.sort_by_key(|item| item.sk != sk);
+        }
+        for item in items {
             if tried >= budget || (bounded && conn.waited() >= DRAIN_WITHIN) {
                 break;
             }
             let now = self.clock.unix();
             let rec: OutboxRecord = decode("notion outbox", &item.body)?;
-            if skip == Some(&rec.task_link_id)
+            if own == Own::Skip(&rec.task_link_id)
                 || rec.lease_until > now
                 || (!force && rec.next_at > now)
             {
@@ -664,8 +822,14 @@ impl Notebook {
             {
                 Ok(synced) => {
                     match synced {
-                        Synced::Created(_) => report.created += 1,
-                        Synced::Updated => report.updated += 1,
+                        Synced::Created(page) => {
+                            report.created += 1;
+                            report.pushed.push((rec.task_link_id.clone(), Some(page)));
+                        }
+                        Synced::Updated => {
+                            report.updated += 1;
+                            report.pushed.push((rec.task_link_id.clone(), None));
+                        }
                         Synced::Gone => {}
                         // Nothing was asked of Notion.
                         Synced::Yielded => continue,
@@ -893,7 +1057,10 @@ impl Notebook {
             .put(outbox_item(user, &rec, 1), Cond::NotExists)
             .await
         {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.outbox_changed.notify_one();
+                Ok(())
+            }
             Err(StoreError::ConditionFailed { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -927,7 +1094,10 @@ impl Notebook {
                 )
                 .await
             {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.outbox_changed.notify_one();
+                    return Ok(());
+                }
                 Err(e) if is_retryable(&e) => super::backoff(attempt).await,
                 Err(e) => return Err(e.into()),
             }
@@ -1081,6 +1251,23 @@ impl Notebook {
             }
         }
     }
+}
+
+/// The user of an outbox item found through [`NOTION_DUE_PARTITION`].
+fn due_user(item: &Item) -> Option<UserId> {
+    let (_, sk) = item.gsi1.as_ref()?;
+    let (user, _) = sk.split_once('#')?;
+    UserId::parse(user).ok()
+}
+
+/// Which of a call's own tasks its drain treats apart.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Own<'a> {
+    None,
+    /// Pushed by the call already (`create_task`'s new task): left out.
+    Skip(&'a TaskLinkId),
+    /// Tried before the others (the call reports whether it reached Notion).
+    First(&'a TaskLinkId),
 }
 
 /// An error after which no call can succeed until someone acts (a new token, the database

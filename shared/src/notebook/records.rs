@@ -34,6 +34,11 @@ pub const NOTION_OUT_PREFIX: &str = "NOTION#OUT#";
 pub fn notion_out_sk(task: &TaskLinkId) -> String {
     format!("{NOTION_OUT_PREFIX}{task}")
 }
+/// The index partition (gsi1) of every user's outbox items, sort key `{user}#{task_link_id}`:
+/// how the outbox timer finds the users with something to push. Upper case, so no user's
+/// partition (`U#{user}`, user ids are lower case) can be it; under `U#`, so the tasks
+/// function's role reaches it.
+pub const NOTION_DUE_PARTITION: &str = "U#NOTION#DUE";
 /// The BM25 statistics, as two counters that page commits add to (`Write::Add`), so that
 /// commits of different pages do not contend on one item.
 pub const STATS_PAGES_SK: &str = "STATS#PAGES";

@@ -48,6 +48,9 @@ fn failed(e: AccountError) -> ToolError {
     let internal = match e {
         AccountError::Unknown(_) => return ToolError::NotFound("account"),
         AccountError::Deleting(user) => NotebookError::Invalid(format!("{user} is being deleted")),
+        AccountError::NotEmpty(user) => {
+            NotebookError::Invalid(format!("{user}'s partition is not empty"))
+        }
         AccountError::Store(e) => NotebookError::Store(e),
         AccountError::Assets(e) => NotebookError::Assets(e),
         AccountError::Keys(e) => NotebookError::Crypto(e),
@@ -57,12 +60,17 @@ fn failed(e: AccountError) -> ToolError {
     ToolError::Internal(internal)
 }
 
+/// How long after its marker a deletion asked in the web app sweeps again.
+const WEB_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What a wrong password is answered (a refusal: nothing was deleted).
 pub const WRONG_PASSWORD: &str = "the password is not right";
 
 async fn delete(ctx: Ctx<'_>) -> Result<Output, ToolError> {
     let password = ctx.args.opt_str("password")?.unwrap_or_default();
-    let accounts = ctx.notebook.accounts();
+    // Answered through the front (API Gateway's 29 s): the second sweep comes sooner than
+    // `nib user delete`'s.
+    let accounts = ctx.notebook.accounts().with_settle(WEB_SETTLE);
     if !accounts
         .password_matches(&ctx.principal.user, password)
         .await
