@@ -308,15 +308,12 @@ fn admit(
             .insert("retry-after", secs.to_string().parse().expect("a number"));
         return Some(r);
     }
-    match inner.mode {
-        Some(Mode::Outage) => {
-            return Some(error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "service_unavailable",
-                "Notion is unavailable, please try again later.",
-            ));
-        }
-        _ => {}
+    if let Some(Mode::Outage) = inner.mode {
+        return Some(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            "Notion is unavailable, please try again later.",
+        ));
     }
     if authorization.as_deref() != Some(&format!("Bearer {}", inner.token)) {
         return Some(error(

@@ -839,8 +839,9 @@ impl Notebook {
         query.limit = want + usize::from(after.is_some());
         let mut out = Vec::with_capacity(want);
         // The lines are in the index item already (projection ALL): one small open per page
-        // titles it, no further read.
-        let keys = self.vault.user_keys(user).await?;
+        // titles it, no further read. The keys are fetched at the first page: a user with no
+        // page has no data key yet, and listing nothing must not create one.
+        let mut keys: Option<std::sync::Arc<crate::crypto::UserKeys>> = None;
         loop {
             let page = self.store.query(&query).await?;
             for item in page.items {
@@ -848,7 +849,14 @@ impl Notebook {
                 if after.is_some_and(|(d, p)| d == r.date && p == &r.page_id) {
                     continue;
                 }
-                let lines = open_page_lines(user, &keys, &r.page_id, &r.lines)?;
+                let page_keys = if let Some(k) = &keys {
+                    k.clone()
+                } else {
+                    let k = self.vault.user_keys(user).await?;
+                    keys = Some(k.clone());
+                    k
+                };
+                let lines = open_page_lines(user, &page_keys, &r.page_id, &r.lines)?;
                 out.push(PageSummary {
                     title: title_of(&lines),
                     page_id: r.page_id,

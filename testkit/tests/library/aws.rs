@@ -675,14 +675,15 @@ async fn the_vault_over_kms_caches_rotates_and_stores_only_wrapped_keys() {
         field: "text",
     };
 
-    // First use: read the (absent) key items, generate, store.
+    // First use: read the (absent) key items, generate, store (in a transaction that also
+    // checks the account is not being deleted: `notebook::guard`).
     let v1 = assert_calls!(
         clients,
         vault.user_keys(&alice).await.unwrap(),
         [
             ("DynamoDB", "Query", 1),
             ("KMS", "GenerateDataKey", 1),
-            ("DynamoDB", "PutItem", 1),
+            ("DynamoDB", "TransactWriteItems", 1),
         ]
     );
     let old = v1.seal(&aad, b"old");
