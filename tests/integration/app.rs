@@ -144,6 +144,30 @@ impl Browser {
         html
     }
 
+    /// A file uploaded on the upload screen as its script sends it (`accept: application/json`):
+    /// the answer's entry for the file (`outcome`, `message`, `page_id`).
+    pub(crate) async fn upload_file(&self, name: &str, bytes: &[u8]) -> serde_json::Value {
+        let page = self.screen("/app/upload").await;
+        let token = token_before(&page, "back").unwrap();
+        let (kind, body) = multipart(
+            &[("csrf_token", &token), ("back", "/app/upload")],
+            &[(name, bytes)],
+        );
+        let r = self
+            .http
+            .post(format!("{}/app/upload", self.base))
+            .header("cookie", format!("{}; {}", self.session, self.strict))
+            .header("accept", "application/json")
+            .header("content-type", kind)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let mut answer: serde_json::Value = r.json().await.unwrap();
+        answer["files"][0].take()
+    }
+
     /// A form posted from a page of this site: the strict cookie, our `Origin`, the token of
     /// `page` (a screen's HTML) unless `token` says otherwise.
     pub(crate) async fn post(

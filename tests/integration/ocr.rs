@@ -380,7 +380,7 @@ impl Drop for Served {
 /// back read: lines, tasks, and its text on the page's screen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nib_serve_reads_ink_uploaded_in_the_web_app() {
-    use crate::app::{Browser, multipart, token_before};
+    use crate::app::Browser;
     let data = tempfile::tempdir().unwrap();
     let served = Served::start(data.path(), &[]);
     assert!(
@@ -395,27 +395,9 @@ async fn nib_serve_reads_ink_uploaded_in_the_web_app() {
         .to_owned();
     let base = served.base();
     let owner = Browser::sign_in_with(&base, "default", &password).await;
-    let page = owner.screen("/app/upload").await;
-    let token = token_before(&page, "back").unwrap();
     let ink = std::fs::read(ocr_dir().join("2025-03-17.png")).unwrap();
-    let (kind, body) = multipart(
-        &[("csrf_token", &token), ("back", "/app/upload")],
-        &[("2025-03-17.png", &ink)],
-    );
-    let r = owner
-        .http
-        .post(format!("{base}/app/upload"))
-        .header("cookie", format!("{}; {}", owner.session, owner.strict))
-        .header("accept", "application/json")
-        .header("content-type", kind)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let answer: Value = r.json().await.unwrap();
-    let file = &answer["files"][0];
-    assert_eq!(file["outcome"], "new", "{answer}");
+    let file = &owner.upload_file("2025-03-17.png", &ink).await;
+    assert_eq!(file["outcome"], "new", "{file}");
     let message = file["message"].as_str().unwrap();
     let lines: usize = message
         .strip_prefix("new page (")

@@ -121,30 +121,12 @@ async fn nib_import_with_a_vision_model_gives_tasks_and_a_failed_page_is_read_la
 /// An ink page uploaded in the web app of a `nib serve` started with `args` and `env`: the
 /// upload's one-line outcome ("new page (N lines, M tasks)") and the page's id.
 async fn upload(served: &Served, password: &str, file: &str) -> (String, String) {
-    use crate::app::{Browser, multipart, token_before};
+    use crate::app::Browser;
     let base = served.base();
     let owner = Browser::sign_in_with(&base, "default", password).await;
-    let page = owner.screen("/app/upload").await;
-    let token = token_before(&page, "back").unwrap();
     let ink = std::fs::read(ink(file)).unwrap();
-    let (kind, body) = multipart(
-        &[("csrf_token", &token), ("back", "/app/upload")],
-        &[(&format!("{file}.png"), &ink)],
-    );
-    let r = owner
-        .http
-        .post(format!("{base}/app/upload"))
-        .header("cookie", format!("{}; {}", owner.session, owner.strict))
-        .header("accept", "application/json")
-        .header("content-type", kind)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let answer: Value = r.json().await.unwrap();
-    let file = &answer["files"][0];
-    assert_eq!(file["outcome"], "new", "{answer}");
+    let file = &owner.upload_file(&format!("{file}.png"), &ink).await;
+    assert_eq!(file["outcome"], "new", "{file}");
     (
         file["message"].as_str().unwrap().to_owned(),
         file["page_id"].as_str().unwrap().to_owned(),
