@@ -298,8 +298,8 @@ fn max4(v: [f32; 4]) -> f32 {
 }
 
 /// The page resized to `w` x `h` (bilinear), as a [-1, 1] CHW tensor of three equal channels.
-fn det_input(page: &PageImage, w: usize, h: usize) -> Vec<f32> {
-    let plane = resample(page, w, h);
+fn det_input(page: &PageImage, window: Window, w: usize, h: usize) -> Vec<f32> {
+    let plane = resample(page, window, w, h);
     let mut data = Vec::with_capacity(3 * w * h);
     for _ in 0..3 {
         data.extend(plane.iter().map(|&v| v / 127.5 - 1.0));
@@ -307,15 +307,35 @@ fn det_input(page: &PageImage, w: usize, h: usize) -> Vec<f32> {
     data
 }
 
-/// Bilinear resampling of the whole page to `w` x `h`, values 0..255.
-fn resample(page: &PageImage, w: usize, h: usize) -> Vec<f32> {
-    let sx = page.width as f32 / w as f32;
-    let sy = page.height as f32 / h as f32;
+/// A part of the page in page pixels: left, top, width, height.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Window {
+    x: f32,
+    y: f32,
+    w: f32,
+    h: f32,
+}
+
+impl Window {
+    fn whole(page: &PageImage) -> Window {
+        Window {
+            x: 0.0,
+            y: 0.0,
+            w: page.width as f32,
+            h: page.height as f32,
+        }
+    }
+}
+
+/// Bilinear resampling of a window of the page to `w` x `h`, values 0..255.
+fn resample(page: &PageImage, window: Window, w: usize, h: usize) -> Vec<f32> {
+    let sx = window.w / w as f32;
+    let sy = window.h / h as f32;
     let mut out = Vec::with_capacity(w * h);
     for y in 0..h {
-        let fy = (y as f32 + 0.5) * sy - 0.5;
+        let fy = window.y + (y as f32 + 0.5) * sy - 0.5;
         for x in 0..w {
-            let fx = (x as f32 + 0.5) * sx - 0.5;
+            let fx = window.x + (x as f32 + 0.5) * sx - 0.5;
             out.push(sample(page, fx, fy));
         }
     }
@@ -343,12 +363,61 @@ fn round32(v: f32) -> usize {
     (((v / 32.0).round() as usize) * 32).max(32)
 }
 
-/// Text regions of the page, as rotated rectangles in page pixels.
+/// Text regions of the page, as rotated rectangles in page pixels: found on the whole page
+/// scaled to [`MAX_SIDE`], then, when the text lies in a part of it (a page written at the top,
+/// a photo with the desk around the page), found again in that part alone, seen larger. At
+/// 960 px a whole page's handwriting is a few pixels high, and a phone photo's page is a
+/// fraction of the frame; detecting in the part that holds the text keeps the detector's input
+/// (and memory) the same size and reads the writing at up to twice the scale.
 fn detect(det: &mut Session, page: &PageImage) -> Result<Vec<Quad>, OcrError> {
+    let whole = Window::whole(page);
+    let quads = detect_in(det, page, whole)?;
+    match zoom_window(page, &quads) {
+        Some(window) => detect_in(det, page, window),
+        None => Ok(quads),
+    }
+}
+
+/// The part of the page the text found at first sight lies in, with a margin, when it is
+/// small enough that detecting in it alone sees the writing [`MIN_ZOOM`] times larger.
+fn zoom_window(page: &PageImage, quads: &[Quad]) -> Option<Window> {
     let (pw, ph) = (page.width as f32, page.height as f32);
+    let (mut x0, mut y0, mut x1, mut y1) = (f32::MAX, f32::MAX, f32::MIN, f32::MIN);
+    for q in quads {
+        for (x, y) in q.0 {
+            x0 = x0.min(x);
+            y0 = y0.min(y);
+            x1 = x1.max(x);
+            y1 = y1.max(y);
+        }
+    }
+    if quads.is_empty() {
+        return None;
+    }
+    let margin = 0.04 * pw.max(ph);
+    let (x0, y0) = ((x0 - margin).max(0.0), (y0 - margin).max(0.0));
+    let (x1, y1) = ((x1 + margin).min(pw), (y1 + margin).min(ph));
+    let window = Window {
+        x: x0,
+        y: y0,
+        w: x1 - x0,
+        h: y1 - y0,
+    };
+    let before = (MAX_SIDE / pw.max(ph)).min(1.0);
+    let after = (MAX_SIDE / window.w.max(window.h)).min(1.0);
+    (after >= MIN_ZOOM * before).then_some(window)
+}
+
+/// How much larger a second look at the text's part of the page must see it to be worth it.
+const MIN_ZOOM: f32 = 1.25;
+
+/// Text regions in a window of the page, as rotated rectangles in page pixels.
+fn detect_in(det: &mut Session, page: &PageImage, window: Window) -> Result<Vec<Quad>, OcrError> {
+    let (pw, ph) = (window.w, window.h);
     let scale = (MAX_SIDE / pw.max(ph)).min(1.0);
     let (w, h) = (round32(pw * scale), round32(ph * scale));
-    let input = Tensor::from_array(([1usize, 3, h, w], det_input(page, w, h))).map_err(failed)?;
+    let input =
+        Tensor::from_array(([1usize, 3, h, w], det_input(page, window, w, h))).map_err(failed)?;
     let outputs = det.run(ort::inputs![input]).map_err(failed)?;
     let (shape, prob) = outputs[0].try_extract_tensor::<f32>().map_err(failed)?;
     let (mh, mw) = (shape[2] as usize, shape[3] as usize);
@@ -373,9 +442,12 @@ fn detect(det: &mut Session, page: &PageImage) -> Result<Vec<Quad>, OcrError> {
         if grown.short_side() < 5.0 {
             continue;
         }
-        let corners = grown
-            .corners()
-            .map(|(x, y)| ((x * fx).clamp(0.0, pw), (y * fy).clamp(0.0, ph)));
+        let corners = grown.corners().map(|(x, y)| {
+            (
+                window.x + (x * fx).clamp(0.0, pw),
+                window.y + (y * fy).clamp(0.0, ph),
+            )
+        });
         quads.push(Quad(corners));
     }
     Ok(quads)
