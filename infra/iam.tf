@@ -32,7 +32,12 @@
 #   without script, the exact uploads/{user}/bundles/{id}.zip for a bundle). The uploads role
 #   may only put objects under uploads/ (and encrypt them through S3); only mcp may assume it.
 # - Only ingest may call Textract, and only textract:DetectDocumentText (the page goes in the
-#   request, so Textract reads nothing of the bucket and needs no S3 permission).
+#   request, so Textract reads nothing of the bucket and needs no S3 permission), and only while
+#   var.ocr_provider is textract.
+# - Only ingest may read a secret: secretsmanager:GetSecretValue on exactly the one
+#   var.ocr_api_key_secret_arn names (a remote OCR provider's key), and no statement when it is
+#   unset; kms:Decrypt on var.ocr_api_key_secret_kms_key_arn only through Secrets Manager and
+#   for that secret, when the operator names a key of their own.
 # - Only mcp may invoke pages, tasks and account (no other role has lambda:InvokeFunction, and no
 #   resource-based permission lets anything else in, API Gateway included).
 # - Each role writes only to its own log group.
@@ -408,12 +413,51 @@ data "aws_iam_policy_document" "ingest" {
   # Handwriting: one synchronous DetectDocumentText per page image, the image in the request
   # (never StartDocumentTextDetection, so no S3 read by Textract and no SNS topic).
   # DetectDocumentText supports no resource-level permission (there is no Textract resource it
-  # acts on), so the resource can only be "*"; the action is the only one granted.
-  statement {
-    sid       = "ReadHandwriting"
-    effect    = "Allow"
-    actions   = ["textract:DetectDocumentText"]
-    resources = ["*"]
+  # acts on), so the resource can only be "*"; the action is the only one granted, and only
+  # while Textract is the engine.
+  dynamic "statement" {
+    for_each = var.ocr_provider == "textract" ? ["textract"] : []
+    content {
+      sid       = "ReadHandwriting"
+      effect    = "Allow"
+      actions   = ["textract:DetectDocumentText"]
+      resources = ["*"]
+    }
+  }
+
+  # A remote OCR provider's key (var.ocr_api_key_secret_arn): one GetSecretValue at cold
+  # start, on that secret alone, named by its full ARN. No statement without one.
+  dynamic "statement" {
+    for_each = var.ocr_api_key_secret_arn != "" ? ["secret"] : []
+    content {
+      sid       = "ReadOcrKey"
+      effect    = "Allow"
+      actions   = ["secretsmanager:GetSecretValue"]
+      resources = [var.ocr_api_key_secret_arn]
+    }
+  }
+
+  # A secret encrypted with the operator's own KMS key (Secrets Manager's aws/secretsmanager
+  # key needs no grant): Decrypt, only as Secrets Manager does it for that one secret (its
+  # encryption context names the secret's ARN).
+  dynamic "statement" {
+    for_each = var.ocr_api_key_secret_arn != "" && var.ocr_api_key_secret_kms_key_arn != "" ? ["kms"] : []
+    content {
+      sid       = "DecryptOcrKey"
+      effect    = "Allow"
+      actions   = ["kms:Decrypt"]
+      resources = [var.ocr_api_key_secret_kms_key_arn]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["secretsmanager.${local.region}.amazonaws.com"]
+      }
+      condition {
+        test     = "StringEquals"
+        variable = "kms:EncryptionContext:SecretARN"
+        values   = [var.ocr_api_key_secret_arn]
+      }
+    }
   }
 }
 

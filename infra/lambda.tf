@@ -61,6 +61,27 @@ resource "aws_lambda_function" "fn" {
     }
   }
 
+  # The OCR settings hold together (one variable's validation cannot see another's before
+  # Terraform 1.9): checked at plan, before anything changes.
+  lifecycle {
+    precondition {
+      condition     = var.ocr_provider != "openai" || (var.ocr_openai_base_url != "" && var.ocr_openai_model != "")
+      error_message = "ocr_provider = openai needs ocr_openai_base_url and ocr_openai_model."
+    }
+    precondition {
+      condition     = var.ocr_provider != "google-vision" || var.ocr_api_key_secret_arn != ""
+      error_message = "ocr_provider = google-vision needs ocr_api_key_secret_arn (the secret holding the Vision API key)."
+    }
+    precondition {
+      condition     = var.ocr_provider != "textract" || var.ocr_api_key_secret_arn == ""
+      error_message = "ocr_api_key_secret_arn is for a remote provider (ocr_provider = openai or google-vision); Textract takes no key."
+    }
+    precondition {
+      condition     = var.ocr_api_key_secret_kms_key_arn == "" || var.ocr_api_key_secret_arn != ""
+      error_message = "ocr_api_key_secret_kms_key_arn is the key of the secret ocr_api_key_secret_arn names; set that too."
+    }
+  }
+
   # The log group first (with its retention and key; otherwise Lambda would create one that
   # keeps logs forever), and the role's permissions before the function (Lambda checks the DLQ
   # permission at creation).

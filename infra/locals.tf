@@ -17,8 +17,8 @@ locals {
   #   mcp:    the front (auth, rate limits, lifecycle, forwarding); waits for a class function.
   #   pages:  reads, decrypts and ranks (search reads every posting of each term).
   #   tasks:  small reads and transactions.
-  #   ingest: S3 events on uploads/; reads handwriting (Textract, one synchronous call per
-  #           page, ~1-2 s each), parses and indexes. Asynchronous, so slow is fine: Lambda's
+  #   ingest: S3 events on uploads/; reads handwriting (Textract by default, one synchronous
+  #           call per page, ~1-2 s each; or var.ocr_provider's), parses and indexes. Asynchronous, so slow is fine: Lambda's
   #           15-minute maximum fits a 100-page notebook; the memory holds a rendered PDF page
   #           and its PNG (a few MB each) with room, and buys CPU for rendering and encoding.
   #   oauth:  argon2 password hashing on sign-in wants memory (and the CPU that comes with it).
@@ -70,6 +70,18 @@ locals {
     NIB_LOG_FORMAT        = "json"
   }
 
+  # The OCR engine for page images and PDFs (var.ocr_provider; nib-shared's `textract`
+  # feature, which brings the remote providers too, is built into ingest only), and a remote
+  # provider's settings. Its key is not among them: the variable names the secret that holds
+  # it, which ingest reads at cold start (iam.tf, ReadOcrKey). Empty values are left out.
+  ocr_environment = {
+    NIB_OCR                       = var.ocr_provider
+    NIB_OCR_OPENAI_BASE_URL       = var.ocr_provider == "openai" ? var.ocr_openai_base_url : ""
+    NIB_OCR_OPENAI_MODEL          = var.ocr_provider == "openai" ? var.ocr_openai_model : ""
+    NIB_OCR_OPENAI_API_KEY_SECRET = var.ocr_provider == "openai" ? var.ocr_api_key_secret_arn : ""
+    NIB_OCR_GOOGLE_API_KEY_SECRET = var.ocr_provider == "google-vision" ? var.ocr_api_key_secret_arn : ""
+  }
+
   # What only some functions need. The JWT verification key is passed to mcp as configuration
   # (the PEM of the KMS signing key's public half), so mcp verifies tokens offline and needs no
   # KMS permission at all; oauth signs with the key NIB_SIGNING_KEY_ID names (kms:Sign) and,
@@ -83,13 +95,9 @@ locals {
       NIB_SIGNING_PUBLIC_KEY = data.aws_kms_public_key.signing.public_key_pem
       NIB_UPLOAD_ROLE_ARN    = aws_iam_role.uploads.arn
     }
-    pages = {}
-    tasks = {}
-    # The OCR engine for page images and PDFs (nib-shared's `textract` feature is built into
-    # this function only).
-    ingest = {
-      NIB_OCR = "textract"
-    }
+    pages  = {}
+    tasks  = {}
+    ingest = { for name, value in local.ocr_environment : name => value if value != "" }
     oauth = {
       NIB_SIGNING_KEY_ID     = aws_kms_key.signing.arn
       NIB_SIGNING_PUBLIC_KEY = data.aws_kms_public_key.signing.public_key_pem

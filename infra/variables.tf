@@ -122,6 +122,57 @@ variable "operator_role_arns" {
   default     = []
 }
 
+# Handwriting (issue 46): which engine the ingest function reads ink with, and for a remote
+# provider the operator brings, where its key is. The key itself never passes through
+# Terraform: it is in a Secrets Manager secret the operator creates, which only the ingest role
+# may read (iam.tf, ReadOcrKey), so neither the function's configuration nor Terraform's state
+# holds it.
+
+variable "ocr_provider" {
+  description = "The engine the ingest function reads handwritten pages with (NIB_OCR): textract (Amazon Textract), openai (an OpenAI-compatible chat-completions endpoint that takes images: ocr_openai_base_url, ocr_openai_model) or google-vision (Google Cloud Vision; needs ocr_api_key_secret_arn)."
+  type        = string
+  default     = "textract"
+
+  validation {
+    condition     = contains(["textract", "openai", "google-vision"], var.ocr_provider)
+    error_message = "ocr_provider must be textract, openai or google-vision."
+  }
+}
+
+variable "ocr_api_key_secret_arn" {
+  description = "The full ARN (with its six-character suffix) of the AWS Secrets Manager secret whose SecretString is the remote OCR provider's API key. ingest reads it once at cold start (NIB_OCR_OPENAI_API_KEY_SECRET or NIB_OCR_GOOGLE_API_KEY_SECRET) and its role may read that secret alone. Empty: no key (an OpenAI-compatible server that needs none)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.ocr_api_key_secret_arn == "" || can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$", var.ocr_api_key_secret_arn))
+    error_message = "ocr_api_key_secret_arn must be a Secrets Manager secret's full ARN, ending in the six characters Secrets Manager adds to the name (IAM matches the whole ARN)."
+  }
+}
+
+variable "ocr_api_key_secret_kms_key_arn" {
+  description = "The customer managed KMS key that encrypts that secret, when it is not Secrets Manager's own (aws/secretsmanager, which needs no permission): ingest may then decrypt with it through Secrets Manager, for that secret only. Empty by default."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.ocr_api_key_secret_kms_key_arn == "" || can(regex("^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/", var.ocr_api_key_secret_kms_key_arn))
+    error_message = "ocr_api_key_secret_kms_key_arn must be a KMS key ARN (arn:...:kms:REGION:ACCOUNT:key/ID)."
+  }
+}
+
+variable "ocr_openai_base_url" {
+  description = "ocr_provider = openai: the API's base URL (NIB_OCR_OPENAI_BASE_URL; /chat/completions is added), e.g. https://api.openai.com/v1."
+  type        = string
+  default     = ""
+}
+
+variable "ocr_openai_model" {
+  description = "ocr_provider = openai: a model that reads images (NIB_OCR_OPENAI_MODEL), e.g. gpt-4o-mini."
+  type        = string
+  default     = ""
+}
+
 variable "lambda_artifacts_dir" {
   description = "Folder holding <function>/bootstrap.zip, as `cargo lambda build --release --arm64 --output-format zip` leaves them."
   type        = string

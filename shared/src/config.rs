@@ -575,36 +575,121 @@ impl RemoteCallPolicy {
     }
 }
 
-/// An API key from `NAME` or from the file `NAME_FILE` names (a mounted secret, a systemd
-/// credential), trimmed; `None` when neither is set. Both set is refused: which one wins
-/// would be a guess.
-fn api_key(
-    get: &impl Fn(&str) -> Option<String>,
-    name: &'static str,
-    file_name: &'static str,
-) -> Result<Option<Secret>, ConfigError> {
-    match (get(name), get(file_name)) {
-        (Some(_), Some(_)) => Err(ConfigError::Invalid {
-            name: file_name,
-            reason: format!("set {name} or {file_name}, not both"),
-        }),
-        (Some(key), None) => Ok(Some(Secret::new(key.trim()))),
-        (None, Some(path)) => {
+/// The variables that may give one remote OCR provider's key. At most one is set: which one
+/// would win is a guess, so more than one is refused, named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyVariables {
+    /// The key itself.
+    pub key: &'static str,
+    /// A file holding it (a mounted secret, a systemd credential).
+    pub file: &'static str,
+    /// The name or ARN of an AWS Secrets Manager secret whose `SecretString` is the key. Read
+    /// once at start on the AWS back end (`Ports::aws`), so that a Lambda function's key is in
+    /// no configuration that `lambda:GetFunctionConfiguration` or Terraform's state shows.
+    pub aws_secret: &'static str,
+}
+
+/// `NIB_OCR=openai`'s key.
+pub const OPENAI_KEY_VARIABLES: KeyVariables = KeyVariables {
+    key: "NIB_OCR_OPENAI_API_KEY",
+    file: "NIB_OCR_OPENAI_API_KEY_FILE",
+    aws_secret: "NIB_OCR_OPENAI_API_KEY_SECRET",
+};
+
+/// `NIB_OCR=google-vision`'s key.
+pub const GOOGLE_KEY_VARIABLES: KeyVariables = KeyVariables {
+    key: "NIB_OCR_GOOGLE_API_KEY",
+    file: "NIB_OCR_GOOGLE_API_KEY_FILE",
+    aws_secret: "NIB_OCR_GOOGLE_API_KEY_SECRET",
+};
+
+impl KeyVariables {
+    /// The variables of the engine `choice`, when it is a provider that takes a key.
+    pub fn of(choice: OcrChoice) -> Option<KeyVariables> {
+        match choice {
+            OcrChoice::OpenAi => Some(OPENAI_KEY_VARIABLES),
+            OcrChoice::GoogleVision => Some(GOOGLE_KEY_VARIABLES),
+            OcrChoice::Off | OcrChoice::Local | OcrChoice::Textract => None,
+        }
+    }
+
+    /// The id of the Secrets Manager secret that holds the key, when that is where it is
+    /// (read from the process environment). More than one of the three variables set is
+    /// refused here, before any secret is read.
+    pub fn aws_secret_id(&self) -> Result<Option<String>, ConfigError> {
+        self.aws_secret_id_in(|n| std::env::var(n).ok())
+    }
+
+    /// [`KeyVariables::aws_secret_id`] over `lookup` (the environment, or a map in tests).
+    pub fn aws_secret_id_in(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<String>, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        self.only_one(&get)?;
+        Ok(get(self.aws_secret).map(|id| id.trim().to_owned()))
+    }
+
+    /// Refuses more than one of the variables set, naming them (never a value).
+    fn only_one(&self, get: &impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let set: Vec<&'static str> = [self.key, self.file, self.aws_secret]
+            .into_iter()
+            .filter(|name| get(name).is_some())
+            .collect();
+        if set.len() > 1 {
+            return Err(ConfigError::Invalid {
+                name: set[set.len() - 1],
+                reason: format!(
+                    "{} are set; set only one of {}, {} or {}",
+                    set.join(" and "),
+                    self.key,
+                    self.file,
+                    self.aws_secret
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The key, trimmed: from the variable, the file, or (`from_aws_secret`) the Secrets
+    /// Manager secret the caller read; `None` when none of the three is set.
+    fn read(
+        &self,
+        get: &impl Fn(&str) -> Option<String>,
+        from_aws_secret: Option<Secret>,
+    ) -> Result<Option<Secret>, ConfigError> {
+        self.only_one(get)?;
+        if let Some(key) = get(self.key) {
+            return Ok(Some(Secret::new(key.trim())));
+        }
+        if let Some(path) = get(self.file) {
+            let name = self.file;
             let key = std::fs::read_to_string(path.trim()).map_err(|e| ConfigError::Invalid {
-                name: file_name,
+                name,
                 // The path is the operator's own setting; the file's content never shows.
                 reason: format!("cannot read {:?}: {}", path.trim(), e.kind()),
             })?;
             let key = key.trim();
             if key.is_empty() {
                 return Err(ConfigError::Invalid {
-                    name: file_name,
+                    name,
                     reason: "the file is empty".into(),
                 });
             }
-            Ok(Some(Secret::new(key)))
+            return Ok(Some(Secret::new(key)));
         }
-        (None, None) => Ok(None),
+        if get(self.aws_secret).is_some() {
+            // Read by `Ports::aws` (it is I/O); a local back end has no AWS client to read it.
+            return from_aws_secret.map(Some).ok_or(ConfigError::Invalid {
+                name: self.aws_secret,
+                reason: format!(
+                    "an AWS Secrets Manager secret is read on the AWS back end only (the \
+                     functions, --backend aws); set {} or {} here",
+                    self.key, self.file
+                ),
+            });
+        }
+        Ok(None)
     }
 }
 
@@ -632,6 +717,7 @@ fn check_http_url(url: &str, name: &'static str) -> Result<(), ConfigError> {
 /// | `NIB_OCR_OPENAI_MODEL` | the model, one that reads images | required |
 /// | `NIB_OCR_OPENAI_API_KEY` | sent as `Authorization: Bearer`; local servers need none | unset |
 /// | `NIB_OCR_OPENAI_API_KEY_FILE` | a file holding the key instead | unset |
+/// | `NIB_OCR_OPENAI_API_KEY_SECRET` | an AWS Secrets Manager secret (name or ARN) holding it instead, read at start on the AWS back end | unset |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenAiOcrConfig {
     pub base_url: String,
@@ -641,11 +727,22 @@ pub struct OpenAiOcrConfig {
 }
 
 impl OpenAiOcrConfig {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|n| std::env::var(n).ok())
+    /// Reads the process environment; `from_aws_secret` is the key when
+    /// `NIB_OCR_OPENAI_API_KEY_SECRET` names where it is (read by the caller).
+    pub fn from_env(from_aws_secret: Option<Secret>) -> Result<Self, ConfigError> {
+        Self::from_lookup_with(|n| std::env::var(n).ok(), from_aws_secret)
     }
 
+    /// Reads variables through `lookup`, with no key from Secrets Manager.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Self::from_lookup_with(lookup, None)
+    }
+
+    /// Reads variables through `lookup`, the key from Secrets Manager being `from_aws_secret`.
+    pub fn from_lookup_with(
+        lookup: impl Fn(&str) -> Option<String>,
+        from_aws_secret: Option<Secret>,
+    ) -> Result<Self, ConfigError> {
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
         let base_url = http_url(&get, "NIB_OCR_OPENAI_BASE_URL")
             .ok_or(ConfigError::Missing("NIB_OCR_OPENAI_BASE_URL"))?;
@@ -655,11 +752,7 @@ impl OpenAiOcrConfig {
             model: get("NIB_OCR_OPENAI_MODEL")
                 .map(|m| m.trim().to_owned())
                 .ok_or(ConfigError::Missing("NIB_OCR_OPENAI_MODEL"))?,
-            api_key: api_key(
-                &get,
-                "NIB_OCR_OPENAI_API_KEY",
-                "NIB_OCR_OPENAI_API_KEY_FILE",
-            )?,
+            api_key: OPENAI_KEY_VARIABLES.read(&get, from_aws_secret)?,
             policy: RemoteCallPolicy::from_lookup(&get)?,
         })
     }
@@ -673,6 +766,7 @@ impl OpenAiOcrConfig {
 /// |---|---|---|
 /// | `NIB_OCR_GOOGLE_API_KEY` | the API key (restrict it to the Vision API) | required, or the file |
 /// | `NIB_OCR_GOOGLE_API_KEY_FILE` | a file holding the key instead | unset |
+/// | `NIB_OCR_GOOGLE_API_KEY_SECRET` | an AWS Secrets Manager secret (name or ARN) holding it instead, read at start on the AWS back end | unset |
 /// | `NIB_OCR_GOOGLE_VISION_URL` | the API's base (tests point it at the stand-in) | `https://vision.googleapis.com` |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GoogleVisionConfig {
@@ -685,23 +779,31 @@ pub struct GoogleVisionConfig {
 pub const GOOGLE_VISION_URL: &str = "https://vision.googleapis.com";
 
 impl GoogleVisionConfig {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|n| std::env::var(n).ok())
+    /// Reads the process environment; `from_aws_secret` is the key when
+    /// `NIB_OCR_GOOGLE_API_KEY_SECRET` names where it is (read by the caller).
+    pub fn from_env(from_aws_secret: Option<Secret>) -> Result<Self, ConfigError> {
+        Self::from_lookup_with(|n| std::env::var(n).ok(), from_aws_secret)
     }
 
+    /// Reads variables through `lookup`, with no key from Secrets Manager.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Self::from_lookup_with(lookup, None)
+    }
+
+    /// Reads variables through `lookup`, the key from Secrets Manager being `from_aws_secret`.
+    pub fn from_lookup_with(
+        lookup: impl Fn(&str) -> Option<String>,
+        from_aws_secret: Option<Secret>,
+    ) -> Result<Self, ConfigError> {
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
         let base_url = http_url(&get, "NIB_OCR_GOOGLE_VISION_URL")
             .unwrap_or_else(|| GOOGLE_VISION_URL.to_owned());
         check_http_url(&base_url, "NIB_OCR_GOOGLE_VISION_URL")?;
         Ok(GoogleVisionConfig {
             base_url,
-            api_key: api_key(
-                &get,
-                "NIB_OCR_GOOGLE_API_KEY",
-                "NIB_OCR_GOOGLE_API_KEY_FILE",
-            )?
-            .ok_or(ConfigError::Missing("NIB_OCR_GOOGLE_API_KEY"))?,
+            api_key: GOOGLE_KEY_VARIABLES
+                .read(&get, from_aws_secret)?
+                .ok_or(ConfigError::Missing("NIB_OCR_GOOGLE_API_KEY"))?,
             policy: RemoteCallPolicy::from_lookup(&get)?,
         })
     }
@@ -769,6 +871,114 @@ mod ocr_config_tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_key_comes_from_one_of_the_variable_the_file_and_an_aws_secret() {
+        const ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:nib/ocr-AbCdEf";
+        let openai = |extra: &[(&'static str, &'static str)], from_secret: Option<&str>| {
+            let mut vars = vec![
+                ("NIB_OCR_OPENAI_BASE_URL", "https://api.openai.com/v1"),
+                ("NIB_OCR_OPENAI_MODEL", "gpt-4o-mini"),
+            ];
+            vars.extend_from_slice(extra);
+            OpenAiOcrConfig::from_lookup_with(lookup(&vars), from_secret.map(Secret::new))
+        };
+        // The secret's id is found (trimmed) before anything is read; the key it holds comes
+        // back from the caller.
+        let secret_only = [(
+            "NIB_OCR_OPENAI_API_KEY_SECRET",
+            " arn:aws:secretsmanager:eu-west-1:123456789012:secret:nib/ocr-AbCdEf\n",
+        )];
+        assert_eq!(
+            OPENAI_KEY_VARIABLES.aws_secret_id_in(lookup(&secret_only)),
+            Ok(Some(ARN.to_owned()))
+        );
+        let config = openai(&secret_only, Some("sk-from-the-secret")).unwrap();
+        assert_eq!(
+            config.api_key.as_ref().map(Secret::expose),
+            Some("sk-from-the-secret")
+        );
+        assert!(!format!("{config:?}").contains("sk-from-the-secret"));
+        // Where no secret can be read (the local back end), the variable is named.
+        assert!(matches!(
+            openai(&secret_only, None),
+            Err(ConfigError::Invalid {
+                name: "NIB_OCR_OPENAI_API_KEY_SECRET",
+                ..
+            })
+        ));
+        // Nothing set: no key (a local server needs none), and no secret to read.
+        assert_eq!(OPENAI_KEY_VARIABLES.aws_secret_id_in(lookup(&[])), Ok(None));
+        assert_eq!(openai(&[], None).unwrap().api_key, None);
+
+        // Two of the three: refused before any secret is read, naming the variables, never
+        // a value.
+        for both in [
+            [
+                ("NIB_OCR_OPENAI_API_KEY", "sk-very-secret"),
+                ("NIB_OCR_OPENAI_API_KEY_SECRET", ARN),
+            ],
+            [
+                ("NIB_OCR_OPENAI_API_KEY_FILE", "/run/secrets/openai"),
+                ("NIB_OCR_OPENAI_API_KEY_SECRET", ARN),
+            ],
+            [
+                ("NIB_OCR_OPENAI_API_KEY", "sk-very-secret"),
+                ("NIB_OCR_OPENAI_API_KEY_FILE", "/run/secrets/openai"),
+            ],
+        ] {
+            let Err(e) = OPENAI_KEY_VARIABLES.aws_secret_id_in(lookup(&both)) else {
+                panic!("{both:?} accepted");
+            };
+            let shown = e.to_string();
+            assert!(
+                shown.contains(both[0].0) && shown.contains(both[1].0),
+                "{shown}"
+            );
+            assert!(
+                !shown.contains("sk-very-secret") && !shown.contains(ARN),
+                "{shown}"
+            );
+            assert!(
+                matches!(openai(&both, Some("sk-from-the-secret")), Err(ConfigError::Invalid { name, .. }) if name == both[1].0)
+            );
+        }
+
+        // Google's key likewise; it is required, from any of the three.
+        let config = GoogleVisionConfig::from_lookup_with(
+            lookup(&[("NIB_OCR_GOOGLE_API_KEY_SECRET", "nib/vision")]),
+            Some(Secret::new("AIza-from-the-secret")),
+        )
+        .unwrap();
+        assert_eq!(config.api_key.expose(), "AIza-from-the-secret");
+        assert_eq!(
+            GOOGLE_KEY_VARIABLES
+                .aws_secret_id_in(lookup(&[("NIB_OCR_GOOGLE_API_KEY_SECRET", "nib/vision")])),
+            Ok(Some("nib/vision".to_owned()))
+        );
+        assert!(matches!(
+            GoogleVisionConfig::from_lookup_with(
+                lookup(&[
+                    ("NIB_OCR_GOOGLE_API_KEY", "AIza-inline"),
+                    ("NIB_OCR_GOOGLE_API_KEY_SECRET", "nib/vision"),
+                ]),
+                Some(Secret::new("AIza-from-the-secret")),
+            ),
+            Err(ConfigError::Invalid {
+                name: "NIB_OCR_GOOGLE_API_KEY_SECRET",
+                ..
+            })
+        ));
+        assert_eq!(
+            KeyVariables::of(OcrChoice::OpenAi),
+            Some(OPENAI_KEY_VARIABLES)
+        );
+        assert_eq!(
+            KeyVariables::of(OcrChoice::GoogleVision),
+            Some(GOOGLE_KEY_VARIABLES)
+        );
+        assert_eq!(KeyVariables::of(OcrChoice::Textract), None);
     }
 
     #[test]

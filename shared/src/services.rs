@@ -15,7 +15,8 @@
 //!   presigned URLs, so the router has no `/assets` route; the session-id and OAuth keys are
 //!   KMS-wrapped secrets kept in the table (`KmsKeys::server_secret`), loaded only by the roles
 //!   that sign with them, and access tokens are signed by the KMS key `NIB_SIGNING_KEY_ID`
-//!   when set (`adapters::aws::signing`).
+//!   when set (`adapters::aws::signing`). A remote OCR provider's key may be an AWS Secrets
+//!   Manager secret (`NIB_OCR_*_API_KEY_SECRET`), read with the ports by a role that reads ink.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,7 +37,7 @@ use crate::auth::oauth::{Gates, OAuth};
 use crate::auth::sessions::SessionSigner;
 use crate::auth::tokens::{NewToken, Tokens};
 use crate::auth::users::{UserError, Users};
-use crate::config::{AwsConfig, ConfigError, OcrChoice};
+use crate::config::{AwsConfig, ConfigError, OcrChoice, Secret};
 use crate::crypto::Vault;
 use crate::domain::UserId;
 use crate::functions::FunctionEnv;
@@ -78,6 +79,9 @@ pub enum ServicesError {
     #[cfg(feature = "aws")]
     #[error("cannot load the OAuth keys")]
     OAuthKeys(#[from] crate::adapters::aws::signing::OAuthKeysError),
+    #[cfg(feature = "aws")]
+    #[error("cannot load the OCR provider's key")]
+    OcrKey(#[from] crate::adapters::aws::secrets::KeySecretError),
     #[error(
         "cannot start the OCR engine ({choice}); choose another with --ocr or NIB_OCR, or `off`"
     )]
@@ -310,6 +314,11 @@ pub struct Ports {
     #[cfg(feature = "aws")]
     pub aws: Option<AwsClients>,
     secrets: Secrets,
+    /// The remote OCR provider's key when an AWS Secrets Manager secret holds it
+    /// (`NIB_OCR_*_API_KEY_SECRET`): read by [`Ports::aws`], so that [`Services::build`]
+    /// makes the engine without I/O. `None` otherwise (the key, if any, is in the
+    /// environment or a file, read when the engine is made).
+    ocr_key: Option<Secret>,
 }
 
 impl Ports {
@@ -322,7 +331,7 @@ impl Ports {
             BackEndSettings::Aws(config) => {
                 config.validate()?;
                 let clients = AwsClients::connect(config).await;
-                Ports::aws(config, clients, settings.role).await
+                Ports::aws(config, clients, settings.role, settings.ocr).await
             }
             #[cfg(not(feature = "aws"))]
             BackEndSettings::Aws(_) => Err(ServicesError::NoAws),
@@ -365,17 +374,21 @@ impl Ports {
             clock,
             #[cfg(feature = "aws")]
             aws: None,
+            ocr_key: None,
         })
     }
 
     /// AWS over clients built by the caller (tests add interceptors to them), with the secrets
     /// `role` signs with: the server's session and OAuth keys ([`Role::Server`]), the OAuth
-    /// keys ([`Role::OAuth`]), the signing key's public half ([`Role::Front`]), none otherwise.
+    /// keys ([`Role::OAuth`]), the signing key's public half ([`Role::Front`]), none otherwise;
+    /// and, for a role that reads ink with the remote provider `ocr`, its key when a Secrets
+    /// Manager secret holds it (one `GetSecretValue`).
     #[cfg(feature = "aws")]
     pub async fn aws(
         config: &AwsConfig,
         clients: AwsClients,
         role: Role,
+        ocr: OcrChoice,
     ) -> Result<Ports, ServicesError> {
         use crate::adapters::aws::signing::{self, OAuthKeys};
         config.validate()?;
@@ -406,6 +419,11 @@ impl Ports {
             },
             Role::Admin | Role::Class(_) | Role::Ingest => Secrets::throwaway(),
         };
+        let ocr_key = if role.has_notebook() {
+            ocr_key_from_aws_secret(ocr, &clients).await?
+        } else {
+            None
+        };
         Ok(Ports {
             back_end: BackEnd::Aws,
             store,
@@ -415,8 +433,38 @@ impl Ports {
             clock,
             aws: Some(clients),
             secrets,
+            ocr_key,
         })
     }
+}
+
+/// The key of the remote provider `ocr` when `NIB_OCR_*_API_KEY_SECRET` names a Secrets
+/// Manager secret that holds it; `None` for any other engine or key. Once per process, at
+/// start: a secret that cannot be read stops the start, naming the variable.
+#[cfg(feature = "aws")]
+async fn ocr_key_from_aws_secret(
+    ocr: OcrChoice,
+    clients: &AwsClients,
+) -> Result<Option<Secret>, ServicesError> {
+    // Without the OCR pipeline no remote engine can be made: `ocr_engine` says so, and no
+    // secret is read for nothing.
+    if !cfg!(feature = "ocr") {
+        return Ok(None);
+    }
+    let Some(variables) = crate::config::KeyVariables::of(ocr) else {
+        return Ok(None);
+    };
+    let Some(id) = variables.aws_secret_id()? else {
+        return Ok(None);
+    };
+    let key =
+        crate::adapters::aws::secrets::read_key(&clients.secretsmanager, variables.aws_secret, &id)
+            .await?;
+    tracing::info!(
+        variable = variables.aws_secret,
+        "the OCR provider's key was read from AWS Secrets Manager"
+    );
+    Ok(Some(key))
 }
 
 /// The system over one back end, as one role builds it.
@@ -458,13 +506,15 @@ fn ocr_engine_for(
     if let (OcrChoice::Textract, Some(clients)) = (choice, &ports.aws) {
         return Ok(Some(Arc::new(clients.ocr())));
     }
-    #[cfg(not(feature = "textract"))]
-    let _ = ports;
-    ocr_engine(choice)
+    ocr_engine(choice, ports.ocr_key.clone())
 }
 
-/// The OCR engine of `choice` in this process, or a clear error when it cannot run here.
-fn ocr_engine(choice: OcrChoice) -> Result<Option<Arc<dyn crate::ports::Ocr>>, ServicesError> {
+/// The OCR engine of `choice` in this process, or a clear error when it cannot run here;
+/// `from_aws_secret` is a remote provider's key read from Secrets Manager by [`Ports::aws`].
+fn ocr_engine(
+    choice: OcrChoice,
+    from_aws_secret: Option<Secret>,
+) -> Result<Option<Arc<dyn crate::ports::Ocr>>, ServicesError> {
     use crate::ports::OcrError;
     let unavailable = |reason: &str| ServicesError::Ocr {
         choice,
@@ -491,22 +541,25 @@ fn ocr_engine(choice: OcrChoice) -> Result<Option<Arc<dyn crate::ports::Ocr>>, S
         // process that chose the provider needs them, and a missing one is named.
         #[cfg(feature = "ocr")]
         OcrChoice::OpenAi => {
-            let config = crate::config::OpenAiOcrConfig::from_env()?;
+            let config = crate::config::OpenAiOcrConfig::from_env(from_aws_secret)?;
             Ok(Some(Arc::new(
                 crate::adapters::remote_ocr::openai::OpenAiOcr::new(&config),
             )))
         }
         #[cfg(feature = "ocr")]
         OcrChoice::GoogleVision => {
-            let config = crate::config::GoogleVisionConfig::from_env()?;
+            let config = crate::config::GoogleVisionConfig::from_env(from_aws_secret)?;
             Ok(Some(Arc::new(
                 crate::adapters::remote_ocr::google_vision::GoogleVisionOcr::new(&config),
             )))
         }
         #[cfg(not(feature = "ocr"))]
-        OcrChoice::OpenAi | OcrChoice::GoogleVision => Err(unavailable(
-            "this build of nib has no OCR pipeline (feature ocr)",
-        )),
+        OcrChoice::OpenAi | OcrChoice::GoogleVision => {
+            drop(from_aws_secret);
+            Err(unavailable(
+                "this build of nib has no OCR pipeline (feature ocr)",
+            ))
+        }
     }
 }
 
@@ -530,6 +583,8 @@ impl Services {
             #[cfg(feature = "aws")]
             aws,
             secrets,
+            // The engine made above holds its own copy; none stays in the services.
+            ocr_key: _,
         } = ports;
         let (vault, notebook) = if role.has_notebook() {
             let (cache_size, cache_ttl) = match settings.aws_config() {
@@ -614,7 +669,7 @@ impl Services {
         config: AwsConfig,
         clients: AwsClients,
     ) -> Result<Services, ServicesError> {
-        let ports = Ports::aws(&config, clients, Role::Server).await?;
+        let ports = Ports::aws(&config, clients, Role::Server, OcrChoice::Off).await?;
         Services::build(ports, &Settings::aws(config, Role::Server, OcrChoice::Off))
     }
 

@@ -282,6 +282,24 @@ impl Emulator {
         Ok((arn, pem))
     }
 
+    /// A new Secrets Manager secret named `name` whose `SecretString` is `value` (a remote OCR
+    /// provider's key, as an operator stores it); returns its ARN, which is what Terraform
+    /// passes as `NIB_OCR_*_API_KEY_SECRET`.
+    pub async fn create_secret(&self, name: &str, value: &str) -> Result<String, EmulatorError> {
+        let config = self.config("unused", "unused", "unused");
+        let clients = AwsClients::connect(&config).await;
+        let out = clients
+            .secretsmanager
+            .create_secret()
+            .name(name)
+            .secret_string(value)
+            .send()
+            .await
+            .map_err(|e| provision_error("secret")(Box::new(e)))?;
+        out.arn
+            .ok_or_else(|| provision_error("secret")("no ARN in the answer".into()))
+    }
+
     /// Stops the server now (tests of failures); later requests fail to connect.
     pub fn stop(&self) {
         let server = self

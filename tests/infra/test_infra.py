@@ -120,10 +120,13 @@ def as_list(value) -> list:
 
 
 class Statement:
-    """One statement of an aws_iam_policy_document, with its references resolved."""
+    """One statement of an aws_iam_policy_document, with its references resolved. A statement
+    of a `dynamic "statement"` block keeps the block's `for_each` (the expression, unevaluated:
+    when it is there at all); a plain statement's is None (always there)."""
 
-    def __init__(self, infra: Infra, raw: dict, where: str) -> None:
+    def __init__(self, infra: Infra, raw: dict, where: str, for_each: str | None = None) -> None:
         self.where = f"{where}/{raw.get('sid', '?')}"
+        self.for_each = for_each
         self.effect = raw.get("effect", "Allow")
         self.actions = [str(a) for a in as_list(infra.resolve(raw.get("actions")))]
         self.resources = [
@@ -158,7 +161,14 @@ class Statement:
 
 def statements(infra: Infra, doc: str) -> list[Statement]:
     raw = infra.policy_document(doc)
-    return [Statement(infra, s, doc) for s in as_list(raw.get("statement"))]
+    out = [Statement(infra, s, doc) for s in as_list(raw.get("statement"))]
+    for block in as_list(raw.get("dynamic")):
+        dynamic = block.get("statement")
+        if dynamic is None:
+            continue
+        for content in as_list(dynamic.get("content")):
+            out.append(Statement(infra, content, doc, for_each=dynamic["for_each"]))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -695,8 +705,97 @@ def test_only_ingest_calls_textract_and_only_detect_document_text(role_statement
                 # DetectDocumentText has no resource-level permissions: "*" is all there is.
                 assert s.resources == ["*"], s
                 assert not s.conditions, s
+                # Granted only while Textract is the engine (a remote provider needs none).
+                assert s.for_each == '${var.ocr_provider == "textract" ? ["textract"] : []}', s
                 granted.append(s)
     assert len(granted) == 1, granted
+
+
+# ---------------------------------------------------------------------------------------------
+# A remote OCR provider's key: in a secret only ingest reads, and only the one named
+
+
+def test_only_ingest_reads_a_secret_and_only_the_one_the_operator_names(
+    infra: Infra, role_statements
+) -> None:
+    """Issue 46: the key of a remote OCR provider is in a Secrets Manager secret whose ARN the
+    operator gives (var.ocr_api_key_secret_arn). ingest may GetSecretValue on exactly that ARN
+    (no wildcard, no other secret, no other action), and has no such statement at all when the
+    variable is empty (its default). No other role, nor the operator, reads any secret."""
+    variable = infra.variables["ocr_api_key_secret_arn"]
+    assert variable["default"] == "", "no secret unless the operator names one"
+    granted = []
+    for fn, stmts in role_statements.items():
+        for s in stmts:
+            if not s.touches("secretsmanager"):
+                continue
+            assert fn == "ingest", f"{fn} may read a secret: {s}"
+            assert s.actions == ["secretsmanager:GetSecretValue"], s
+            assert s.resources == ["${var.ocr_api_key_secret_arn}"], s
+            assert not s.conditions, s
+            # A dynamic statement that is there only when the variable names a secret: an
+            # empty ARN must not become a statement on "" (or, worse, on "*").
+            assert s.for_each == '${var.ocr_api_key_secret_arn != "" ? ["secret"] : []}', s
+            granted.append(s)
+    assert len(granted) == 1, granted
+    for s in statements(infra, "operator"):
+        assert not s.touches("secretsmanager"), s
+
+
+def test_the_ocr_keys_kms_key_decrypts_only_that_secret_through_secrets_manager(
+    infra: Infra, role_statements
+) -> None:
+    """A secret under the operator's own KMS key needs kms:Decrypt: only for ingest, only
+    through Secrets Manager, only under the encryption context of the named secret, and only
+    when both the secret and the key are named."""
+    assert infra.variables["ocr_api_key_secret_kms_key_arn"]["default"] == ""
+    found = []
+    for fn, stmts in role_statements.items():
+        for s in stmts:
+            if s.touches("kms") and any("ocr_api_key_secret" in r for r in s.resources):
+                assert fn == "ingest", s
+                assert s.actions == ["kms:Decrypt"], s
+                assert s.resources == ["${var.ocr_api_key_secret_kms_key_arn}"], s
+                assert s.condition("StringEquals", "kms:ViaService") == [
+                    "secretsmanager.${local.region}.amazonaws.com"
+                ], s
+                assert s.condition("StringEquals", "kms:EncryptionContext:SecretARN") == [
+                    "${var.ocr_api_key_secret_arn}"
+                ], s
+                assert s.for_each is not None, s
+                assert 'var.ocr_api_key_secret_arn != ""' in s.for_each, s
+                assert 'var.ocr_api_key_secret_kms_key_arn != ""' in s.for_each, s
+                assert "||" not in s.for_each, s
+                found.append(s)
+    assert len(found) == 1, found
+
+
+def test_the_ocr_key_is_never_in_a_functions_environment(infra: Infra) -> None:
+    """ingest is told where the key is (the secret's ARN, for the chosen provider only), never
+    the key: no *_API_KEY or *_API_KEY_FILE anywhere in the functions' environment."""
+    ocr = infra.locals["ocr_environment"]
+    assert ocr["NIB_OCR"] == "${var.ocr_provider}"
+    assert ocr["NIB_OCR_OPENAI_API_KEY_SECRET"] == (
+        '${var.ocr_provider == "openai" ? var.ocr_api_key_secret_arn : ""}'
+    )
+    assert ocr["NIB_OCR_GOOGLE_API_KEY_SECRET"] == (
+        '${var.ocr_provider == "google-vision" ? var.ocr_api_key_secret_arn : ""}'
+    )
+    environments = [infra.locals["common_environment"], ocr] + [
+        env for env in infra.locals["extra_environment"].values() if isinstance(env, dict)
+    ]
+    for env in environments:
+        for name in env:
+            assert not name.endswith(("_API_KEY", "_API_KEY_FILE")), name
+    # ingest's environment is that map without its empty values; no other function's holds any
+    # of it.
+    extra = infra.locals["extra_environment"]
+    assert extra["ingest"] == (
+        '${{for name, value in local.ocr_environment : name => value if value != ""}}'
+    )
+    for fn, env in extra.items():
+        if fn != "ingest":
+            assert not any(name.startswith("NIB_OCR") for name in env), fn
 
 
 def test_ingest_runs_textract_within_lambdas_limit(infra: Infra) -> None:
@@ -704,7 +803,9 @@ def test_ingest_runs_textract_within_lambdas_limit(infra: Infra) -> None:
     # One synchronous Textract call per page: a long notebook needs the full 15 minutes.
     assert ingest["timeout_seconds"] == 900
     assert ingest["memory_mb"] >= 1024
-    assert infra.locals["extra_environment"]["ingest"]["NIB_OCR"] == "textract"
+    # Textract unless the operator chooses a provider of their own.
+    assert infra.locals["ocr_environment"]["NIB_OCR"] == "${var.ocr_provider}"
+    assert infra.variables["ocr_provider"]["default"] == "textract"
     for fn, env in infra.locals["extra_environment"].items():
         if fn != "ingest":
             assert "NIB_OCR" not in env, fn

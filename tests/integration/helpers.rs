@@ -102,6 +102,10 @@ pub struct Options {
     /// The Lambda back end's ingest engine (`NIB_OCR`): `textract` (its stand-in) or
     /// `openai` (the OpenAI-compatible stand-in, `LambdaStack::openai`).
     pub ingest_ocr: &'static str,
+    /// The ingest function finds the OpenAI-compatible stand-in's key in the emulator's
+    /// Secrets Manager (`NIB_OCR_OPENAI_API_KEY_SECRET`, as `infra/` configures it) rather
+    /// than in its environment.
+    pub ingest_key_in_secret: bool,
 }
 
 impl Default for Options {
@@ -114,6 +118,7 @@ impl Default for Options {
             rate_limits: RateLimits::OFF,
             dev_http_client_ids: false,
             ingest_ocr: "textract",
+            ingest_key_in_secret: false,
         }
     }
 }
@@ -268,6 +273,7 @@ impl TestApp {
                     &base,
                     options.rate_limits,
                     options.ingest_ocr,
+                    options.ingest_key_in_secret,
                 )
                 .await,
             );

@@ -74,6 +74,10 @@ pub struct LambdaStack {
     pub openai: nib_testkit::openai_standin::OpenAiStandin,
     /// The ingest function's `NIB_OCR`.
     ingest_ocr: &'static str,
+    /// The ARN of the emulator's Secrets Manager secret holding [`OPENAI_KEY`], when the
+    /// ingest function is to read its key from there (`NIB_OCR_OPENAI_API_KEY_SECRET`)
+    /// instead of its environment.
+    pub ingest_key_secret: Option<String>,
     /// Notion for the tasks function (`NIB_NOTION_API_URL`): the stand-in, accepting
     /// [`NOTION_TOKEN`].
     pub notion: nib_testkit::notion_standin::NotionStandin,
@@ -102,6 +106,7 @@ impl LambdaStack {
         public_url: &str,
         limits: RateLimits,
         ingest_ocr: &'static str,
+        ingest_key_in_secret: bool,
     ) -> LambdaStack {
         let cargo_lambda = venv_dir().join("bin/cargo-lambda");
         assert!(
@@ -109,6 +114,18 @@ impl LambdaStack {
             "{} is missing: run `make tools-python`",
             cargo_lambda.display()
         );
+        let ingest_key_secret = if ingest_key_in_secret {
+            let name = format!("nib-ocr-key-{}", uuid::Uuid::new_v4());
+            Some(
+                crate::helpers::emulator()
+                    .await
+                    .create_secret(&name, OPENAI_KEY)
+                    .await
+                    .unwrap(),
+            )
+        } else {
+            None
+        };
         let port = free_port();
         let endpoint = format!("http://127.0.0.1:{port}");
         let watch = Command::new(&cargo_lambda)
@@ -133,6 +150,7 @@ impl LambdaStack {
             .await
             .unwrap(),
             ingest_ocr,
+            ingest_key_secret,
             notion: nib_testkit::notion_standin::NotionStandin::start(NOTION_TOKEN)
                 .await
                 .unwrap(),
@@ -213,8 +231,11 @@ impl LambdaStack {
                 .env("AWS_ENDPOINT_URL_TEXTRACT", self.textract.endpoint())
                 .env("NIB_OCR_OPENAI_BASE_URL", self.openai.base_url())
                 .env("NIB_OCR_OPENAI_MODEL", OPENAI_MODEL)
-                .env("NIB_OCR_OPENAI_API_KEY", OPENAI_KEY)
                 .env("NIB_OCR_ATTEMPTS", "2");
+            match &self.ingest_key_secret {
+                Some(arn) => cmd.env("NIB_OCR_OPENAI_API_KEY_SECRET", arn),
+                None => cmd.env("NIB_OCR_OPENAI_API_KEY", OPENAI_KEY),
+            };
         }
         if name == "tasks" {
             cmd.env("NIB_NOTION_API_URL", &self.notion.url);
@@ -1160,6 +1181,125 @@ async fn an_ink_only_upload_is_read_by_a_remote_model_through_the_ingest_functio
     assert!(page["ocr_text"].is_null(), "{page}");
     assert!(!page.to_string().contains(OPENAI_KEY), "{page}");
     assert_eq!(stack.openai.requests().len(), 3);
+}
+
+/// Issue 46 item 3 on AWS: the provider's key is not in the ingest function's environment but
+/// in a Secrets Manager secret its ARN names (`NIB_OCR_OPENAI_API_KEY_SECRET`, as `infra/`
+/// sets it). The function reads it at cold start from the emulator, and the stand-in receives
+/// exactly that key with an ink-only upload's page.
+#[tokio::test]
+async fn the_ingest_function_reads_its_ocr_key_from_a_secret() {
+    let app = TestApp::spawn_with(Options {
+        import_sample: false,
+        ingest_ocr: "openai",
+        ingest_key_in_secret: true,
+        ..Options::lambda()
+    })
+    .await;
+    let stack = app.lambda.as_ref().unwrap();
+    assert!(stack.ingest_key_secret.is_some());
+    let config = app.aws_config.clone().unwrap();
+    let s3 = AwsClients::connect(&config).await;
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/ocr"));
+    stack.openai.reply("# Monday\n- [ ] renew the passport");
+    let key = "uploads/default/2025-03-17.png";
+    upload(
+        &s3,
+        &config,
+        key,
+        &std::fs::read(dir.join("2025-03-17.png")).unwrap(),
+    )
+    .await;
+    let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["imported"], 1, "{reply}");
+    assert!(!reply.to_string().contains(OPENAI_KEY), "{reply}");
+
+    let seen = stack.openai.requests();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        seen[0].authorization.as_deref(),
+        Some(format!("Bearer {OPENAI_KEY}").as_str())
+    );
+    let page_id = app.page_of("2025-03-17").await;
+    let page = app.call("get_page", json!({ "page_id": page_id })).await;
+    assert_eq!(
+        page["ocr_engine"],
+        format!("openai-compatible {OPENAI_MODEL}"),
+        "{page}"
+    );
+    assert_eq!(page["ocr_text"], "Monday\nrenew the passport", "{page}");
+    assert!(!page.to_string().contains(OPENAI_KEY), "{page}");
+}
+
+/// A key the ingest function cannot have stops its cold start with the variable named and
+/// what went wrong by kind, never a key: a secret that is not there (Secrets Manager's error
+/// code), or a key given two ways (both variables named). Even at `RUST_LOG=trace`, where the
+/// SDK would log what it sends and receives.
+#[tokio::test]
+async fn an_ocr_key_secret_that_cannot_be_read_stops_the_ingest_cold_start() {
+    let emulator = crate::helpers::emulator().await;
+    let config = emulator.fresh().await.unwrap();
+    let inline_key = "sk-inline-SECRET-value";
+    let stored_key = "sk-stored-SECRET-value";
+    let arn = emulator
+        .create_secret(&format!("nib-ocr-key-{}", uuid::Uuid::new_v4()), stored_key)
+        .await
+        .unwrap();
+    let missing = arn.replace("nib-ocr-key-", "nib-no-such-key-");
+    let bin = nib_exe().parent().unwrap().join("ingest");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the functions first",
+        bin.display()
+    );
+    let cold_start = |vars: &[(&str, &str)]| {
+        let mut cmd = Command::new(&bin);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("AWS_ENDPOINT_URL", config.endpoint_url.as_deref().unwrap())
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("NIB_TABLE", &config.table)
+            .env("NIB_BUCKET", &config.bucket)
+            .env("NIB_KMS_KEY_ID", &config.kms_key_id)
+            .env("NIB_OCR", "openai")
+            .env("NIB_OCR_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+            .env("NIB_OCR_OPENAI_MODEL", OPENAI_MODEL)
+            .env("RUST_LOG", "trace")
+            .stdin(Stdio::null());
+        for (name, value) in vars {
+            cmd.env(name, value);
+        }
+        let out = cmd.output().unwrap();
+        let logs = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{logs}");
+        assert!(
+            !logs.contains(inline_key) && !logs.contains(stored_key),
+            "a key in the logs: {logs}"
+        );
+        logs
+    };
+
+    let logs = cold_start(&[("NIB_OCR_OPENAI_API_KEY_SECRET", missing.as_str())]);
+    assert!(logs.contains("cold start failed"), "{logs}");
+    assert!(logs.contains("NIB_OCR_OPENAI_API_KEY_SECRET"), "{logs}");
+    assert!(logs.contains("ResourceNotFoundException"), "{logs}");
+
+    let logs = cold_start(&[
+        ("NIB_OCR_OPENAI_API_KEY_SECRET", arn.as_str()),
+        ("NIB_OCR_OPENAI_API_KEY", inline_key),
+    ]);
+    assert!(logs.contains("cold start failed"), "{logs}");
+    assert!(
+        logs.contains("NIB_OCR_OPENAI_API_KEY and NIB_OCR_OPENAI_API_KEY_SECRET are set"),
+        "{logs}"
+    );
 }
 
 /// The pages function writes a call's access record before it replies: the next call (on any

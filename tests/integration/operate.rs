@@ -881,8 +881,14 @@ async fn a_deploy_rehearsal_goes_from_an_empty_account_to_a_working_connector() 
     let base = format!("http://{}", listener.local_addr().unwrap());
     config.public_url = Some(base.clone());
     let stack = Arc::new(
-        crate::lambda::LambdaStack::start(&config, &base, nib::http::RateLimits::OFF, "textract")
-            .await,
+        crate::lambda::LambdaStack::start(
+            &config,
+            &base,
+            nib::http::RateLimits::OFF,
+            "textract",
+            false,
+        )
+        .await,
     );
     tokio::spawn(crate::lambda::gateway(listener, stack.clone()));
 

@@ -1163,9 +1163,14 @@ async fn ingest_logs_ids_never_the_file_name() {
     // The ingest function's services, over these clients.
     let services = {
         use nib::services::{Ports, Role, Services, Settings};
-        let ports = Ports::aws(&config, clients.clone(), Role::Ingest)
-            .await
-            .unwrap();
+        let ports = Ports::aws(
+            &config,
+            clients.clone(),
+            Role::Ingest,
+            nib::config::OcrChoice::Off,
+        )
+        .await
+        .unwrap();
         let settings = Settings::aws(config.clone(), Role::Ingest, nib::config::OcrChoice::Off);
         Services::build(ports, &settings).unwrap()
     };

@@ -11,6 +11,7 @@
 //!   `OAuthKeys` and the mcp front's verify-only key.
 //! - [`textract`] (feature `textract`): `TextractOcr`, the `Ocr` port over Amazon Textract's
 //!   `DetectDocumentText`, one page image per call (the ingest function's engine).
+//! - [`secrets`]: a remote OCR provider's key read from AWS Secrets Manager at start.
 //! - [`calls`]: `CallCounter`, the SDK interceptor that counts requests per operation.
 //!
 //! The emulator the tests run these adapters on (moto), the Textract stand-in and the
@@ -38,6 +39,7 @@ pub mod kms;
 pub mod lambda;
 pub mod presigned_post;
 pub mod s3;
+pub mod secrets;
 pub mod signing;
 #[cfg(feature = "textract")]
 pub mod textract;
@@ -78,11 +80,15 @@ pub struct AwsClients {
     /// Assumes the uploads role for each presigned POST (the `mcp` front,
     /// `AwsConfig::upload_role_arn`).
     pub sts: aws_sdk_sts::Client,
+    /// Reads a remote OCR provider's key at start (`NIB_OCR_*_API_KEY_SECRET`, the ingest
+    /// function: [`secrets::read_key`]).
+    pub secretsmanager: aws_sdk_secretsmanager::Client,
     /// Reads page images (the ingest function: [`TextractOcr`]); `AWS_ENDPOINT_URL_TEXTRACT`
     /// points it elsewhere than the other services.
     #[cfg(feature = "textract")]
     pub textract: aws_sdk_textract::Client,
-    /// Requests sent by `dynamodb`, `s3`, `kms`, `lambda` (and `textract`).
+    /// Requests sent by `dynamodb`, `s3`, `kms`, `lambda`, `sts`, `secretsmanager` (and
+    /// `textract`).
     pub calls: CallCounter,
     /// The credentials provider and region the clients sign with. Presigned POST uploads
     /// ([`S3Assets::presigned_post`]) are signed by our code, and an SDK client's config does
@@ -153,6 +159,7 @@ impl AwsClients {
         let mut kms = aws_sdk_kms::config::Builder::from(&sdk);
         let mut lambda = aws_sdk_lambda::config::Builder::from(&sdk);
         let mut sts = aws_sdk_sts::config::Builder::from(&sdk);
+        let mut secretsmanager = aws_sdk_secretsmanager::config::Builder::from(&sdk);
         if let Some(url) = &config.lambda_endpoint_url {
             lambda = lambda.endpoint_url(url);
         }
@@ -162,6 +169,7 @@ impl AwsClients {
             kms.push_interceptor(interceptor.clone());
             lambda.push_interceptor(interceptor.clone());
             sts.push_interceptor(interceptor.clone());
+            secretsmanager.push_interceptor(interceptor.clone());
         }
         #[cfg(feature = "textract")]
         let textract = {
@@ -186,6 +194,7 @@ impl AwsClients {
             kms: aws_sdk_kms::Client::from_conf(kms.build()),
             lambda: aws_sdk_lambda::Client::from_conf(lambda.build()),
             sts: aws_sdk_sts::Client::from_conf(sts.build()),
+            secretsmanager: aws_sdk_secretsmanager::Client::from_conf(secretsmanager.build()),
             #[cfg(feature = "textract")]
             textract,
             calls,

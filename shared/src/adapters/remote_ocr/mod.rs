@@ -5,15 +5,15 @@
 //! What they share is here: one HTTP client with a timeout per request and no redirects, and
 //! [`Caller::post_json`], which tries a page up to `attempts` times on what may pass (429,
 //! 5xx, a timeout, no connection), pausing `backoff`, then twice that, ... or the
-//! `Retry-After` the provider sent (capped at [`crate::config::MAX_RETRY_AFTER`]). Any other
-//! answer is final. Errors ([`RemoteOcrError`]) carry the provider's name and HTTP status,
+//! `Retry-After` the provider sent, in seconds or as an HTTP date (RFC 9110 §10.2.3; past
+//! [`crate::config::MAX_RETRY_AFTER`] the page is given up). Any other answer is final. Errors ([`RemoteOcrError`]) carry the provider's name and HTTP status,
 //! never the body (a provider may echo the page's text) nor the URL or key; the caller logs
 //! them with the page's id (`notebook::ocr`), and the page is stored unread, for `nib ocr`.
 
 pub mod google_vision;
 pub mod openai;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
@@ -134,8 +134,7 @@ impl Caller {
                         .headers()
                         .get("retry-after")
                         .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
+                        .and_then(|v| retry_after(v, SystemTime::now()));
                     let failure = RemoteOcrError::Status {
                         provider: self.provider,
                         status,
@@ -151,11 +150,8 @@ impl Caller {
             if attempt >= self.policy.attempts {
                 return Err(failure);
             }
-            let wait = match retry_after {
-                // Longer than we hold a page for: give it up now rather than after the wait.
-                Some(wait) if wait > MAX_RETRY_AFTER => return Err(failure),
-                Some(wait) => wait,
-                None => pause,
+            let Some(wait) = wait_before_retry(retry_after, pause) else {
+                return Err(failure);
             };
             tracing::debug!(
                 provider = self.provider,
@@ -185,6 +181,30 @@ impl Caller {
     }
 }
 
+/// How long a `Retry-After` value asks to wait (RFC 9110 §10.2.3): delay-seconds, or an
+/// HTTP-date counted from `now` (a date already past asks for no wait). `None` when it is
+/// neither, as when there is none: the backoff applies. Proxies and some providers send the
+/// date form; reading only seconds would retry those at once.
+fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if value.bytes().all(|b| b.is_ascii_digit()) {
+        return value.parse::<u64>().ok().map(Duration::from_secs);
+    }
+    // IMF-fixdate, and the obsolete RFC 850 and asctime forms a recipient must accept.
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// The pause before the next try: what the provider asked for, else `backoff`; `None` (give
+/// the page up now rather than after the wait) when it asked for longer than we hold a page.
+fn wait_before_retry(asked: Option<Duration>, backoff: Duration) -> Option<Duration> {
+    match asked {
+        Some(wait) if wait > MAX_RETRY_AFTER => None,
+        Some(wait) => Some(wait),
+        None => Some(backoff),
+    }
+}
+
 /// The page as PNG for a provider that takes at most `max_bytes`, or why it cannot go.
 pub(crate) fn page_png(
     page: &crate::ports::PageImage,
@@ -206,4 +226,54 @@ pub(crate) fn page_png(
         )));
     }
     Ok(png)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1994-11-06 08:49:37 UTC, RFC 9110's example date.
+    fn example_date() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777)
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds_and_as_an_http_date() {
+        let now = example_date() - Duration::from_secs(20);
+        let secs = Duration::from_secs;
+        assert_eq!(retry_after("120", now), Some(secs(120)));
+        assert_eq!(retry_after(" 0 ", now), Some(secs(0)));
+        // The three forms of an HTTP date (RFC 9110 §5.6.7), counted from now.
+        for date in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(retry_after(date, now), Some(secs(20)), "{date}");
+        }
+        // A date already past: try again now.
+        assert_eq!(
+            retry_after("Sun, 06 Nov 1994 08:49:37 GMT", example_date() + secs(5)),
+            Some(Duration::ZERO)
+        );
+        for junk in ["", "soon", "-1", "1.5", "Sun, 32 Nov 1994 08:49:37 GMT"] {
+            assert_eq!(retry_after(junk, now), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn a_wait_past_the_cap_gives_the_page_up_whichever_form_asked_for_it() {
+        let backoff = Duration::from_millis(500);
+        assert_eq!(wait_before_retry(None, backoff), Some(backoff));
+        assert_eq!(
+            wait_before_retry(Some(MAX_RETRY_AFTER), backoff),
+            Some(MAX_RETRY_AFTER)
+        );
+        let now = example_date() - MAX_RETRY_AFTER - Duration::from_secs(1);
+        let asked = retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now);
+        assert_eq!(asked, Some(MAX_RETRY_AFTER + Duration::from_secs(1)));
+        assert_eq!(wait_before_retry(asked, backoff), None);
+        let asked = retry_after(&(MAX_RETRY_AFTER.as_secs() + 1).to_string(), now);
+        assert_eq!(wait_before_retry(asked, backoff), None);
+    }
 }
