@@ -151,7 +151,7 @@ WORDNET_URL := http://deb.debian.org/debian/pool/main/w/wordnet/wordnet-base_3.0
 WORDNET_SHA256 := 61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752
 WORDNET_DIR := $(EMBED_DIR)/wordnet-3.0-37
 WORDNET_STAMP := $(WORDNET_DIR)/.ok
-EMBED_SENTENCES ?= 40000
+EMBED_SENTENCES ?= 20000
 # Common components taken out of every row after the fit (minilm.py --common).
 EMBED_COMMON ?= 2
 

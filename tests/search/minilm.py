@@ -761,7 +761,7 @@ def main():
     d.add_argument("--words", help="the wordfreq wheel: frequent words join the vocabulary")
     d.add_argument("--extra", type=int, default=0, help="how many whole words (with --words)")
     d.add_argument("--wordnet", help="WordNet's data files (Debian's wordnet-base): tokenlearn")
-    d.add_argument("--sentences", type=int, default=40000, help="how many (with --wordnet)")
+    d.add_argument("--sentences", type=int, default=20000, help="how many (with --wordnet)")
     d.add_argument("--ridge", type=float, default=1.0, help="pull towards the distilled rows")
     d.add_argument("--iters", type=int, default=60, help="conjugate gradient steps")
     d.add_argument("--common", type=int, default=0,
