@@ -225,8 +225,9 @@ tools-browser: ## install Debian's chromium and chromium-driver when missing
 	fi
 
 # `make run`'s nib has no AWS back end (LOCAL_BUILD below); the workspace build has it, so
-# `make test` type-checks that configuration too (60 s after the build), lest it break unseen,
-# and `make lint` runs clippy on it.
+# `make test` type-checks that configuration too, lest it break unseen, and `make lint` runs
+# clippy on it. The check (~60 CPU-s) runs beside the suites after the Rust tests, which mostly
+# wait on their servers, clients and browser, rather than after them all.
 LEAN := -p nib-shared -p nib-cli --no-default-features --features nib-cli/ocr-local
 LEAN_CHECK := $(CARGO) check $(LEAN)
 
@@ -244,12 +245,13 @@ test: ## install tools, build, run all tests
 		tests/lib/with-emulator.sh $(CARGO) test --workspace --no-fail-fast \
 			|| failed="$$failed cargo-test"; \
 	fi; \
+	$(LEAN_CHECK) >target/lean-check.log 2>&1 & lean=$$!; \
 	tests/conformance/run.sh || failed="$$failed conformance"; \
 	tests/clients/run.sh || failed="$$failed clients"; \
 	tests/oauth/run.sh || failed="$$failed oauth"; \
 	tests/apps/run.sh || failed="$$failed apps"; \
 	$(MAKE) --no-print-directory test-infra || failed="$$failed infra"; \
-	$(LEAN_CHECK) || failed="$$failed lean-build"; \
+	wait $$lean || { cat target/lean-check.log; failed="$$failed lean-build"; }; \
 	if [[ -n "$$failed" ]]; then echo "make test: FAILED:$$failed"; exit 1; fi
 
 # `make run` builds the local `nib`: the `local` profile (Cargo.toml: our library optimised
