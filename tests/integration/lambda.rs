@@ -1113,17 +1113,7 @@ async fn an_ink_only_upload_is_read_by_a_remote_model_through_the_ingest_functio
     stack
         .openai
         .reply("# Friday\n- [ ] call the bank\n- [x] buy milk\nplain words");
-    let key = "uploads/default/2025-03-17.png";
-    upload(
-        &s3,
-        &config,
-        key,
-        &std::fs::read(dir.join("2025-03-17.png")).unwrap(),
-    )
-    .await;
-    let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
-    assert_eq!(status, 200, "{reply}");
-    assert_eq!(reply["imported"], 1, "{reply}");
+    ingest_page(stack, &s3, &config, &dir.join("2025-03-17.png")).await;
     let page_id = app.page_of("2025-03-17").await;
     let page = app.call("get_page", json!({ "page_id": page_id })).await;
     assert_eq!(
@@ -1164,23 +1154,34 @@ async fn an_ink_only_upload_is_read_by_a_remote_model_through_the_ingest_functio
 
     // Past its two tries: imported unread, nothing of the key in what a client sees.
     stack.openai.fail_next(&[500, 500]);
-    let key = "uploads/default/2025-03-15.png";
-    upload(
-        &s3,
-        &config,
-        key,
-        &std::fs::read(dir.join("2025-03-15.png")).unwrap(),
-    )
-    .await;
-    let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
-    assert_eq!(status, 200, "{reply}");
-    assert_eq!(reply["imported"], 1, "{reply}");
+    let reply = ingest_page(stack, &s3, &config, &dir.join("2025-03-15.png")).await;
     assert!(!reply.to_string().contains(OPENAI_KEY), "{reply}");
     let unread = app.page_of("2025-03-15").await;
     let page = app.call("get_page", json!({ "page_id": unread })).await;
     assert!(page["ocr_text"].is_null(), "{page}");
     assert!(!page.to_string().contains(OPENAI_KEY), "{page}");
     assert_eq!(stack.openai.requests().len(), 3);
+}
+
+/// Uploads an ink file under `uploads/default/` and has the ingest function take it: one page
+/// imported.
+async fn ingest_page(
+    stack: &LambdaStack,
+    s3: &AwsClients,
+    config: &AwsConfig,
+    ink: &Path,
+) -> Value {
+    let key = format!(
+        "uploads/default/{}",
+        ink.file_name().unwrap().to_str().unwrap()
+    );
+    upload(s3, config, &key, &std::fs::read(ink).unwrap()).await;
+    let (status, reply) = stack
+        .invoke("ingest", &s3_event(&config.bucket, &key))
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["imported"], 1, "{reply}");
+    reply
 }
 
 /// Issue 46 item 3 on AWS: the provider's key is not in the ingest function's environment but
@@ -1202,17 +1203,7 @@ async fn the_ingest_function_reads_its_ocr_key_from_a_secret() {
     let s3 = AwsClients::connect(&config).await;
     let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/ocr"));
     stack.openai.reply("# Monday\n- [ ] renew the passport");
-    let key = "uploads/default/2025-03-17.png";
-    upload(
-        &s3,
-        &config,
-        key,
-        &std::fs::read(dir.join("2025-03-17.png")).unwrap(),
-    )
-    .await;
-    let (status, reply) = stack.invoke("ingest", &s3_event(&config.bucket, key)).await;
-    assert_eq!(status, 200, "{reply}");
-    assert_eq!(reply["imported"], 1, "{reply}");
+    let reply = ingest_page(stack, &s3, &config, &dir.join("2025-03-17.png")).await;
     assert!(!reply.to_string().contains(OPENAI_KEY), "{reply}");
 
     let seen = stack.openai.requests();
