@@ -147,12 +147,15 @@ impl Browser {
     /// A file uploaded on the upload screen as its script sends it (`accept: application/json`):
     /// the answer's entry for the file (`outcome`, `message`, `page_id`).
     pub(crate) async fn upload_file(&self, name: &str, bytes: &[u8]) -> serde_json::Value {
+        self.upload_files(&[(name, bytes)]).await["files"][0].take()
+    }
+
+    /// Files uploaded in one request on the upload screen, as its script sends them: the
+    /// whole answer (`files`, one entry each).
+    pub(crate) async fn upload_files(&self, files: &[(&str, &[u8])]) -> serde_json::Value {
         let page = self.screen("/app/upload").await;
         let token = token_before(&page, "back").unwrap();
-        let (kind, body) = multipart(
-            &[("csrf_token", &token), ("back", "/app/upload")],
-            &[(name, bytes)],
-        );
+        let (kind, body) = multipart(&[("csrf_token", &token), ("back", "/app/upload")], files);
         let r = self
             .http
             .post(format!("{}/app/upload", self.base))
@@ -164,8 +167,7 @@ impl Browser {
             .await
             .unwrap();
         assert_eq!(r.status(), 200);
-        let mut answer: serde_json::Value = r.json().await.unwrap();
-        answer["files"][0].take()
+        r.json().await.unwrap()
     }
 
     /// A form posted from a page of this site: the strict cookie, our `Origin`, the token of
@@ -1612,24 +1614,9 @@ async fn a_pdf_that_inflates_past_its_cap_is_refused_by_name_and_nothing_is_kept
     let app = &env.app;
     with_password(app, "default").await;
     let owner = Browser::sign_in(&app.base, "default").await;
-    let page = owner.screen("/app/upload").await;
-    let token = token_before(&page, "back").unwrap();
-    let (kind, body) = multipart(
-        &[("csrf_token", &token), ("back", "/app/upload")],
-        &[("2026-07-03.pdf", &bomb), ("2026-07-04.pdf", &small)],
-    );
-    let r = owner
-        .http
-        .post(format!("{}/app/upload", app.base))
-        .header("cookie", format!("{}; {}", owner.session, owner.strict))
-        .header("accept", "application/json")
-        .header("content-type", kind)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let answer: serde_json::Value = r.json().await.unwrap();
+    let answer = owner
+        .upload_files(&[("2026-07-03.pdf", &bomb), ("2026-07-04.pdf", &small)])
+        .await;
     let files = answer["files"].as_array().unwrap();
     let of = |name: &str| files.iter().find(|f| f["name"] == name).unwrap().clone();
     let refused = of("2026-07-03.pdf");
