@@ -4,7 +4,10 @@
 //!
 //! - [`domain`]: pages, lines, task links, ids and dates, the structure parser, task
 //!   reconciliation and search text handling. Pure: no I/O, no JSON-RPC, no HTTP.
-//! - [`ports`]: the traits the core talks to (`Store`, `Keys`, `Assets`, `Clock`, `RateLimiter`).
+//! - [`ports`]: the traits the core talks to (`Store`, `Keys`, `Assets`, `Clock`, `RateLimiter`,
+//!   and `Ocr`, defined in the `nib-ocr` crate and named here).
+//! - `ocr` (feature `ocr`): the `nib-ocr` crate (`shared/ocr`): page rasters, the layout of
+//!   lines, tasks and checkboxes, and the local PP-OCR engine (feature `ocr-local`).
 //! - [`embed`]: the static embedding model for search by meaning (built into the binary).
 //! - [`crypto`]: AES-256-GCM field sealing and the per-user key vault (the only place plaintext
 //!   data keys live).
@@ -35,7 +38,7 @@ pub mod http;
 pub mod mcp;
 pub mod notebook;
 #[cfg(feature = "ocr")]
-pub mod ocr;
+pub use nib_ocr as ocr;
 pub mod ports;
 pub mod services;
 pub mod smoke;

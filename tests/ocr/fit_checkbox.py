@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fits the checkbox model of `shared/src/ocr/layout.rs` (`BOX_WEIGHTS`) on generated pages.
+"""Fits the checkbox model of `shared/ocr/src/layout.rs` (`BOX_WEIGHTS`) on generated pages.
 
 For every line of a page, the layout finds the square best covered by ink left of (or at the
 start of) the words, and a logistic model over that square's features decides whether it is a

@@ -6,7 +6,7 @@ images as nib feeds them to the detector.
 
     quantize.py --model det.onnx --out det.int8.onnx PAGE.png [PAGE.png ...]
 
-The calibration pages are prepared as `shared/src/ocr/paddle.rs` prepares a page: grey, scaled
+The calibration pages are prepared as `shared/ocr/src/paddle.rs` prepares a page: grey, scaled
 (bilinear) so its longer side is at most 960 px, each side rounded to a multiple of 32, the
 grey value v given as v / 127.5 - 1 in all three channels. The model is first converted to
 opset 13, where DequantizeLinear takes per-channel scales. MinMax calibration over the same

@@ -27,7 +27,7 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 
 use super::decode::{Decoder, Lexicon, Vocabulary};
-use crate::ports::{Ocr, OcrBox, OcrEngine, OcrError, OcrLine, PageImage};
+use crate::{Ocr, OcrBox, OcrEngine, OcrError, OcrLine, PageImage};
 
 /// The model files: the recognition model by the name the `rapidocr` wheel gives it, the
 /// detector as `make tools-ocr` leaves it, quantised to 8 bits (`tests/ocr/quantize.py`: a third
@@ -82,7 +82,7 @@ struct Inner {
 pub fn default_dir() -> PathBuf {
     std::env::var_os("NIB_OCR_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.tools/ocr")))
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.tools/ocr")))
 }
 
 /// onnxruntime is loaded once per process, from the first directory asked for.

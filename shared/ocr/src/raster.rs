@@ -4,7 +4,7 @@
 
 use std::io::Cursor;
 
-use crate::ports::{OcrError, PageImage};
+use crate::{OcrError, PageImage};
 
 /// The largest image accepted, in pixels (a 600 dpi A4 scan is ~35 M).
 pub const MAX_PIXELS: u64 = 40_000_000;
@@ -381,9 +381,7 @@ pub fn pdf_pages(bytes: &[u8]) -> Result<Vec<PageImage>, OcrError> {
 /// How many PDF pages this process has rendered: lets the tests see that an import renders
 /// each page just before it reads it, not all of them first. Process-wide, as pages render on
 /// the work pool's threads (nextest runs each test in a process of its own).
-#[cfg(test)]
-pub(crate) static PAGES_RENDERED: std::sync::atomic::AtomicUsize =
-    std::sync::atomic::AtomicUsize::new(0);
+pub static PAGES_RENDERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// A PDF's pages, rendered on demand one at a time: a notebook exported as one 200-page PDF
 /// is never in memory as 200 rasters (~2.5 MB each at [`PDF_LONG_SIDE`]), only as its bytes
@@ -445,7 +443,6 @@ impl PdfRaster {
                 ..Default::default()
             },
         );
-        #[cfg(test)]
         PAGES_RENDERED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let (pw, ph) = (u32::from(pixmap.width()), u32::from(pixmap.height()));
         // Premultiplied RGBA on a transparent page, composited over white paper: the luma of
@@ -584,7 +581,7 @@ mod tests {
         // An image-only PDF, as scanners and most notebook apps write them.
         let pdf = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../tests/data/ocr/2025-03-16.pdf"
+            "/../../tests/data/ocr/2025-03-16.pdf"
         ))
         .unwrap();
         assert_eq!(pdf_page_count(&pdf), 1);
@@ -602,7 +599,7 @@ mod tests {
     fn a_pdf_splits_into_one_pdf_per_page() {
         let pdf = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../tests/data/ocr/2025-03-21.pdf"
+            "/../../tests/data/ocr/2025-03-21.pdf"
         ))
         .unwrap();
         let pages = pdf_pages(&pdf).unwrap();

@@ -9,7 +9,7 @@
 //! dot or a dash) before the line, or a `-`/`•` the engine read; a heading is a line written
 //! clearly larger than the page's median, or one underlined by a long stroke.
 
-use crate::ports::{OcrBox, OcrLine, PageImage};
+use crate::{OcrBox, OcrLine, PageImage};
 
 /// Lines read with less confidence than this are marked unsure.
 pub const UNSURE_BELOW: f32 = 0.75;
