@@ -1368,8 +1368,13 @@ async fn user_delete(user: &UserId, yes: bool, target: &Target) -> anyhow::Resul
             "not confirmed: nothing deleted (pass --yes to skip the question)"
         );
     }
-    let done = app
-        .accounts()
+    let mut accounts = app.accounts();
+    if target.backend == Backend::Local {
+        // This process holds the data directory's lock, so no `nib serve` has a request in
+        // flight that a second sweep would have to wait out.
+        accounts = accounts.with_settle(std::time::Duration::ZERO);
+    }
+    let done = accounts
         .delete(user, |step| eprintln!("{user}: {}", step.describe()))
         .await
         .with_context(|| {
