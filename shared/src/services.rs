@@ -59,6 +59,11 @@ pub enum ServicesError {
     },
     #[error("cannot open the store")]
     Store(#[from] crate::adapters::embedded::EmbeddedError),
+    #[error("cannot open the access journal in {path}")]
+    AccessJournal {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot open the key file")]
     Keys(#[source] std::io::Error),
     #[error("store failure")]
@@ -616,6 +621,17 @@ impl Services {
                 // Records are written before each reply (`invocation::serve`), never in the
                 // background: a function may be frozen once it has answered.
                 notebook.access_log().flush_per_call();
+            }
+            if let BackEndSettings::Local { data_dir, .. } = &settings.back_end {
+                // The data directory is this process's alone (the store's lock): its journal
+                // keeps the records a kill would take from memory.
+                notebook
+                    .access_log()
+                    .keep_journal(data_dir)
+                    .map_err(|source| ServicesError::AccessJournal {
+                        path: data_dir.clone(),
+                        source,
+                    })?;
             }
             (Some(vault), Some(Arc::new(notebook)))
         } else {

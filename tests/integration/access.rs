@@ -543,3 +543,124 @@ async fn run(cmd: &mut std::process::Command, args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// `nib serve` killed (SIGKILL) while sixteen clients read pages: every call that was answered
+/// is in the record that `nib access list` shows afterwards (what waited in memory is taken
+/// back from the data directory's journal).
+#[tokio::test]
+async fn every_answered_call_is_recorded_when_nib_serve_is_killed_under_load() {
+    let data = tempfile::tempdir().unwrap();
+    let ok = std::process::Command::new(nib_exe())
+        .arg("--data-dir")
+        .arg(data.path())
+        .args([
+            "import",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/data/sample"),
+            "--ocr",
+            "off",
+        ])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    // Without the per-token limits (60 calls a minute by default): this is load.
+    let mut server = crate::cli::serve_with(
+        data.path(),
+        false,
+        &["--rate-per-minute", "0", "--rate-per-hour", "0"],
+    );
+    let token = server.token.clone().expect("a first start prints a token");
+    let client = reqwest::Client::new();
+    let call = {
+        let (client, url, token) = (client.clone(), server.url.clone(), token.clone());
+        move |name: &'static str, arguments: Value| {
+            let (client, url, token) = (client.clone(), url.clone(), token.clone());
+            async move {
+                let r = client
+                    .post(&url)
+                    .bearer_auth(&token)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                   "params": { "name": name, "arguments": arguments } }))
+                    .send()
+                    .await
+                    .ok()?;
+                let body: Value = r.json().await.ok()?;
+                (body["result"]["isError"] != true).then_some(body)
+            }
+        }
+    };
+    let listed = call("list_pages", json!({ "limit": 50 })).await.unwrap();
+    let pages: Vec<String> = listed["result"]["structuredContent"]["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["page_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(pages.len() >= 5, "{listed}");
+
+    // Sixteen readers; the server is killed once 400 calls have been answered, with calls in
+    // flight.
+    let answered = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let enough = Arc::new(tokio::sync::Notify::new());
+    let readers: Vec<_> = (0..16)
+        .map(|r| {
+            let (call, pages, answered, enough) = (
+                call.clone(),
+                pages.clone(),
+                answered.clone(),
+                enough.clone(),
+            );
+            tokio::spawn(async move {
+                for i in 0.. {
+                    let page = &pages[(r + i) % pages.len()];
+                    let Some(_) = call("get_page", json!({ "page_id": page })).await else {
+                        return;
+                    };
+                    let mut done = answered.lock().unwrap();
+                    done.push(page.clone());
+                    if done.len() == 400 {
+                        enough.notify_one();
+                    }
+                }
+            })
+        })
+        .collect();
+    enough.notified().await;
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    for reader in readers {
+        reader.await.unwrap();
+    }
+    let answered = answered.lock().unwrap().clone();
+    assert!(answered.len() >= 400);
+
+    let out = std::process::Command::new(nib_exe())
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["access", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut recorded: std::collections::HashMap<String, usize> = Default::default();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        if r["tool"] == "get_page" {
+            for id in r["page_ids"].as_array().unwrap() {
+                *recorded.entry(id.as_str().unwrap().to_owned()).or_default() += 1;
+            }
+        }
+    }
+    let mut want: std::collections::HashMap<String, usize> = Default::default();
+    for page in &answered {
+        *want.entry(page.clone()).or_default() += 1;
+    }
+    for (page, n) in &want {
+        let got = recorded.get(page).copied().unwrap_or(0);
+        assert!(got >= *n, "page {page}: {n} answered, {got} recorded");
+    }
+}

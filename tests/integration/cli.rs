@@ -15,10 +15,10 @@ fn nib(data: &std::path::Path) -> Command {
 }
 
 /// A `nib serve` process; killed on drop.
-struct Server {
-    child: Child,
-    url: String,
-    token: Option<String>,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) url: String,
+    pub(crate) token: Option<String>,
     /// Kept open: the server prints more lines than the two read here, and a closed pipe would
     /// make its next `println!` fail.
     _stdout: BufReader<std::process::ChildStdout>,
@@ -31,9 +31,16 @@ impl Drop for Server {
     }
 }
 
-fn serve(data: &std::path::Path, json_logs: bool) -> Server {
+/// `nib serve` on `data`, started as the README starts it (on a port of its own).
+pub(crate) fn serve(data: &std::path::Path, json_logs: bool) -> Server {
+    serve_with(data, json_logs, &[])
+}
+
+/// [`serve`] with more of serve's flags.
+pub(crate) fn serve_with(data: &std::path::Path, json_logs: bool, flags: &[&str]) -> Server {
     let mut cmd = nib(data);
     cmd.args(["serve", "--bind", "127.0.0.1:0"])
+        .args(flags)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if json_logs {

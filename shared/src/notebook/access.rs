@@ -5,13 +5,22 @@
 //! Items: `U#{user}` / `ACCESS#{unix ms, 13 digits}#{16 hex digits}` (newest last in the
 //! partition; the random suffix keeps two records of one millisecond apart).
 //!
-//! Writing is batched: [`AccessLog::record`] only appends to a bounded buffer in memory;
+//! Writing is batched: [`AccessLog::record`] appends to a bounded buffer in memory;
 //! [`AccessLog::flush`] writes what is there (transactions of up to 100 records, sent
 //! concurrently). Locally a flusher task (started by the first record) flushes every
 //! [`FLUSH_EVERY`] or as soon as [`FLUSH_BATCH`] records wait, and `nib serve` flushes at
 //! shutdown; a class function on Lambda turns the flusher off ([`AccessLog::flush_per_call`])
 //! and flushes before its reply leaves, so on AWS no answer leaves without its record.
+//!
+//! Locally each record is also appended to a journal beside the store ([`JOURNAL_FILE`], one
+//! `write` of one JSON line, before the call answers), so a process killed with records in
+//! memory loses none: the next process to open the data directory takes them back from the
+//! journal, and its first flush (or listing) writes them. A flush moves the journal aside
+//! while it writes (`.folding`) and deletes it once the records are in the store; a record
+//! found twice is written twice to the same key, so a fold cut short is only done again.
 
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
@@ -36,6 +45,8 @@ pub const FLUSH_BATCH: usize = 1_000;
 pub const BUFFER_CAP: usize = 20_000;
 /// At most this many ids of each kind per record (a list of 200 pages fits).
 pub const MAX_IDS: usize = 500;
+/// The local journal's file name in the data directory.
+pub const JOURNAL_FILE: &str = "access.journal";
 
 /// One access: when, by whom, with which tool, to which pages and tasks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,11 +87,122 @@ fn parse_sk(sk: &str) -> Option<AccessPosition> {
     })
 }
 
+type Pending = (UserId, AccessPosition, AccessRecord);
+
+/// A record as the journal holds it: one JSON line.
+#[derive(Serialize, Deserialize)]
+struct JournalLine {
+    user: UserId,
+    at_ms: i64,
+    nonce: u64,
+    record: AccessRecord,
+}
+
+/// The records waiting in memory and, locally, the journal that holds them too: one lock, so
+/// a flush that takes the records moves aside exactly the lines that name them.
+#[derive(Default)]
+struct Buffer {
+    records: Vec<Pending>,
+    journal: Option<Journal>,
+}
+
+/// The append-only file of the records not yet in the store.
+struct Journal {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+fn folding_path(path: &Path) -> PathBuf {
+    path.with_extension("journal.folding")
+}
+
+fn append_to(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
+fn journal_line((user, position, record): &Pending) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&JournalLine {
+        user: user.clone(),
+        at_ms: position.at_ms,
+        nonce: position.nonce,
+        record: record.clone(),
+    })
+    .expect("a journal line serializes");
+    line.push(b'\n');
+    line
+}
+
+/// The records in a journal's bytes; a line cut short by a kill (the last) is skipped.
+fn journal_records(bytes: &[u8]) -> Vec<Pending> {
+    bytes
+        .split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<JournalLine>(line).ok())
+        .map(|l| {
+            let position = AccessPosition {
+                at_ms: l.at_ms,
+                nonce: l.nonce,
+            };
+            (l.user, position, l.record)
+        })
+        .collect()
+}
+
+fn read_if_there(path: &Path) -> std::io::Result<Vec<u8>> {
+    match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        other => other,
+    }
+}
+
+impl Journal {
+    /// Opens the journal at `path` and the records a killed process left in it (and in a fold
+    /// it cut short), now all in the one journal.
+    fn open(path: PathBuf) -> std::io::Result<(Journal, Vec<Pending>)> {
+        let folding = folding_path(&path);
+        let mut left = journal_records(&read_if_there(&folding)?);
+        left.extend(journal_records(&read_if_there(&path)?));
+        if !left.is_empty() || folding.exists() {
+            let fresh = path.with_extension("journal.new");
+            let mut file = std::fs::File::create(&fresh)?;
+            for record in &left {
+                file.write_all(&journal_line(record))?;
+            }
+            file.sync_all()?;
+            std::fs::rename(&fresh, &path)?;
+            match std::fs::remove_file(&folding) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        let file = append_to(&path)?;
+        Ok((Journal { path, file }, left))
+    }
+
+    /// Moves the journal aside (its records are being written) and starts an empty one. False
+    /// when it could not: the records then stay in this journal until a later fold.
+    fn set_aside(&mut self) -> bool {
+        let folding = folding_path(&self.path);
+        if folding.exists() {
+            return false;
+        }
+        let moved = std::fs::rename(&self.path, &folding)
+            .and_then(|()| append_to(&self.path))
+            .map(|file| self.file = file);
+        if let Err(e) = &moved {
+            tracing::warn!(error = %e, "could not move the access journal aside");
+        }
+        moved.is_ok()
+    }
+}
+
 /// The buffered writer of access records, one per notebook.
 pub struct AccessLog {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-    pending: std::sync::Mutex<Vec<(UserId, AccessPosition, AccessRecord)>>,
+    pending: std::sync::Mutex<Buffer>,
     /// Held across a whole flush, so a flush that returns has written everything that was
     /// waiting when it was called (also what a concurrent flush had taken).
     flushing: tokio::sync::Mutex<()>,
@@ -107,7 +229,7 @@ impl AccessLog {
         AccessLog {
             store,
             clock,
-            pending: std::sync::Mutex::new(Vec::new()),
+            pending: std::sync::Mutex::new(Buffer::default()),
             flushing: tokio::sync::Mutex::new(()),
             wake: tokio::sync::Notify::new(),
             background: AtomicBool::new(true),
@@ -115,6 +237,23 @@ impl AccessLog {
             dropped: AtomicU64::new(0),
             sequence: AtomicU64::new(0),
         }
+    }
+
+    /// Keeps a journal of the records in `dir` ([`JOURNAL_FILE`]; the local back end's data
+    /// directory, which one process holds at a time), taking back those a killed process left
+    /// there: they wait with the others until the next flush.
+    pub fn keep_journal(&self, dir: &Path) -> std::io::Result<()> {
+        let (journal, left) = Journal::open(dir.join(JOURNAL_FILE))?;
+        let mut buffer = self.pending.lock().expect("access buffer lock");
+        if !left.is_empty() {
+            tracing::info!(
+                records = left.len(),
+                "access records taken back from the journal"
+            );
+        }
+        buffer.records.extend(left);
+        buffer.journal = Some(journal);
+        Ok(())
     }
 
     /// No background flusher: the caller flushes after each call (a class function on
@@ -157,17 +296,23 @@ impl AccessLog {
             task_ids,
         };
         let waiting = {
-            let mut pending = self.pending.lock().expect("access buffer lock");
-            if pending.len() >= BUFFER_CAP {
-                drop(pending);
+            let mut buffer = self.pending.lock().expect("access buffer lock");
+            if buffer.records.len() >= BUFFER_CAP {
+                drop(buffer);
                 let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
                 if n.is_power_of_two() {
                     tracing::warn!(%user, tool, dropped = n, "access record buffer full; records dropped");
                 }
                 return;
             }
-            pending.push((user.clone(), position, record));
-            pending.len()
+            let pending = (user.clone(), position, record);
+            if let Some(journal) = &mut buffer.journal
+                && let Err(e) = journal.file.write_all(&journal_line(&pending))
+            {
+                tracing::warn!(%user, tool, error = %e, "could not append to the access journal");
+            }
+            buffer.records.push(pending);
+            buffer.records.len()
         };
         if self.background.load(Ordering::Relaxed) {
             self.start_flusher();
@@ -233,18 +378,30 @@ impl AccessLog {
 
     /// How many records wait.
     pub fn pending(&self) -> usize {
-        self.pending.lock().expect("access buffer lock").len()
+        self.pending
+            .lock()
+            .expect("access buffer lock")
+            .records
+            .len()
     }
 
     /// Writes every waiting record. On a failure the records not written go back into the
     /// buffer (room permitting) and the error is returned.
     pub async fn flush(&self) -> Result<usize, NotebookError> {
         let _one = self.flushing.lock().await;
-        let batch = std::mem::take(&mut *self.pending.lock().expect("access buffer lock"));
-        if batch.is_empty() {
-            return Ok(0);
-        }
-        let chunks: Vec<Vec<(UserId, AccessPosition, AccessRecord)>> = batch
+        let (batch, set_aside) = {
+            let mut buffer = self.pending.lock().expect("access buffer lock");
+            let batch = std::mem::take(&mut buffer.records);
+            if batch.is_empty() {
+                return Ok(0);
+            }
+            let set_aside = buffer
+                .journal
+                .as_mut()
+                .and_then(|journal| journal.set_aside().then(|| folding_path(&journal.path)));
+            (batch, set_aside)
+        };
+        let chunks: Vec<Vec<Pending>> = batch
             .chunks(MAX_TRANSACTION_ITEMS)
             .map(<[_]>::to_vec)
             .collect();
@@ -281,17 +438,36 @@ impl AccessLog {
             }
         }
         if let Some(e) = error {
-            let mut pending = self.pending.lock().expect("access buffer lock");
+            let mut buffer = self.pending.lock().expect("access buffer lock");
+            // The records not written go back into the journal, so that the one set aside can
+            // go (if they cannot, it stays, and the next process takes them back from it).
+            let rejournaled = match &mut buffer.journal {
+                Some(journal) => failed
+                    .iter()
+                    .try_for_each(|r| journal.file.write_all(&journal_line(r)))
+                    .is_ok(),
+                None => true,
+            };
+            if let Some(folding) = set_aside.filter(|_| rejournaled) {
+                let _ = std::fs::remove_file(folding);
+            }
+            let pending = &mut buffer.records;
             let room = BUFFER_CAP.saturating_sub(pending.len());
             let lost = failed.len().saturating_sub(room);
             failed.truncate(room);
-            failed.append(&mut pending);
+            failed.append(pending);
             *pending = failed;
             if lost > 0 {
                 self.dropped.fetch_add(lost as u64, Ordering::Relaxed);
                 tracing::warn!(dropped = lost, "access record buffer full; records dropped");
             }
             return Err(e.into());
+        }
+        if let Some(folding) = set_aside
+            && let Err(e) = std::fs::remove_file(folding)
+        {
+            // Its records are in the store; the next process writes them again, to the same keys.
+            tracing::warn!(error = %e, "could not remove the folded access journal");
         }
         Ok(written)
     }
@@ -305,6 +481,9 @@ impl AccessLog {
         before: Option<AccessPosition>,
         limit: usize,
     ) -> Result<(Vec<(AccessPosition, AccessRecord)>, bool), NotebookError> {
+        // What waits (a killed process's records taken back from the journal, this process's
+        // latest) is part of the record.
+        self.flush().await?;
         let mut query = Query::table(user_pk(user), ACCESS_PREFIX);
         query.reverse = true;
         query.from = since_ms.map(|ms| {
@@ -437,7 +616,6 @@ mod tests {
             );
         }
         log.record(&bob, "grant_b", None, "list_tasks", vec![], vec![]);
-        assert_eq!(log.list(&alice, None, None, 10).await.unwrap().0.len(), 0);
         assert_eq!(log.pending(), 4);
         assert_eq!(log.flush().await.unwrap(), 4);
         assert_eq!(log.pending(), 0);
@@ -466,6 +644,80 @@ mod tests {
                 .0
                 .is_empty()
         );
+    }
+
+    /// A process killed with records in memory: the next one takes them back from the journal
+    /// and lists every one, once; a line cut short by the kill is skipped.
+    #[tokio::test]
+    async fn records_a_killed_process_held_come_back_from_the_journal_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            let store: Arc<dyn Store> =
+                Arc::new(EmbeddedStore::open(&dir.path().join("s.redb")).unwrap());
+            let log = Arc::new(AccessLog::new(store, Arc::new(SystemClock)));
+            log.flush_per_call();
+            log.keep_journal(dir.path()).unwrap();
+            log
+        };
+        let alice = UserId::parse("alice").unwrap();
+        let pages: Vec<PageId> = (0..5).map(|_| PageId::new()).collect();
+        {
+            let log = open();
+            log.record(
+                &alice,
+                "tok_a",
+                None,
+                "get_page",
+                vec![pages[0].clone()],
+                vec![],
+            );
+            assert_eq!(log.flush().await.unwrap(), 1);
+            for page in &pages[1..] {
+                log.record(
+                    &alice,
+                    "tok_a",
+                    None,
+                    "get_page",
+                    vec![page.clone()],
+                    vec![],
+                );
+            }
+            // Dropped unflushed, as a kill leaves it; then a line half written.
+        }
+        let journal = dir.path().join(JOURNAL_FILE);
+        let mut torn = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&journal)
+            .unwrap();
+        torn.write_all(br#"{"user":"alice","at_ms":1"#).unwrap();
+        drop(torn);
+
+        let log = open();
+        assert_eq!(
+            log.pending(),
+            4,
+            "the four unflushed records, the torn line skipped"
+        );
+        let listed = log.list(&alice, None, None, 100).await.unwrap().0;
+        let mut seen: Vec<PageId> = listed
+            .iter()
+            .flat_map(|(_, r)| r.page_ids.clone())
+            .collect();
+        let mut expected = pages.clone();
+        seen.sort();
+        expected.sort();
+        assert_eq!(seen, expected, "every record once");
+        assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0, "folded");
+        assert!(!folding_path(&journal).exists());
+
+        // A fold cut short (the journal set aside, the store not yet written) is done again.
+        log.record(&alice, "tok_a", None, "list_pages", vec![], vec![]);
+        std::fs::rename(&journal, folding_path(&journal)).unwrap();
+        drop(log);
+        let log = open();
+        assert_eq!(log.pending(), 1);
+        assert!(!folding_path(&journal).exists());
+        assert_eq!(log.list(&alice, None, None, 100).await.unwrap().0.len(), 6);
     }
 
     #[test]
