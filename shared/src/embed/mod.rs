@@ -344,10 +344,17 @@ pub fn rrf<'a>(lists: &[(&'a [String], f64)], k: f64) -> Vec<(&'a str, f64)> {
 
 #[cfg(test)]
 mod tests {
+    /// The model file: the one compiled in, or (a build that reads it at run time, as `make
+    /// test`'s) the one it reads.
+    #[cfg(not(embed_layer))]
+    const MODEL_FILE: &str = env!("NIB_EMBED_MODEL_PATH");
+    #[cfg(embed_layer)]
+    const MODEL_FILE: &str = env!("NIB_EMBED_MODEL_LAYER_PATH");
+
     /// What a function built for the layer does: the file read once, the same model.
     #[test]
     fn a_model_file_read_at_run_time_is_the_built_in_model() {
-        let path = std::path::Path::new(env!("NIB_EMBED_MODEL_PATH"));
+        let path = std::path::Path::new(MODEL_FILE);
         let read = super::Model::parse(super::load_file(path).unwrap()).unwrap();
         let built_in = super::model().unwrap();
         assert_eq!(read.id(), built_in.id());
