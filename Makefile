@@ -205,14 +205,8 @@ $(VENV_INFRA_STAMP): tests/tools/requirements-infra.txt tests/tools/constraints-
 clean-tools: ## remove .tools/, .venv/, .venv-build/ and .venv-infra/ (the next `make tools` reinstalls them)
 	rm -rf .tools $(VENV) $(VENV_BUILD) $(VENV_INFRA)
 
-# `make test`'s builds read the search model at run time from .tools/embed/model.nibm, as `make
-# run`'s and the Lambda functions' do (NIB_EMBED_MODEL_LAYER, shared/build.rs), so that the whole
-# workspace compiles while the model is derived instead of waiting for it (nib-shared and every
-# crate above it did). The release build compiles it in; `make lint` type-checks that form.
-TEST_CARGO := NIB_EMBED_MODEL_LAYER=$(CURDIR)/$(EMBED_MODEL) $(CARGO)
-
 build: embed-model ## compile everything, tests included
-	$(TEST_CARGO) build --workspace --all-targets
+	$(CARGO) build --workspace --all-targets
 
 # Builds the binaries, then runs every suite even when an earlier one fails, and fails if any
 # did: Rust tests (nextest when installed; each test's moto server is forked from one process that
@@ -237,18 +231,18 @@ tools-browser: ## install Debian's chromium and chromium-driver when missing
 LEAN := -p nib-shared -p nib-cli --no-default-features --features nib-cli/ocr-local
 LEAN_CHECK := $(CARGO) check $(LEAN)
 
-# The tools install side by side (-j), and the workspace compiles meanwhile (prebuild-test): the
-# search model's derivation takes minutes on a clean clone and is mostly one core's numpy, so
-# the other core builds. Everything after runs one thing at a time.
+# The tools install side by side (-j), and the Rust dependencies compile meanwhile
+# (prebuild-test): the search model's derivation takes minutes on a clean clone and is mostly one
+# core's numpy, so the other core builds. Everything after runs one thing at a time.
 test: ## install tools, build, run all tests
 	$(MAKE) --no-print-directory -j 8 tools tools-browser prebuild-test
-	$(TEST_CARGO) build --workspace --all-targets
+	$(CARGO) build --workspace --all-targets
 	@failed=""; \
 	if command -v cargo-nextest >/dev/null; then \
-		tests/lib/with-emulator.sh $(TEST_CARGO) nextest run --workspace --no-fail-fast \
+		tests/lib/with-emulator.sh $(CARGO) nextest run --workspace --no-fail-fast \
 			|| failed="$$failed cargo-nextest"; \
 	else \
-		tests/lib/with-emulator.sh $(TEST_CARGO) test --workspace --no-fail-fast \
+		tests/lib/with-emulator.sh $(CARGO) test --workspace --no-fail-fast \
 			|| failed="$$failed cargo-test"; \
 	fi; \
 	$(LEAN_CHECK) >target/lean-check.log 2>&1 & lean=$$!; \
@@ -285,14 +279,17 @@ $(LOCAL_STAMP): $(LOCAL_NIB) $(EMBED_MODEL) $(shell find tests/data/sample tests
 	$(LOCAL_NIB) reindex --data-dir $(LOCAL_DATA)
 	touch $@
 
-# Compile while `embed-model` derives the model: neither `make test`'s build nor `make run`'s
-# needs the model file (both read it at run time), so each prebuild is the whole build (its
+# Compile while `embed-model` derives the model. `make test`'s build compiles the model in:
+# without it nib-shared's build script stops (shared/build.rs) and `--keep-going` builds every
+# crate that does not depend on nib-shared, the dependencies, most of the work; that failure is
+# expected and its output is in the log, and the build that follows (the model there by then) is
+# the real one. `make run`'s build needs no model, so its prebuild is the whole build (its
 # errors, if any, show again in the build that follows).
 .PHONY: prebuild-test prebuild-run
 prebuild-test:
 	@mkdir -p target
-	@echo "prebuild: compiling the workspace while the tools install (log: target/prebuild-test.log)"
-	@$(TEST_CARGO) build --workspace --all-targets --keep-going >target/prebuild-test.log 2>&1 || true
+	@echo "prebuild: compiling the dependencies while the tools install (log: target/prebuild-test.log)"
+	@$(CARGO) build --workspace --all-targets --keep-going >target/prebuild-test.log 2>&1 || true
 
 prebuild-run:
 	@mkdir -p target
@@ -300,12 +297,12 @@ prebuild-run:
 	@$(LOCAL_BUILD) --keep-going >target/prebuild-run.log 2>&1 || true
 
 viewer-screenshots: ## run the page viewer's browser test and write docs/viewer-desktop.png, docs/viewer-phone.png
-	$(TEST_CARGO) build -p nib-cli
+	$(CARGO) build -p nib-cli
 	VIEWER_SCREENSHOTS=docs tests/apps/run.sh
 
 app-screenshots: tools-node tools-ocr ## run the web app's local browser tests and write docs/app-*.png (desktop and phone widths)
-	$(TEST_CARGO) build --workspace --all-targets
-	NIB_APP_SCREENSHOTS=$(CURDIR)/docs tests/lib/with-emulator.sh $(TEST_CARGO) nextest run --workspace \
+	$(CARGO) build --workspace --all-targets
+	NIB_APP_SCREENSHOTS=$(CURDIR)/docs tests/lib/with-emulator.sh $(CARGO) nextest run --workspace \
 		-E 'package(nib-tests) and (test(=browser::the_web_app_works_in_chromium_locally) or test(=browser::dropped_files_become_pages_with_text_locally))'
 
 lint: ## rustfmt check and clippy with warnings as errors
