@@ -590,7 +590,9 @@ async fn every_answered_call_is_recorded_when_nib_serve_is_killed_under_load() {
             }
         }
     };
-    let listed = call("list_pages", json!({ "limit": 50 })).await.unwrap();
+    let listed =
+        crate::helpers::call_served(&server.url, &token, "list_pages", json!({ "limit": 50 }))
+            .await;
     let pages: Vec<String> = listed["result"]["structuredContent"]["pages"]
         .as_array()
         .unwrap()
