@@ -89,13 +89,14 @@ fn parse_sk(sk: &str) -> Option<AccessPosition> {
 
 type Pending = (UserId, AccessPosition, AccessRecord);
 
-/// A record as the journal holds it: one JSON line.
+/// A record as the journal holds it: one JSON line. Written from borrowed parts (the call's
+/// path makes no copies), read back owned.
 #[derive(Serialize, Deserialize)]
-struct JournalLine {
-    user: UserId,
+struct JournalLine<U, R> {
+    user: U,
     at_ms: i64,
     nonce: u64,
-    record: AccessRecord,
+    record: R,
 }
 
 /// The records waiting in memory and, locally, the journal that holds them too: one lock, so
@@ -125,10 +126,10 @@ fn append_to(path: &Path) -> std::io::Result<std::fs::File> {
 
 fn journal_line((user, position, record): &Pending) -> Vec<u8> {
     let mut line = serde_json::to_vec(&JournalLine {
-        user: user.clone(),
+        user,
         at_ms: position.at_ms,
         nonce: position.nonce,
-        record: record.clone(),
+        record,
     })
     .expect("a journal line serializes");
     line.push(b'\n');
@@ -139,7 +140,7 @@ fn journal_line((user, position, record): &Pending) -> Vec<u8> {
 fn journal_records(bytes: &[u8]) -> Vec<Pending> {
     bytes
         .split(|&b| b == b'\n')
-        .filter_map(|line| serde_json::from_slice::<JournalLine>(line).ok())
+        .filter_map(|line| serde_json::from_slice::<JournalLine<UserId, AccessRecord>>(line).ok())
         .map(|l| {
             let position = AccessPosition {
                 at_ms: l.at_ms,
