@@ -349,7 +349,7 @@ bench-build: embed-model
 bench-micro: embed-model ## criterion micro benchmarks (the 100k-page search store is built once, cached in target/)
 	@mkdir -p $(BENCH_OUT)
 	CRITERION_HOME=$(abspath $(BENCH_OUT))/criterion NIB_BENCH_OUT=$(abspath $(BENCH_OUT)) \
-		$(CARGO) bench -p nib-shared --bench parser --bench crypto --bench search --bench dispatch
+		$(CARGO) bench -p nib-shared --features local --bench parser --bench crypto --bench search --bench dispatch
 
 bench-load: bench-build ## nib serve vs the floor server under wrk at c=1/16/64, and the import rate
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }

@@ -27,12 +27,14 @@ use zeroize::Zeroizing;
 use crate::account::Accounts;
 #[cfg(feature = "aws")]
 use crate::adapters::aws::{AwsClients, CallCounter};
+#[cfg(any(test, feature = "local"))]
 use crate::adapters::embedded::EmbeddedStore;
 use crate::adapters::local_assets::LocalAssets;
+#[cfg(any(test, feature = "local"))]
 use crate::adapters::local_keys::LocalKeys;
 use crate::adapters::rate_limit::{InMemoryRateLimiter, StoreRateLimiter};
 use crate::auth::Scope;
-use crate::auth::oauth::jwt::{LocalSigner, TokenSigner};
+use crate::auth::oauth::jwt::TokenSigner;
 use crate::auth::oauth::{Gates, OAuth};
 use crate::auth::sessions::SessionSigner;
 use crate::auth::tokens::{NewToken, Tokens};
@@ -44,7 +46,7 @@ use crate::functions::FunctionEnv;
 use crate::http::{HttpConfig, HttpState};
 use crate::mcp::NibMcp;
 use crate::notebook::{Notebook, NotebookConfig};
-use crate::ports::{Assets, Clock, Keys, RateLimiter, Store, StoreError, SystemClock};
+use crate::ports::{Assets, Clock, Keys, RateLimiter, Store, StoreError};
 use crate::tools::{InProcess, ToolClass};
 
 /// The user a fresh data directory starts with.
@@ -57,6 +59,7 @@ pub enum ServicesError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[cfg(any(test, feature = "local"))]
     #[error("cannot open the store")]
     Store(#[from] crate::adapters::embedded::EmbeddedError),
     #[error("cannot open the access journal in {path}")]
@@ -100,6 +103,9 @@ pub enum ServicesError {
          build the operator's nib with `cargo build --release -p nib-cli` for --backend aws"
     )]
     NoAws,
+    /// A data directory asked of a build without the embedded store (the Lambda functions').
+    #[error("this build has no local back end (nib-shared's `local` feature)")]
+    NoLocal,
 }
 
 /// Which back end a system runs on.
@@ -278,11 +284,14 @@ struct Secrets {
 
 impl Secrets {
     /// Derived from the local key file.
+    #[cfg(any(test, feature = "local"))]
     fn derived(keys: &LocalKeys) -> Secrets {
         let oauth_secret = Zeroizing::new(keys.derive("oauth"));
         Secrets {
             session_key: Zeroizing::new(keys.derive("session-ids")),
-            token_signer: Arc::new(LocalSigner::from_oauth_secret(&oauth_secret)),
+            token_signer: Arc::new(crate::auth::oauth::jwt::LocalSigner::from_oauth_secret(
+                &oauth_secret,
+            )),
             csrf_key: crate::auth::oauth::csrf_key(&oauth_secret),
         }
     }
@@ -298,7 +307,9 @@ impl Secrets {
         let oauth_secret = random();
         Secrets {
             session_key: random(),
-            token_signer: Arc::new(LocalSigner::from_oauth_secret(&oauth_secret)),
+            token_signer: Arc::new(crate::auth::oauth::jwt::LocalSigner::from_oauth_secret(
+                &oauth_secret,
+            )),
             csrf_key: crate::auth::oauth::csrf_key(&oauth_secret),
         }
     }
@@ -331,7 +342,10 @@ impl Ports {
     /// configuration) and then the secrets the role needs (a `GetItem` and a KMS call each).
     pub async fn open(settings: &Settings) -> Result<Ports, ServicesError> {
         match &settings.back_end {
+            #[cfg(any(test, feature = "local"))]
             BackEndSettings::Local { data_dir, options } => Ports::local(data_dir, options),
+            #[cfg(not(any(test, feature = "local")))]
+            BackEndSettings::Local { .. } => Err(ServicesError::NoLocal),
             #[cfg(feature = "aws")]
             BackEndSettings::Aws(config) => {
                 config.validate()?;
@@ -344,12 +358,13 @@ impl Ports {
     }
 
     /// A data directory (created if absent).
+    #[cfg(any(test, feature = "local"))]
     pub fn local(data_dir: &Path, options: &LocalOptions) -> Result<Ports, ServicesError> {
         std::fs::create_dir_all(data_dir).map_err(|source| ServicesError::DataDir {
             path: data_dir.to_owned(),
             source,
         })?;
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let clock: Arc<dyn Clock> = Arc::new(crate::ports::SystemClock);
         let keys = Arc::new(
             LocalKeys::open_or_create(&data_dir.join("master.key")).map_err(ServicesError::Keys)?,
         );
@@ -397,7 +412,7 @@ impl Ports {
     ) -> Result<Ports, ServicesError> {
         use crate::adapters::aws::signing::{self, OAuthKeys};
         config.validate()?;
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let clock: Arc<dyn Clock> = Arc::new(crate::ports::SystemClock);
         let store: Arc<dyn Store> = Arc::new(clients.store(config).with_clock(clock.clone()));
         let kms = clients.keys(config);
         let secrets = match role {
@@ -667,6 +682,7 @@ impl Services {
     }
 
     /// A data directory as `nib serve` uses it (and the tests).
+    #[cfg(any(test, feature = "local"))]
     pub fn open_local(data_dir: &Path, options: LocalOptions) -> Result<Services, ServicesError> {
         let ports = Ports::local(data_dir, &options)?;
         Services::build(ports, &Settings::local(data_dir, options, Role::Server))

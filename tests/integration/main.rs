@@ -10,6 +10,7 @@ mod access;
 mod account;
 mod app;
 mod app_data;
+mod architecture;
 mod aws;
 mod browser;
 mod bundle;

@@ -50,8 +50,7 @@ use crate::domain::tasks::{Appearance, ChangedBy};
 use crate::domain::{Date, PageId, PageStatus, TaskLinkId, UserId};
 use crate::ports::{AssetKind, Cond, Item, MAX_TRANSACTION_ITEMS, Query, Write};
 
-/// How long a deleted item can be restored.
-pub const TRASH_DAYS: i64 = 30;
+pub use crate::domain::TRASH_DAYS;
 const DAY_SECONDS: i64 = 86_400;
 
 /// What was deleted.

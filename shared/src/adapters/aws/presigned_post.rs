@@ -419,7 +419,10 @@ mod tests {
             &upload("uploads/alice/2026-06-19.pdf"),
         );
         assert_eq!(post.url, "https://ink.s3.eu-west-1.amazonaws.com/");
-        assert_eq!(post.origin(), "https://ink.s3.eu-west-1.amazonaws.com");
+        assert_eq!(
+            crate::mcp::viewer::origin_of(&post.url),
+            "https://ink.s3.eu-west-1.amazonaws.com"
+        );
         assert_eq!(post.key, "uploads/alice/2026-06-19.pdf");
         let names: Vec<&str> = post.fields.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(

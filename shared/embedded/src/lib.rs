@@ -60,7 +60,7 @@ use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, Durability, ReadableDatabase, TableDefinition};
 use tokio::sync::oneshot;
 
-use crate::ports::{
+use nib_ports::{
     Clock, Cond, Index, Item, Query, QueryPage, Store, StoreError, SystemClock, Write,
     counter_value,
 };
@@ -76,19 +76,19 @@ const GSI1: TableDefinition<&[u8], ()> = TableDefinition::new("gsi1");
 /// load ran as fast with 4 MiB as with 16, at 29 MiB of peak RSS instead of 42), and the
 /// search index a server keeps open (`notebook::search_index`) does not depend on it. 1 MiB
 /// still holds a 10,000-page store's branch pages; the search index's build filled 4 with
-/// vector blocks it had already opened (BENCHMARKS.md, "A search server under 60 MiB").
+/// vector blocks it had already opened (bench/search-meaning.md, "A search server under 60 MiB").
 const CACHE_BYTES: usize = 1 << 20;
 
 /// redb's page cache for a bulk write (`nib import`, `nib reindex`, a bundle): a short-lived
 /// process that writes postings all over the file. With [`CACHE_BYTES`] every insert reads its
 /// branch and leaf pages again from the operating system (a fifth of the writer thread's time
 /// was `pread`), and more of them the larger the notebook; 256 MiB holds a 10,000-page store's
-/// hot pages (BENCHMARKS.md, "Footprint, continued").
+/// hot pages (bench/findings.md, "Footprint, continued").
 pub const BULK_CACHE_BYTES: usize = 256 << 20;
 
 /// How often a bulk writer's commits are synced (see the module's documentation): an import
 /// of 10,000 pages ran at a median 485 pages/s with every group synced, 658 this way
-/// (BENCHMARKS.md, "Footprint, third pass").
+/// (bench/findings.md, "Footprint, third pass").
 pub const BULK_SYNC_EVERY: Duration = Duration::from_secs(1);
 
 /// At most this many queued transactions share one commit, which bounds the latency a
@@ -123,7 +123,7 @@ pub enum EmbeddedError {
 #[derive(Clone)]
 pub struct EmbeddedStore {
     shared: Arc<Shared>,
-    /// The time expiry is judged by ([`crate::ports::is_live`]); each write takes its `now`
+    /// The time expiry is judged by ([`nib_ports::is_live`]); each write takes its `now`
     /// when it is queued.
     clock: Arc<dyn Clock>,
 }
@@ -466,7 +466,7 @@ fn sync(db: &Database) -> bool {
         .map_err(redb::Error::from)
         .and_then(|txn| txn.commit().map_err(redb::Error::from));
     if let Err(e) = &synced {
-        tracing::error!(error = %crate::telemetry::chain(e), "store sync failed");
+        tracing::error!(error = e as &dyn std::error::Error, "store sync failed");
     }
     synced.is_ok()
 }
@@ -554,7 +554,7 @@ fn sweep_in(
     let mut expired = Vec::new();
     for entry in redb::ReadableTable::iter(&*items).map_err(db_err)? {
         let (key, value) = entry.map_err(db_err)?;
-        if !crate::ports::is_live(expiry(value.value()), now) {
+        if !nib_ports::is_live(expiry(value.value()), now) {
             expired.push(key.value().to_vec());
         }
     }
@@ -690,7 +690,7 @@ fn corrupt(what: &str) -> StoreError {
     StoreError::Unavailable(format!("corrupt store entry: {what}").into())
 }
 
-/// The port's one expiry rule ([`crate::ports::is_live`]): expired items read as absent.
+/// The port's one expiry rule ([`nib_ports::is_live`]): expired items read as absent.
 fn is_live(item: &Item, now: i64) -> bool {
     item.is_live(now)
 }
@@ -1139,7 +1139,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
-        crate::ports::validate_writes(&writes)?;
+        nib_ports::validate_writes(&writes)?;
         if writes.is_empty() {
             return Ok(());
         }
@@ -1159,7 +1159,7 @@ impl Store for EmbeddedStore {
         by: u64,
         expires_at: i64,
     ) -> Result<u64, StoreError> {
-        crate::ports::validate_key(pk, sk)?;
+        nib_ports::validate_key(pk, sk)?;
         let counters = self.watching(|prefix| pk.starts_with(prefix));
         let (pk, sk) = (pk.to_owned(), sk.to_owned());
         let now = self.clock.unix();

@@ -1,5 +1,6 @@
-//! The ports: small traits the core talks to. Adapters implement them (`adapters::embedded`,
-//! later `adapters::aws`); handlers take the narrowest one they need as `Arc<dyn Trait>`.
+//! The ports: small traits the core talks to. Adapters implement them (the embedded store in
+//! `nib-embedded`, the local and AWS adapters in `nib::adapters`); handlers take the narrowest
+//! one they need as `Arc<dyn Trait>`.
 //!
 //! The `Store` is shaped after DynamoDB's model (docs/design.md §5) so both back ends can honour it
 //! exactly: one table of items keyed by `pk`/`sk` strings, one secondary index (`gsi1pk`/`gsi1sk`),
@@ -13,7 +14,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 
-use crate::domain::{Date, PageId, UserId};
+use nib_domain::{Date, PageId, TRASH_DAYS, UserId};
 
 /// DynamoDB's limit on the writes in one `TransactWriteItems`.
 pub const MAX_TRANSACTION_ITEMS: usize = 100;
@@ -403,7 +404,7 @@ pub enum AssetsError {
 /// trashed page itself expires, so a restore in its last hour still finds them (and the mark,
 /// set just before the delete's transaction, never runs out before the page does). S3: the
 /// lifecycle rule `purge-trashed-images` of `infra/s3.tf` (asserted equal by tests/infra).
-pub const ASSET_PURGE_DAYS: i64 = crate::notebook::TRASH_DAYS + 1;
+pub const ASSET_PURGE_DAYS: i64 = TRASH_DAYS + 1;
 
 /// Page images: S3 in production, a directory in local mode. Never proxied through tool calls:
 /// readers get short-lived signed URLs.
@@ -482,7 +483,7 @@ pub trait Assets: Send + Sync {
     }
     /// Deletes every asset of the user, under all of the user's prefixes (page images, and
     /// uploads where the back end has them); the number deleted. Deleting nothing is not an
-    /// error, so it can run again (account deletion, `crate::account`).
+    /// error, so it can run again (account deletion, `nib::account`).
     async fn delete_user(&self, user: &UserId) -> Result<u64, AssetsError> {
         let _ = user;
         Err(AssetsError::Unavailable(
@@ -504,16 +505,8 @@ pub struct PresignedPost {
     pub fields: Vec<(String, String)>,
 }
 
-impl PresignedPost {
-    /// The URL's origin (`scheme://host[:port]`), for the web app's Content-Security-Policy
-    /// (`form-action`, `connect-src`).
-    pub fn origin(&self) -> String {
-        crate::mcp::viewer::origin_of(&self.url)
-    }
-}
-
 /// Signs the web app's uploads straight to storage, where a deployment's ingest function
-/// imports them (`crate::uploads` names the keys): S3's presigned POST
+/// imports them (`nib::uploads` names the keys): S3's presigned POST
 /// (`adapters::aws::S3Assets`). A server that imports uploads itself (`nib serve`) has none.
 #[async_trait]
 pub trait UploadSigner: Send + Sync {

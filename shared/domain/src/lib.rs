@@ -11,6 +11,9 @@ pub use ids::{Date, IdError, PageId, TaskLinkId, UserId};
 
 use serde::{Deserialize, Serialize};
 
+/// How long a deleted page or task can be restored, in days; then it is purged for good.
+pub const TRASH_DAYS: i64 = 30;
+
 /// How a line was written on the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
