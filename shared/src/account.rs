@@ -5,7 +5,8 @@
 //! every admin command naming a user and `nib serve`'s first start run). It carries the index
 //! key `gsi1` = (`USERS`, `{user}`), so one index query lists the users. A profile written
 //! before the index has no index key: `ensure` adds it the next time anything ensures that user
-//! (there is no Scan to find the others; see README "Users").
+//! (there is no Scan to find the others; see docs/operator-guide.md, "Users and deleting an
+//! account").
 //!
 //! **Deletion**, in this order, each step idempotent so that running it again after a crash
 //! anywhere finishes the job:

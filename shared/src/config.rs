@@ -29,7 +29,7 @@ pub const MAX_ASSET_TTL_SECONDS: u64 = 7 * 24 * 3600;
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     #[error(
-        "the environment variable {0} must be set (see the README, \"Running against AWS or the emulator\")"
+        "the environment variable {0} must be set (see docs/operator-guide.md, \"Running against AWS or the emulator\")"
     )]
     Missing(&'static str),
     #[error("the environment variable {name} is invalid: {reason}")]

@@ -5,7 +5,7 @@
 # with the small MCP Apps host of tests/apps/host.html.
 # Needs: target/debug/nib (this script builds nothing), `make tools-node`, Debian's chromium.
 # Environment (optional): NIB_BIN; CHROMIUM_BIN; VIEWER_SCREENSHOTS (a folder: writes
-# viewer-desktop.png and viewer-phone.png there, e.g. docs/ for the README).
+# viewer-desktop.png and viewer-phone.png there, e.g. docs/ for docs/user-guide.md).
 set -euo pipefail
 
 # shellcheck source=tests/lib/server.sh

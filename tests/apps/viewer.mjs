@@ -179,7 +179,7 @@ try {
     await view.page.close();
   }
 
-  // 4. Screenshots for the README: the handwritten page run.sh imported, desktop and phone.
+  // 4. Screenshots for docs/user-guide.md: the handwritten page run.sh imported, desktop and phone.
   if (shots) {
     const hand = pages.find((p) => p.date === '2025-03-17');
     const handArgs = { page_id: hand.page_id };

@@ -30,7 +30,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # The clients make ~70 requests within a minute, four of them prompts charged 12-15 units each
-# (README, rate limits): above `nib serve`'s default 60 a minute, which would refuse the last
+# (docs/operator-guide.md, "Server options"): above `nib serve`'s default 60 a minute, which would refuse the last
 # ones with 429. The limits have their own tests (tests/integration/ratelimit.rs).
 nib_start --bind 127.0.0.1:0 --rate-per-minute 600
 if [[ -z "$NIB_TOKEN" ]]; then

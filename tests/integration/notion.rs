@@ -1284,9 +1284,9 @@ async fn the_outbox_timer_pushes_after_retry_after_over_aws() {
     the_outbox_timer_pushes_after_retry_after(Backend::Aws).await;
 }
 
-/// Issue 48 item 14, as the README runs it: with Notion answering every third write 429
-/// (`Retry-After: 1`), the task that met it reaches Notion from `nib serve`'s outbox timer,
-/// with no further call.
+/// Issue 48 item 14, as docs/user-guide.md, "Notion" ("When Notion fails") describes it: with
+/// Notion answering every third write 429 (`Retry-After: 1`), the task that met it reaches
+/// Notion from `nib serve`'s outbox timer, with no further call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nib_serve_pushes_a_rate_limited_task_without_another_call() {
     use std::io::{BufRead, BufReader, Read};

@@ -150,10 +150,10 @@ async fn ink_only_pages_become_text_tasks_and_search_hits() {
 
     // The product's bar (issue 12): every page with text, median CER <= 0.10, task F1 and
     // checkbox status >= 0.90 on generated pages (86 pages of seed 31337 reach 0.018 / 0.94 /
-    // 0.98, `make ocr-pages ocr-eval`, BENCHMARKS.md). These 7 pages are few enough that one
-    // task moves F1 by two points: they reach 0.018 / 0.897 / 0.949 (a heading read as a
-    // ticked task on 2025-03-16, five boxes of the third PDF page missed), so F1 is held at
-    // 0.88 here.
+    // 0.98, `make ocr-pages ocr-eval`, bench/ocr.md "Real handwriting"). These 7 pages are few
+    // enough that one task moves F1 by two points: they reach 0.018 / 0.897 / 0.949 (a heading
+    // read as a ticked task on 2025-03-16, five boxes of the third PDF page missed), so F1 is
+    // held at 0.88 here.
     let scores: Vec<_> = pages
         .iter()
         .map(|(truth, page)| score_page(truth, page["ocr_markdown"].as_str().unwrap_or("")))

@@ -150,8 +150,8 @@ fn credentials(served: &Served) -> (String, String, String) {
     (url, token, password)
 }
 
-/// The README's `nib serve --ocr openai`, the provider's settings in the environment: an ink
-/// page uploaded in the web app comes out with the model's text and its tasks over MCP; a
+/// `nib serve --ocr openai` as in docs/ocr.md, "Choosing an OCR provider", the provider's
+/// settings in the environment: an ink page uploaded in the web app comes out with the model's text and its tasks over MCP; a
 /// page the provider fails on (5xx past the retries) is stored all the same, unread, logged
 /// with its id and the status but never the key or the provider's body, and nothing an MCP
 /// client sees holds the key; `nib ocr --all` reads it later.

@@ -14,8 +14,8 @@ pages and the same onnxruntime give the same bytes.
 
 Why: the detector ran ~0.75 CPU seconds a page at 960 px, about half of the engine's time on
 a page; in 8 bits it runs ~0.24 (VNNI on x86-64, dot-product instructions on arm64). The
-recognition model stays in floating point (8 bits saved it only a quarter). ARCHITECTURE.md,
-"OCR", has the measurements.
+recognition model stays in floating point (8 bits saved it only a quarter).
+docs/decisions/0059-ocr-int8-detector.md has the measurements.
 """
 
 import argparse

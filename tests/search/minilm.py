@@ -625,7 +625,8 @@ def distill(wheel, dims, sif=1e-3, cache=None, words_wheel=None, extra=0, wordne
         # sentences' vectors share say little about any one of them and lift every cosine
         # alike. A text's vector is a sum of rows, so taking them out of every row takes them
         # out of every text's vector; nothing changes at run time. +1.4 points of meaning
-        # recall@3 on paraphrases over ten seeds of the evaluation set (ARCHITECTURE.md).
+        # recall@3 on paraphrases over ten seeds of the evaluation set
+        # (docs/decisions/0045-static-embedding-model.md).
         cc = common_components(red, ptr, ids, common)
         red = red - (red @ cc.T) @ cc
         common_tag = f"-cc{common}"

@@ -45,7 +45,7 @@ pub fn user() -> UserId {
 /// minutes on a slow disk; so the notebook is built in `/dev/shm` (memory, where an fsync costs
 /// nothing) when there is one, and copied to the target directory when complete. Pages are
 /// imported one at a time: concurrent imports of one user conflict on the index statistics item
-/// (see BENCHMARKS.md), so they would only retry.
+/// (see bench/findings.md, "Import"), so they would only retry.
 pub fn notebook(rt: &tokio::runtime::Runtime, pages: usize) -> Services {
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nib-bench-stores");
     // The model's id too: a store's vectors are only searched by the model that wrote them.

@@ -15,7 +15,7 @@
 //!
 //! Sessions are not shareable while running (`Session::run` takes `&mut`), so the engine keeps
 //! a small pool, one per worker, each single-threaded: pages in parallel scale better on few
-//! cores than one page over many threads (measured, ARCHITECTURE.md).
+//! cores than one page over many threads (measured, docs/decisions/0056-ocr-engine-pp-ocrv6.md).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -31,7 +31,7 @@ use crate::{Ocr, OcrBox, OcrEngine, OcrError, OcrLine, PageImage};
 
 /// The model files: the recognition model by the name the `rapidocr` wheel gives it, the
 /// detector as `make tools-ocr` leaves it, quantised to 8 bits (`tests/ocr/quantize.py`: a third
-/// of the floating-point detector's time, ARCHITECTURE.md "OCR").
+/// of the floating-point detector's time, docs/decisions/0059-ocr-int8-detector.md).
 pub const DET_MODEL: &str = "PP-OCRv6_det_small.int8.onnx";
 pub const REC_MODEL: &str = "PP-OCRv6_rec_small.onnx";
 /// The word list the decoder weighs spellings with (`make tools-ocr` writes it from the
@@ -39,7 +39,7 @@ pub const REC_MODEL: &str = "PP-OCRv6_rec_small.onnx";
 pub const LEXICON: &str = "lexicon.tsv";
 /// The longest side the page is scaled to before detection: PaddleOCR's own default
 /// (`det_limit_side_len`; rapidocr's 2000 took 2.6 GiB with two workers and 2.7x the time, for
-/// CER and task F1 within half a point of these, BENCHMARKS.md "Footprint, continued").
+/// CER and task F1 within half a point of these, bench/findings.md "Footprint, continued").
 /// Recognition still reads the crops from the full page.
 const MAX_SIDE: f32 = 960.0;
 const DET_THRESH: f32 = 0.3;
@@ -145,7 +145,7 @@ impl PaddleOcr {
                 .with_intra_threads(1)
                 .map_err(|e| unavailable(e.into()))?
                 // The pattern is planned per input shape, and every page and crop batch has its
-                // own: kept on, it only added memory (BENCHMARKS.md, "Footprint, continued").
+                // own: kept on, it only added memory (bench/findings.md, "Footprint, continued").
                 .with_memory_pattern(false)
                 .map_err(|e| unavailable(e.into()))?
                 .commit_from_file(dir.join(file))

@@ -11,9 +11,9 @@
 //! The Lambda functions are built without it (`make lambdas` sets `NIB_EMBED_MODEL_LAYER`,
 //! `build.rs` turns on `cfg(embed_layer)`): there the same file comes in a Lambda layer and is
 //! read once from `/opt/nib/embed.nibm` (or `NIB_EMBED_MODEL_FILE`) on first use, which keeps
-//! each function's own zip small (ARCHITECTURE.md, "Search by meaning"). `make run`'s `nib` is
-//! built the same way over `.tools/embed/model.nibm`, so that it compiles while the model is
-//! derived.
+//! each function's own zip small (docs/decisions/0048-embedding-model-lambda-layer.md).
+//! `make run`'s `nib` is built the same way over `.tools/embed/model.nibm`, so that it compiles
+//! while the model is derived.
 //!
 //! Pure: no I/O beyond the model's bytes. Vectors leave this module only to be sealed
 //! (`notebook::vectors`); they are never logged.

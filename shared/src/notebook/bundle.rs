@@ -1,5 +1,6 @@
 //! Export and import of a user's whole notebook (issue 14): the re-importable bundle
-//! (`nib-bundle` version 1, documented in README "Export and import") and the Markdown ZIP.
+//! (`nib-bundle` version 1, documented in docs/user-guide.md, "The bundle") and the Markdown
+//! ZIP.
 //!
 //! Both go through the `Store`/`Assets` ports, so they work on either back end, and both
 //! stream: pages and tasks are read a query page at a time and written to the ZIP one entry at

@@ -10,7 +10,8 @@
 //! Listing: each page record counts its notes (`PageRecord::notes`, a number in the clear like
 //! `has_pdf`), so `list_notes` and `list_tags` read the pages index newest first and open only
 //! the pages that have notes. That is a read of the index over the range asked, not of every
-//! page; a tag index would make a rare tag's listing cheaper (not done: see ARCHITECTURE.md).
+//! page; a tag index would make a rare tag's listing cheaper (not done: see
+//! docs/decisions/0081-typed-notes-as-lines.md).
 
 use std::collections::BTreeMap;
 

@@ -25,14 +25,15 @@ use crate::embed;
 /// A page found by meaning alone is a result only at this cosine or above (and
 /// [`MEANING_SPREAD`]); a page found by its words matches by meaning too ([`Match::Both`]) at
 /// the same floor. Raising it does not tell nonsense from paraphrases (their cosines overlap;
-/// ARCHITECTURE.md, "Search by meaning"): it only keeps out pages pointing away.
+/// docs/decisions/0052-hybrid-ranking.md, 0053-meaning-floor.md): it only keeps out pages
+/// pointing away.
 pub const MEANING_FLOOR: f32 = 0.05;
 /// A page found by meaning alone also needs this many standard deviations above the mean of
 /// the query's estimated cosines with the notebook's pages (when it has [`BACKGROUND_PAGES`]):
 /// a query about nothing in the notebook has cosines of 0.2-0.3 with its pages too, but none
 /// stands out from the rest. 0: above the mean. 1.5 or 2 emptied half or more of the answers
 /// to letter strings on `make search-eval` but cost 2-7 points of paraphrase recall@3, and lost
-/// a paraphrase in a notebook of repeated day pages (ARCHITECTURE.md, "Search by meaning").
+/// a paraphrase in a notebook of repeated day pages (docs/decisions/0053-meaning-floor.md).
 pub const MEANING_SPREAD: f32 = 0.0;
 /// The pages a notebook needs before [`MEANING_SPREAD`] applies: the mean and deviation of
 /// fewer say little.

@@ -106,7 +106,7 @@ const SNIPPET_CHARS: usize = 160;
 /// Postings asked for per page of a term's query. At a query's default page of 1,000 items a
 /// term in 2,500 pages took three round trips, one after the other; DynamoDB ends a page at
 /// 1 MB whatever the limit, and a posting item is ~120 bytes, so a page holds ~8,700 of them
-/// (BENCHMARKS.md, "Footprint, ninth pass": a cold search at 10,000 pages, 6 queries -> 3).
+/// (bench/findings.md, "Footprint, ninth pass": a cold search at 10,000 pages, 6 queries -> 3).
 const POSTINGS_PAGE: usize = 10_000;
 
 pub(super) fn posting_writes(

@@ -32,7 +32,8 @@ pub const BUDGET_BYTES: usize = 48 << 20;
 /// A user's cached posting lists stop growing here (entries, 16 bytes each: 16 MB); older
 /// lists are dropped first. At 100,000 pages the bench's ten queries keep 16 lists of 637,632
 /// postings in all; at 400,000 they pushed each other out every round and each query read its
-/// common words' lists again (p50 106 ms against 4.4; BENCHMARKS.md).
+/// common words' lists again (p50 106 ms against 4.4; bench/search-meaning.md, "In process at
+/// 10,000 and 100,000 pages").
 const MAX_CACHED_POSTINGS: usize = 1_000_000;
 /// The opened hits a user's index keeps ([`HitPage`]), in bytes of text; the oldest go first.
 const MAX_HIT_BYTES: usize = 2 << 20;

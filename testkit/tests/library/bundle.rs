@@ -23,7 +23,7 @@ use nib::services::{LocalOptions, Services};
 use nib_testkit::emulator::Emulator;
 use nib_testkit::notion_standin::NotionStandin;
 
-/// The bundle's manifest (README, "Export and import").
+/// The bundle's manifest (docs/user-guide.md, "The bundle").
 const MANIFEST: &str = "manifest.json";
 
 fn user() -> UserId {

@@ -5,7 +5,7 @@
 //! (`ocr::raster::to_png`): an uploaded PNG or JPEG, or a page of a PDF that nib rendered
 //! itself. nib never calls `StartDocumentTextDetection`: the asynchronous API would need
 //! Textract to read the bucket and an SNS topic to report back, for no gain at ~1-2 s a page
-//! (ARCHITECTURE.md, "The AWS back end").
+//! (docs/decisions/0008-textract-synchronous.md).
 //!
 //! Textract answers `PAGE`, `LINE` and `WORD` blocks; a `LINE` is what the port calls a line:
 //! its text, its confidence (Textract's 0-100 scaled to 0..1) and its axis-aligned box, which
