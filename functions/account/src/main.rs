@@ -10,10 +10,7 @@ use nib::tools::invocation::ToolInvocation;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    nib::telemetry::init();
-    let function = ClassFunction::from_env(ToolClass::Account)
-        .await
-        .inspect_err(|e| tracing::error!(error = %nib::telemetry::chain(e), "cold start failed"))?;
+    let function = ClassFunction::from_env(ToolClass::Account).await?;
     let function = &function;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<ToolInvocation>| async move {

@@ -9,10 +9,7 @@ use nib::functions::ingest::{Ingest, Tally};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    nib::telemetry::init();
-    let ingest = nib::functions::ingest_from_env()
-        .await
-        .inspect_err(|e| tracing::error!(error = %nib::telemetry::chain(e), "cold start failed"))?;
+    let ingest = nib::functions::ingest_from_env().await?;
     let ingest = &ingest;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<S3Event>| async move {
         handle(ingest, event.payload).await

@@ -5,9 +5,6 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    nib::telemetry::init();
-    let router = nib::functions::front_from_env()
-        .await
-        .inspect_err(|e| tracing::error!(error = %nib::telemetry::chain(e), "cold start failed"))?;
+    let router = nib::functions::front_from_env().await?;
     lambda_http::run(router).await
 }

@@ -9,10 +9,7 @@ use lambda_http::tower::ServiceExt;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    nib::telemetry::init();
-    let router = nib::functions::oauth_from_env()
-        .await
-        .inspect_err(|e| tracing::error!(error = %nib::telemetry::chain(e), "cold start failed"))?;
+    let router = nib::functions::oauth_from_env().await?;
     lambda_http::run(router.map_request(with_client_addr)).await
 }
 

@@ -9,10 +9,7 @@ use nib::tools::invocation::ToolInvocation;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    nib::telemetry::init();
-    let function = ClassFunction::from_env(ToolClass::Pages)
-        .await
-        .inspect_err(|e| tracing::error!(error = %nib::telemetry::chain(e), "cold start failed"))?;
+    let function = ClassFunction::from_env(ToolClass::Pages).await?;
     let function = &function;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<ToolInvocation>| async move {

@@ -9,10 +9,7 @@ use nib::tools::ToolClass;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    nib::telemetry::init();
-    let function = ClassFunction::from_env(ToolClass::Tasks)
-        .await
-        .inspect_err(|e| tracing::error!(error = %nib::telemetry::chain(e), "cold start failed"))?;
+    let function = ClassFunction::from_env(ToolClass::Tasks).await?;
     let function = &function;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<TasksEvent>| async move {

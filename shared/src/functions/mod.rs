@@ -304,16 +304,27 @@ fn http_state(
     }))
 }
 
-/// The services of a function from its environment ([`Settings::function_from_env`]).
+/// A function's cold start, the same for all six: logging, then the services of `role` from the
+/// environment ([`Settings::function_from_env`]), then what `build` makes of them. A failure is
+/// logged once here (its whole chain: Lambda shows only the error's top line) before the
+/// runtime reports it.
 #[cfg(feature = "aws")]
-async fn from_env(role: Role) -> Result<Services, ServicesError> {
-    Services::open(&Settings::function_from_env(role)?).await
+async fn cold_start<T>(
+    role: Role,
+    build: impl FnOnce(&Services) -> Result<T, ServicesError>,
+) -> Result<T, ServicesError> {
+    crate::telemetry::init();
+    let built = match Settings::function_from_env(role) {
+        Ok(settings) => Services::open(&settings).await.and_then(|s| build(&s)),
+        Err(e) => Err(e.into()),
+    };
+    built.inspect_err(|e| tracing::error!(error = %crate::telemetry::chain(e), "cold start failed"))
 }
 
 /// The `mcp` front from the environment.
 #[cfg(feature = "aws")]
 pub async fn front_from_env() -> Result<axum::Router, ServicesError> {
-    front(&from_env(Role::Front).await?)
+    cold_start(Role::Front, front).await
 }
 
 /// The `oauth` function over [`Services`] built for [`Role::OAuth`]: the authorization server
@@ -330,14 +341,14 @@ pub fn oauth(services: &Services) -> Result<axum::Router, ServicesError> {
 /// The `oauth` function from the environment.
 #[cfg(feature = "aws")]
 pub async fn oauth_from_env() -> Result<axum::Router, ServicesError> {
-    oauth(&from_env(Role::OAuth).await?)
+    cold_start(Role::OAuth, oauth).await
 }
 
 /// The `ingest` function from the environment. `NIB_OCR=textract` reads ink-only uploads with
 /// Amazon Textract (a build without the `textract` feature refuses it at cold start).
 #[cfg(feature = "aws")]
 pub async fn ingest_from_env() -> Result<ingest::Ingest, ServicesError> {
-    ingest(&from_env(Role::Ingest).await?)
+    cold_start(Role::Ingest, ingest).await
 }
 
 /// The `ingest` function over [`Services`] built for [`Role::Ingest`].
@@ -382,7 +393,7 @@ impl ClassFunction {
 
     /// The class function `class` from the environment.
     pub async fn from_env(class: ToolClass) -> Result<ClassFunction, ServicesError> {
-        ClassFunction::new(&from_env(Role::Class(class)).await?)
+        cold_start(Role::Class(class), ClassFunction::new).await
     }
 
     /// One invocation: the payload the front sent, the reply it reads.
