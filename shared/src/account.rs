@@ -191,19 +191,6 @@ fn profile_item(user: &UserId, profile: &Profile, version: u64) -> Item {
     }
 }
 
-/// Every item of a query, following cursors.
-async fn query_all(store: &dyn Store, mut query: Query) -> Result<Vec<Item>, StoreError> {
-    let mut out = Vec::new();
-    loop {
-        let page = store.query(&query).await?;
-        out.extend(page.items);
-        match page.next {
-            Some(next) => query.after = Some(next),
-            None => return Ok(out),
-        }
-    }
-}
-
 /// Deletes the keys, `MAX_TRANSACTION_ITEMS` per transaction (deleting an absent item is a
 /// no-op, so a chunk that ran before a crash runs again harmlessly).
 async fn delete_keys(store: &dyn Store, keys: Vec<(String, String)>) -> Result<usize, StoreError> {
@@ -374,7 +361,10 @@ impl Accounts {
 
     /// Every indexed user, by name.
     pub async fn list(&self) -> Result<Vec<UserSummary>, AccountError> {
-        let index = query_all(self.store.as_ref(), Query::gsi1(USERS_PARTITION, "")).await?;
+        let index = self
+            .store
+            .query_all(Query::gsi1(USERS_PARTITION, ""))
+            .await?;
         let mut users: BTreeMap<String, UserSummary> = BTreeMap::new();
         for item in index {
             let Some((_, sk)) = &item.gsi1 else { continue };
@@ -429,13 +419,17 @@ impl Accounts {
                 .map_or(0, |s| s.pages);
             summary.pages = counted + legacy;
             let [tokens, grants, ..] = credential_partitions(&user);
-            summary.tokens = query_all(self.store.as_ref(), Query::gsi1(tokens, ""))
+            summary.tokens = self
+                .store
+                .query_all(Query::gsi1(tokens, ""))
                 .await?
                 .iter()
                 .filter_map(|i| serde_json::from_slice::<TokenRecord>(&i.body).ok())
                 .filter(|t| t.revoked_at.is_none())
                 .count();
-            summary.grants = query_all(self.store.as_ref(), Query::gsi1(grants, ""))
+            summary.grants = self
+                .store
+                .query_all(Query::gsi1(grants, ""))
                 .await?
                 .iter()
                 .filter_map(|i| serde_json::from_slice::<GrantRecord>(&i.body).ok())
@@ -517,7 +511,7 @@ impl Accounts {
         // 2. The credentials.
         let mut credentials = vec![(sign_in_pk(user), "PASSWORD".to_owned())];
         for partition in credential_partitions(user) {
-            for item in query_all(self.store.as_ref(), Query::gsi1(partition, "")).await? {
+            for item in self.store.query_all(Query::gsi1(partition, "")).await? {
                 credentials.push((item.pk, item.sk));
             }
         }
@@ -530,7 +524,7 @@ impl Accounts {
 
         // 4. The key: tombstones over every wrapped data key, in one transaction.
         let pk = user_pk(user);
-        let keys = query_all(self.store.as_ref(), Query::table(&pk, KEY_PREFIX)).await?;
+        let keys = self.store.query_all(Query::table(&pk, KEY_PREFIX)).await?;
         let now = self.clock.unix();
         let tombstone = serde_json::to_vec(&serde_json::json!({ "destroyed_at": now }))?;
         let mut writes: Vec<Write> = keys
@@ -560,7 +554,10 @@ impl Accounts {
         // 5. The items: postings (named by the items' `terms`), the user's partition (keys
         // last), the rest of the sign-in partition, the marker.
         done.items += self.sweep(user).await?;
-        let sign_in = query_all(self.store.as_ref(), Query::table(sign_in_pk(user), "")).await?;
+        let sign_in = self
+            .store
+            .query_all(Query::table(sign_in_pk(user), ""))
+            .await?;
         done.items += delete_keys(
             self.store.as_ref(),
             sign_in
@@ -595,7 +592,9 @@ impl Accounts {
     async fn sweep(&self, user: &UserId) -> Result<usize, AccountError> {
         let pk = user_pk(user);
         let mut deleted = 0;
-        let items: Vec<Item> = query_all(self.store.as_ref(), Query::table(&pk, ""))
+        let items: Vec<Item> = self
+            .store
+            .query_all(Query::table(&pk, ""))
             .await?
             .into_iter()
             .filter(|i| i.sk != GONE_SK)
@@ -613,7 +612,7 @@ impl Accounts {
         }
         for term in terms {
             let partition = format!("U#{user}#T#{term}");
-            let postings = query_all(self.store.as_ref(), Query::table(partition, "")).await?;
+            let postings = self.store.query_all(Query::table(partition, "")).await?;
             deleted += delete_keys(
                 self.store.as_ref(),
                 postings.into_iter().map(|i| (i.pk, i.sk)).collect(),

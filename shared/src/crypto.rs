@@ -457,29 +457,25 @@ impl Vault {
 
     /// Reads and unwraps every stored key version of the user.
     async fn load(&self, user: &UserId) -> Result<BTreeMap<u32, DataKey>, CryptoError> {
-        let mut query = Query::table(key_pk(user), KEY_SK_PREFIX);
+        let items = self
+            .store
+            .query_all(Query::table(key_pk(user), KEY_SK_PREFIX));
         let mut keys = BTreeMap::new();
-        loop {
-            let page = self.store.query(&query).await?;
-            for item in page.items {
-                let version = item
-                    .sk
-                    .strip_prefix(KEY_SK_PREFIX)
-                    .and_then(|v| v.parse::<u32>().ok())
-                    .ok_or(CryptoError::Malformed)?;
-                let record: KeyRecord =
-                    serde_json::from_slice(&item.body).map_err(|_| CryptoError::Malformed)?;
-                let wrapped = BASE64
-                    .decode(record.wrapped)
-                    .map_err(|_| CryptoError::Malformed)?;
-                let key = self.keys.unwrap(user, &WrappedKey(wrapped)).await?;
-                keys.insert(version, key);
-            }
-            match page.next {
-                Some(next) => query.after = Some(next),
-                None => return Ok(keys),
-            }
+        for item in items.await? {
+            let version = item
+                .sk
+                .strip_prefix(KEY_SK_PREFIX)
+                .and_then(|v| v.parse::<u32>().ok())
+                .ok_or(CryptoError::Malformed)?;
+            let record: KeyRecord =
+                serde_json::from_slice(&item.body).map_err(|_| CryptoError::Malformed)?;
+            let wrapped = BASE64
+                .decode(record.wrapped)
+                .map_err(|_| CryptoError::Malformed)?;
+            let key = self.keys.unwrap(user, &WrappedKey(wrapped)).await?;
+            keys.insert(version, key);
         }
+        Ok(keys)
     }
 
     /// Stores a wrapped key version, failing with `ConditionFailed` if it already exists.

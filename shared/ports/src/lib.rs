@@ -298,6 +298,22 @@ pub trait Store: Send + Sync {
     /// One page of items in a partition of the table or of the index.
     async fn query(&self, query: &Query) -> Result<QueryPage, StoreError>;
 
+    /// Every item of `query`, its pages read in turn. For sets read whole (a user's tokens,
+    /// grants or keys, an outbox); where a set can be large and is used a page at a time, the
+    /// caller walks [`Store::query`]'s cursors itself.
+    async fn query_all(&self, query: Query) -> Result<Vec<Item>, StoreError> {
+        let mut query = query;
+        let mut items = Vec::new();
+        loop {
+            let page = self.query(&query).await?;
+            items.extend(page.items);
+            match page.next {
+                Some(next) => query.after = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
     /// Applies all the writes or none. At most [`MAX_TRANSACTION_ITEMS`], one per key.
     async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError>;
 

@@ -248,18 +248,14 @@ impl Tokens {
 
     /// The user's tokens, oldest first.
     pub async fn list(&self, user: &UserId) -> Result<Vec<TokenRecord>, TokenError> {
-        let mut out = Vec::new();
-        let mut query = Query::gsi1(user_tokens_partition(user), "");
-        loop {
-            let page = self.store.query(&query).await?;
-            for item in page.items {
-                out.push(serde_json::from_slice(&item.body).map_err(TokenError::Corrupt)?);
-            }
-            match page.next {
-                Some(next) => query.after = Some(next),
-                None => return Ok(out),
-            }
-        }
+        let items = self
+            .store
+            .query_all(Query::gsi1(user_tokens_partition(user), ""));
+        items
+            .await?
+            .iter()
+            .map(|item| serde_json::from_slice(&item.body).map_err(TokenError::Corrupt))
+            .collect()
     }
 
     /// Revokes a token by its id. Revoking twice is not an error.

@@ -216,16 +216,11 @@ impl WebSessions {
     /// Ends every session of `user` (a password change, account deletion). Returns how many
     /// there were.
     pub async fn end_all(&self, user: &UserId) -> Result<usize, SessionError> {
-        let mut keys = Vec::new();
-        let mut query = Query::gsi1(sessions_partition(user), "");
-        loop {
-            let page = self.store.query(&query).await?;
-            keys.extend(page.items.into_iter().map(|i| (i.pk, i.sk)));
-            match page.next {
-                Some(next) => query.after = Some(next),
-                None => break,
-            }
-        }
+        let sessions = self
+            .store
+            .query_all(Query::gsi1(sessions_partition(user), ""));
+        let keys: Vec<(String, String)> =
+            sessions.await?.into_iter().map(|i| (i.pk, i.sk)).collect();
         let n = keys.len();
         for chunk in keys.chunks(MAX_TRANSACTION_ITEMS) {
             let writes = chunk

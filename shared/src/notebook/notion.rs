@@ -740,16 +740,10 @@ impl Notebook {
 
     /// Every user's outbox items, through the index.
     async fn due_items(&self) -> Result<Vec<Item>, NotebookError> {
-        let mut q = Query::gsi1(NOTION_DUE_PARTITION, "");
-        let mut out = Vec::new();
-        loop {
-            let page = self.store.query(&q).await?;
-            out.extend(page.items);
-            match page.next {
-                Some(next) => q.after = Some(next),
-                None => return Ok(out),
-            }
-        }
+        Ok(self
+            .store
+            .query_all(Query::gsi1(NOTION_DUE_PARTITION, ""))
+            .await?)
     }
 
     /// Pushes outbox items due (all of them when `force`), at most `budget`, not leased by
@@ -1240,16 +1234,10 @@ impl Notebook {
     }
 
     async fn outbox_items(&self, user: &UserId) -> Result<Vec<Item>, NotebookError> {
-        let mut q = Query::table(user_pk(user), NOTION_OUT_PREFIX);
-        let mut out = Vec::new();
-        loop {
-            let page = self.store.query(&q).await?;
-            out.extend(page.items);
-            match page.next {
-                Some(next) => q.after = Some(next),
-                None => return Ok(out),
-            }
-        }
+        Ok(self
+            .store
+            .query_all(Query::table(user_pk(user), NOTION_OUT_PREFIX))
+            .await?)
     }
 }
 

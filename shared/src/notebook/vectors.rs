@@ -473,16 +473,10 @@ impl super::Notebook {
             Some(i) => pending_block_prefix(i),
             None => PENDING_PREFIX.to_owned(),
         };
-        let mut q = Query::table(records::user_pk(user), prefix);
-        let mut out = Vec::new();
-        loop {
-            let page = self.store.query(&q).await?;
-            out.extend(page.items);
-            match page.next {
-                Some(next) => q.after = Some(next),
-                None => return Ok(out),
-            }
-        }
+        Ok(self
+            .store
+            .query_all(Query::table(records::user_pk(user), prefix))
+            .await?)
     }
 
     /// The pending entries of `user` opened as one block for search, when the pending counter

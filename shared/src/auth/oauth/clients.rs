@@ -392,18 +392,14 @@ impl Clients {
 
     /// Stored clients, oldest first (metadata-document clients are not stored).
     pub async fn list(&self) -> Result<Vec<ClientRecord>, OAuthError> {
-        let mut out = Vec::new();
-        let mut query = Query::gsi1(CLIENTS_PARTITION, "");
-        loop {
-            let page = self.store.query(&query).await?;
-            for item in page.items {
-                out.push(serde_json::from_slice(&item.body)?);
-            }
-            match page.next {
-                Some(next) => query.after = Some(next),
-                None => return Ok(out),
-            }
-        }
+        let items = self
+            .store
+            .query_all(Query::gsi1(CLIENTS_PARTITION, ""))
+            .await?;
+        Ok(items
+            .iter()
+            .map(|item| serde_json::from_slice(&item.body))
+            .collect::<Result<_, _>>()?)
     }
 
     /// Forgets a stored client. Its grants stay until revoked or expired; its refresh tokens no
@@ -414,16 +410,8 @@ impl Clients {
             return Ok(false);
         }
         // The users' approval marks first, the record last, so a run cut short can be repeated.
-        let mut marks = Vec::new();
-        let mut query = Query::table(&key, APPROVED_PREFIX);
-        loop {
-            let page = self.store.query(&query).await?;
-            marks.extend(page.items.into_iter().map(|i| i.sk));
-            match page.next {
-                Some(next) => query.after = Some(next),
-                None => break,
-            }
-        }
+        let approved = self.store.query_all(Query::table(&key, APPROVED_PREFIX));
+        let mut marks: Vec<String> = approved.await?.into_iter().map(|i| i.sk).collect();
         marks.push(LEGACY_APPROVED_SK.to_owned());
         for chunk in marks.chunks(MAX_TRANSACTION_ITEMS) {
             let writes = chunk

@@ -119,18 +119,14 @@ impl Grants {
 
     /// The user's grants, oldest first (revoked ones too, until they expire).
     pub async fn list(&self, user: &UserId) -> Result<Vec<GrantRecord>, OAuthError> {
-        let mut out = Vec::new();
-        let mut query = Query::gsi1(user_grants_partition(user), "");
-        loop {
-            let page = self.store.query(&query).await?;
-            for item in page.items {
-                out.push(serde_json::from_slice(&item.body)?);
-            }
-            match page.next {
-                Some(next) => query.after = Some(next),
-                None => return Ok(out),
-            }
-        }
+        let items = self
+            .store
+            .query_all(Query::gsi1(user_grants_partition(user), ""));
+        Ok(items
+            .await?
+            .iter()
+            .map(|item| serde_json::from_slice(&item.body))
+            .collect::<Result<_, _>>()?)
     }
 
     /// Revokes a grant (and so every token issued under it). When `user` is given, only that
