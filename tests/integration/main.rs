@@ -17,6 +17,7 @@ mod bundle;
 mod cli;
 mod confirm;
 mod corrections;
+mod golden;
 mod lambda;
 mod notebook;
 mod notes;
