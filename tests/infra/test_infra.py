@@ -557,9 +557,9 @@ def test_exports_are_kept_a_day_only(infra: Infra, role_statements) -> None:
 
 
 def trash_days() -> int:
-    source = (INFRA.parent / "shared/src/notebook/trash.rs").read_text()
+    source = (INFRA.parent / "shared/domain/src/lib.rs").read_text()
     m = re.search(r"pub const TRASH_DAYS: i64 = (\d+);", source)
-    assert m, "TRASH_DAYS in shared/src/notebook/trash.rs"
+    assert m, "TRASH_DAYS in shared/domain/src/lib.rs"
     return int(m.group(1))
 
 
