@@ -248,16 +248,7 @@ impl Calls<'_> {
     /// A call that runs at once: its golden, and its result.
     async fn call(&mut self, tool: &str, arguments: Value) -> Value {
         let params = json!({ "name": tool, "arguments": arguments });
-        let result = result_of(
-            stateless(
-                self.app,
-                &self.app.token,
-                "tools/call",
-                Some(tool),
-                params.clone(),
-            )
-            .await,
-        );
+        let result = self.tools_call(tool, params.clone()).await;
         assert_eq!(result["isError"], false, "{tool}: {result}");
         self.write(
             tool,
@@ -269,30 +260,12 @@ impl Calls<'_> {
     /// A destructive call: asked, then called again with the answer "accept".
     async fn call_confirmed(&mut self, tool: &str, arguments: Value) -> Value {
         let params = json!({ "name": tool, "arguments": arguments });
-        let asked = result_of(
-            stateless(
-                self.app,
-                &self.app.token,
-                "tools/call",
-                Some(tool),
-                params.clone(),
-            )
-            .await,
-        );
+        let asked = self.tools_call(tool, params.clone()).await;
         assert_eq!(asked["resultType"], "input_required", "{tool}: {asked}");
         let mut again = params.clone();
         again["inputResponses"] = json!({ "confirm": { "action": "accept" } });
         again["requestState"] = asked["requestState"].clone();
-        let done = result_of(
-            stateless(
-                self.app,
-                &self.app.token,
-                "tools/call",
-                Some(tool),
-                again.clone(),
-            )
-            .await,
-        );
+        let done = self.tools_call(tool, again.clone()).await;
         assert_eq!(done["isError"], false, "{tool}: {done}");
         self.write(
             tool,
@@ -302,6 +275,12 @@ impl Calls<'_> {
             ],
         );
         done
+    }
+
+    /// `tools/call` of `tool` with `params`, as the admin: the JSON-RPC result.
+    async fn tools_call(&self, tool: &str, params: Value) -> Value {
+        let reply = stateless(self.app, &self.app.token, "tools/call", Some(tool), params);
+        result_of(reply.await)
     }
 
     /// Kept as it came: redacted at the end, when every id of the run is known.
