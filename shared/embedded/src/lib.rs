@@ -311,8 +311,7 @@ impl EmbeddedStore {
     }
 }
 
-/// How often (store-clock seconds between writes) the writer sweeps expired items away.
-pub const SWEEP_EVERY_SECONDS: i64 = 3600;
+pub use nib_ports::SWEEP_EVERY_SECONDS;
 
 impl EmbeddedStore {
     /// Deletes every expired item (and its index entry) now, by the store's clock; returns how

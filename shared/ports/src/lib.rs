@@ -57,6 +57,11 @@ pub fn is_live(expires_at: Option<i64>, now: i64) -> bool {
     expires_at.is_none_or(|at| now < at)
 }
 
+/// How often, in seconds of their clock, the local back end's adapters sweep away what has
+/// expired (the embedded store its items, the asset folder its trashed files): DynamoDB's TTL
+/// and S3's lifecycle rules do it on AWS.
+pub const SWEEP_EVERY_SECONDS: i64 = 3600;
+
 /// A condition on the item currently stored under a write's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cond {

@@ -31,11 +31,9 @@ use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
 use crate::domain::{PageId, UserId};
-use crate::ports::{ASSET_PURGE_DAYS, AssetKind, Assets, AssetsError, Clock, SystemClock};
-
-/// How often the trash is swept, in seconds of the assets' clock: hourly, as the embedded store
-/// sweeps its expired items (a page's files then go within the hour its item does).
-pub const SWEEP_EVERY_SECONDS: i64 = 3600;
+use crate::ports::{
+    ASSET_PURGE_DAYS, AssetKind, Assets, AssetsError, Clock, SWEEP_EVERY_SECONDS, SystemClock,
+};
 
 const NONCE_LEN: usize = 12;
 /// The first byte of every asset file; a new layout gets a new byte.
